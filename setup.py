@@ -1,0 +1,25 @@
+"""audiorecords: WAV files -> sharded TFRecords with Apache Beam, replayed with tf.data.
+
+`setup.py` at the root (as in Beam's juliaset example) so `--setup_file ./setup.py` ships our
+packages to Dataflow / portable workers.
+"""
+
+import setuptools
+
+setuptools.setup(
+    name="audiorecords",
+    version="0.1.0",
+    description="Turn a pile of WAV files into training data once; replay it fast with tf.data.",
+    packages=setuptools.find_packages(exclude=("tests", "tests.*", "benchmarks", "benchmarks.*")),
+    python_requires=">=3.10",
+    install_requires=[
+        "apache-beam>=2.60",
+        "tensorflow>=2.15",
+        "tensorflow-transform>=1.15",
+        "tfx-bsl>=1.15",
+        "tensorflow-metadata>=1.15",
+        "soundfile>=0.12",
+        "scipy>=1.11",
+        "numpy>=1.26",
+    ],
+)
