@@ -1,0 +1,73 @@
+"""replay: read audiorecords datasets (sharded TFRecords + manifest.json) back with tf.data.
+
+Public API::
+
+    from replay import replay_dataset, load_info
+
+    info = load_info("out/")                      # manifest: counts, classes, shapes, ...
+    ds = replay_dataset("out/", split="train", shuffle_buffer=10_000, batch_size=64)
+
+``import replay`` is cheap: it loads neither TensorFlow (imported on first use of
+`replay_dataset`, `default_reader_func` or `verify_dataset`) nor Apache Beam nor
+tensorflow-transform.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from replay.errors import (
+    CorruptShardError,
+    DatasetNotFoundError,
+    IncompleteDatasetError,
+    ManifestError,
+    MissingShardError,
+    ReplayError,
+    ShardError,
+    ShardSizeError,
+    UnknownFeatureError,
+    UnknownSplitError,
+)
+from replay.info import DatasetInfo, ShardInfo, load_info
+
+if TYPE_CHECKING:
+    from replay.reader import default_reader_func, replay_dataset, verify_dataset
+
+# Attributes whose module imports TensorFlow: loaded on first access (PEP 562).
+_LAZY = {
+    "replay_dataset": "replay.reader",
+    "default_reader_func": "replay.reader",
+    "verify_dataset": "replay.reader",
+}
+
+__all__ = [
+    "CorruptShardError",
+    "DatasetInfo",
+    "DatasetNotFoundError",
+    "IncompleteDatasetError",
+    "ManifestError",
+    "MissingShardError",
+    "ReplayError",
+    "ShardError",
+    "ShardInfo",
+    "ShardSizeError",
+    "UnknownFeatureError",
+    "UnknownSplitError",
+    "default_reader_func",
+    "load_info",
+    "replay_dataset",
+    "verify_dataset",
+]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'replay' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))

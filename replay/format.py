@@ -184,3 +184,18 @@ def check_manifest(manifest: Mapping[str, Any], *, path: str) -> None:
     for key in ("compression", "elements", "splits", "num_examples"):
         if key not in manifest:
             raise FormatError(f"{path}: manifest has no {key!r}")
+
+
+# --- helpers shared by readers (added for `replay`) --------------------------------------------
+
+
+def element_specs(manifest: Mapping[str, Any]) -> dict[str, ElementSpec]:
+    """The `ElementSpec` of every key of a decoded element, in manifest order."""
+    return {key: ElementSpec.from_json(obj) for key, obj in manifest["elements"].items()}
+
+
+def tf_compression_type(compression: str) -> str:
+    """`compression` (NONE / GZIP / ZLIB) as tf.data's ``compression_type`` ("" for NONE)."""
+    if compression not in COMPRESSION_SUFFIXES:
+        raise ValueError(f"unknown compression {compression!r}")
+    return "" if compression == "NONE" else compression

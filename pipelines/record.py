@@ -1,0 +1,235 @@
+"""Record pipeline: WAV files -> windows -> features -> tensorflow-transform -> sharded TFRecords.
+
+Usage::
+
+    python -m pipelines.record --input_pattern 'data/**/*.wav' --output_dir out/ \\
+        [--win_len 32768] [--hop_len N] [--pad] [--features log_mel] ... [--runner ...]
+
+Stages (each a Beam step with its own counters):
+
+1. ``ListFiles``: the matched files (matched in the launcher, sorted: ``index`` is the position).
+2. ``ScanHeaders`` + ``WidestDtype``: with ``--signal_dtype auto``, the dtype that holds every
+   file's samples exactly.
+3. ``ReadWindows``: decode, window and compute features per file -> Arrow RecordBatches; bad
+   files go to the ``errors`` output with their reason.
+4. ``AnalyzeAndTransform``: TFT full pass (class vocabulary, z-score statistics) and transform.
+5. ``Encode`` -> ``GroupByShard`` -> ``WriteShards``: deterministic shard files.
+6. ``Finalize``: schema.pbtxt, feature_fn/, and last manifest.json.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import sys
+import time
+
+import apache_beam as beam
+from apache_beam.options.pipeline_options import PipelineOptions
+
+import runners
+from pipelines.plan import RUN_MARKER, RecordPlan, UsageError, plan_record
+from replay import format as fmt
+from transforms import manifest, read, shards
+from transforms.preprocessing import preprocessing_fn
+
+
+class RecordOptions(PipelineOptions):
+    """Options of the record job (any standard Beam option may be given beside them)."""
+
+    @classmethod
+    def _add_argparse_args(cls, parser) -> None:
+        add = parser.add_argument
+        add("--input_pattern", required=True, help="glob of WAV files (local, gs://, s3://...)")
+        add("--output_dir", required=True, help="dataset directory to write")
+        add("--win_len", type=int, default=32768, help="window length in samples")
+        add("--hop_len", type=int, default=None, help="hop between windows (default win_len)")
+        add("--pad", action="store_true", help="zero-pad trailing partial windows")
+        add("--max_windows_per_signal", type=int, default=None, help="keep the first N windows")
+        add("--label_source", default="filename", help="filename | dirname | csv:PATH")
+        add("--sample_rate", type=int, default=None, help="resample every file to this rate")
+        add(
+            "--channel_mode",
+            default="first",
+            choices=read.CHANNEL_MODES,
+            help="multi-channel files: first channel, mean of channels, or split (one element "
+            "per channel, with a `channel` key)",
+        )
+        add(
+            "--signal_dtype",
+            default="auto",
+            choices=read.SIGNAL_DTYPES,
+            help="dtype of `signal`; auto = the narrowest that holds every file exactly",
+        )
+        add("--features", default="log_mel", help="comma list of spectrogram,log_mel,mfcc or none")
+        add("--frame_length", type=int, default=400, help="feature frame length (samples)")
+        add("--frame_step", type=int, default=160, help="feature frame step (samples)")
+        add("--fft_length", type=int, default=512, help="FFT length")
+        add("--num_mel_bins", type=int, default=64, help="mel bands of log_mel / mfcc")
+        add("--lower_edge_hz", type=float, default=20.0, help="lowest mel band edge (Hz)")
+        add("--upper_edge_hz", type=float, default=None, help="highest edge (default rate/2)")
+        add("--num_mfccs", type=int, default=13, help="MFCC coefficients kept")
+        add(
+            "--no_normalize",
+            dest="normalize",
+            action="store_false",
+            help="do not add TFT z-scored <feature>_norm keys",
+        )
+        add("--compression", default="AUTO", help="AUTO | GZIP | ZLIB | NONE")
+        add("--num_shards", type=int, default=None, help="shard count (default: by size)")
+        add("--dataset_name", default=fmt.DEFAULT_NAME, help="prefix of shard file names")
+        add("--overwrite", action="store_true", help="replace an existing dataset directory")
+        add("--strict", action="store_true", help="fail the job on the first bad input file")
+
+
+def build_pipeline(p: beam.Pipeline, plan: RecordPlan) -> None:
+    """Adds the record job's stages to `p` (runner-agnostic)."""
+    import tensorflow_transform.beam as tft_beam
+    from tfx_bsl.tfxio.tensor_adapter import TensorAdapterConfig
+
+    layout = plan.read.layout
+    files = p | "ListFiles" >> beam.Create(plan.inputs) | "SpreadFiles" >> beam.Reshuffle()
+    if plan.signal_dtype == "auto":
+        dtype = beam.pvalue.AsSingleton(
+            files
+            | "ScanHeaders" >> beam.FlatMap(read.file_signal_dtype)
+            | "WidestDtype" >> beam.CombineGlobally(read.widest_dtype)
+        )
+    else:
+        dtype = plan.signal_dtype
+    windows = files | "ReadWindows" >> beam.ParDo(
+        read.ReadWindowsFn(plan.read), dtype
+    ).with_outputs(read.FILES_TAG, read.ERRORS_TAG, main="windows")
+    raw = (
+        windows.windows,
+        TensorAdapterConfig(layout.arrow_schema(), layout.tensor_representations()),
+    )
+    fn = functools.partial(
+        preprocessing_fn, feature_names=tuple(layout.feature_shapes), normalize=layout.normalize
+    )
+    with tft_beam.Context(
+        temp_dir=f"{plan.output_dir}/.tmp/tft", passthrough_keys=set(layout.passthrough_keys)
+    ):
+        (transformed, _), transform_fn = raw | "AnalyzeAndTransform" >> (
+            tft_beam.AnalyzeAndTransformDataset(fn, output_record_batches=True)
+        )
+        transform_written = transform_fn | "WriteTransformFn" >> tft_beam.WriteTransformFn(
+            plan.output_dir
+        )
+    spec = shards.ShardSpec(output_dir=plan.output_dir, name=plan.name, num_shards=plan.num_shards)
+    keyed = transformed | "Encode" >> beam.ParDo(shards.EncodeFn(num_shards=plan.num_shards))
+    compression = (
+        keyed
+        | "SampleRecords" >> beam.Map(lambda kv: kv[1][1])
+        | "Sample" >> beam.combiners.Sample.FixedSizeGlobally(shards.AUTO_SAMPLE_SIZE)
+        | "ChooseCompression" >> beam.Map(lambda s: shards.choose_compression(plan.compression, s))
+    )
+    written = (
+        keyed
+        | "GroupByShard" >> beam.GroupByKey()
+        | "WriteShards"
+        >> beam.ParDo(shards.WriteShardFn(spec), beam.pvalue.AsSingleton(compression))
+    )
+    _ = (
+        p
+        | "FinalizeStart" >> beam.Create([None])
+        | "Finalize"
+        >> beam.Map(
+            manifest.finalize,
+            spec=spec,
+            layout=layout,
+            feature_config=plan.read.features,
+            win_len=plan.read.window.win_len,
+            params=plan.params,
+            shards=beam.pvalue.AsList(written),
+            files=beam.pvalue.AsList(windows[read.FILES_TAG]),
+            errors=beam.pvalue.AsList(windows[read.ERRORS_TAG]),
+            compression=beam.pvalue.AsSingleton(compression),
+            signal_dtype=dtype,
+            transform_written=beam.pvalue.AsList(transform_written),
+        )
+    )
+
+
+def prepare_output_dir(plan: RecordPlan) -> None:
+    """Removes a previous dataset (only one of ours: checked in planning) and marks the dir."""
+    import tensorflow as tf
+
+    if tf.io.gfile.exists(plan.output_dir):
+        tf.io.gfile.rmtree(plan.output_dir)
+    tf.io.gfile.makedirs(f"{plan.output_dir}/.tmp")
+    with tf.io.gfile.GFile(f"{plan.output_dir}/{RUN_MARKER}", "w") as fh:
+        fh.write("an audiorecords run writes here; manifest.json appears when it is complete\n")
+
+
+def run(argv: list[str] | None = None, save_main_session: bool = False) -> dict:
+    """Parses `argv`, plans, runs the pipeline and returns the manifest summary.
+
+    Raises:
+      UsageError: invalid arguments or inputs (before any work).
+    """
+    argv = list(sys.argv[1:] if argv is None else argv)
+    options = PipelineOptions(argv)
+    opts = options.view_as(RecordOptions)
+    plan = plan_record(opts)
+    try:
+        runners.configure(options, input_bytes=plan.input_bytes, argv=argv)
+    except runners.RunnerError as e:
+        raise UsageError(str(e)) from e
+    prepare_output_dir(plan)
+    start = time.monotonic()
+    with beam.Pipeline(options=options) as p:
+        build_pipeline(p, plan)
+    elapsed = time.monotonic() - start
+    return summarize(plan, elapsed)
+
+
+def summarize(plan: RecordPlan, elapsed: float) -> dict:
+    """Reads the written manifest, cleans temporary files, logs the final summary line."""
+    import json
+
+    import tensorflow as tf
+
+    with tf.io.gfile.GFile(f"{plan.output_dir}/{fmt.MANIFEST_FILENAME}") as fh:
+        m = json.load(fh)
+    for leftover in (".tmp", "transform_tmp", RUN_MARKER):
+        path = f"{plan.output_dir}/{leftover}"
+        if tf.io.gfile.isdir(path):
+            tf.io.gfile.rmtree(path)
+        elif tf.io.gfile.exists(path):
+            tf.io.gfile.remove(path)
+    seconds = sum(f["num_frames"] / f["sample_rate"] for f in m["files"] if f["sample_rate"])
+    num_bytes = sum(s["num_bytes"] for sp in m["splits"].values() for s in sp["shards"])
+    summary = {
+        "output_dir": plan.output_dir,
+        "files": len(m["files"]),
+        "failed": len(m["errors"]),
+        "windows": m["num_examples"],
+        "shards": sum(len(sp["shards"]) for sp in m["splits"].values()),
+        "bytes": num_bytes,
+        "compression": m["compression"],
+        "seconds": round(elapsed, 2),
+        "audio_seconds_per_second": round(seconds / elapsed, 1) if elapsed else 0.0,
+    }
+    logging.getLogger(__name__).info("record summary: %s", summary)
+    print(
+        f"recorded {summary['windows']} windows from {summary['files']} files "
+        f"({summary['failed']} failed) into {summary['shards']} {m['compression']} shards, "
+        f"{num_bytes / 1e6:.1f} MB in {elapsed:.1f} s "
+        f"({summary['audio_seconds_per_second']} audio-s/s) -> {plan.output_dir}"
+    )
+    return summary
+
+
+def main(argv: list[str] | None = None) -> int:
+    logging.getLogger().setLevel(logging.WARNING)
+    try:
+        run(argv)
+    except UsageError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

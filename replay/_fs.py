@@ -1,0 +1,71 @@
+"""Tiny filesystem layer: plain `os` for local paths (no TensorFlow import), tf.io.gfile for URLs.
+
+Any path with a scheme (``gs://``, ``s3://``, ``file://``, ...) goes through `tf.io.gfile`, so
+every filesystem TensorFlow can read works; local paths skip importing TensorFlow, which keeps
+`replay.load_info` cheap.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+
+
+def is_url(path: str) -> bool:
+    """Whether `path` has a scheme (``gs://bucket/x``) and so needs tf.io.gfile."""
+    return "://" in path
+
+
+def _gfile():  # noqa: ANN202 - the tf.io.gfile module
+    import tensorflow as tf  # lazy: TensorFlow takes seconds to import
+
+    return tf.io.gfile
+
+
+def join(directory: str, name: str) -> str:
+    """`directory` / `name` for local paths and URLs alike."""
+    if is_url(directory):
+        return posixpath.join(directory, name)
+    return os.path.join(directory, name)
+
+
+def exists(path: str) -> bool:
+    return _gfile().exists(path) if is_url(path) else os.path.exists(path)
+
+
+def isdir(path: str) -> bool:
+    return _gfile().isdir(path) if is_url(path) else os.path.isdir(path)
+
+
+def read_text(path: str) -> str:
+    """The file's text (UTF-8)."""
+    if is_url(path):
+        with _gfile().GFile(path, "rb") as f:
+            return f.read().decode("utf-8")
+    with open(path, encoding="utf-8") as f:
+        return f.read()
+
+
+def size(path: str) -> int | None:
+    """The file's size in bytes, or None when it does not exist (one cheap stat)."""
+    if not is_url(path):
+        try:
+            return os.stat(path).st_size
+        except FileNotFoundError:
+            return None
+    import tensorflow as tf
+
+    try:
+        return tf.io.gfile.stat(path).length
+    except tf.errors.NotFoundError:
+        return None
+
+
+def sizes(paths: Sequence[str]) -> list[int | None]:
+    """`size` of each path; remote stats run in parallel (one round trip each on GCS / S3)."""
+    if len(paths) <= 4 or not any(is_url(p) for p in paths):
+        return [size(p) for p in paths]
+    with ThreadPoolExecutor(max_workers=min(32, len(paths))) as pool:
+        return list(pool.map(size, paths))

@@ -1,0 +1,49 @@
+"""Exceptions raised by `replay`; every message names the dataset path or shard file involved."""
+
+from __future__ import annotations
+
+from replay import format as fmt
+
+
+class ReplayError(Exception):
+    """Base class of every error `replay` raises itself."""
+
+
+class DatasetNotFoundError(ReplayError, FileNotFoundError):
+    """The dataset path does not exist or is not a directory."""
+
+
+class IncompleteDatasetError(ReplayError):
+    """The directory has no complete manifest.json: a record run still writing, or one that died.
+
+    The pipeline writes manifest.json last, atomically and marked ``"complete": true``; without it
+    the shards beside it may be partial.
+    """
+
+
+class ManifestError(ReplayError, fmt.FormatError):
+    """manifest.json is not one this reader understands (e.g. a newer ``format_version``)."""
+
+
+class ShardError(ReplayError):
+    """A shard file listed in the manifest is unusable."""
+
+
+class MissingShardError(ShardError, FileNotFoundError):
+    """A shard listed in the manifest does not exist."""
+
+
+class ShardSizeError(ShardError):
+    """A shard's byte size differs from the manifest's ``num_bytes`` (truncated or rewritten)."""
+
+
+class CorruptShardError(ShardError):
+    """A shard fails its record checksums or holds a different record count (`verify_dataset`)."""
+
+
+class UnknownSplitError(ReplayError, ValueError):
+    """A requested split is not in the manifest (the message lists the available ones)."""
+
+
+class UnknownFeatureError(ReplayError, ValueError):
+    """A requested feature key is not in the manifest (the message lists the available ones)."""

@@ -1,0 +1,286 @@
+"""`load_info`: what an audiorecords dataset holds, from its manifest, without reading a shard.
+
+Importing this module (and calling `load_info` on a local path) does not import TensorFlow; only
+`DatasetInfo.element_spec` and URLs (``gs://...``) do.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any
+
+from replay import _fs
+from replay import format as fmt
+from replay.errors import (
+    DatasetNotFoundError,
+    IncompleteDatasetError,
+    ManifestError,
+    MissingShardError,
+    ShardSizeError,
+    UnknownFeatureError,
+    UnknownSplitError,
+)
+
+if TYPE_CHECKING:
+    import tensorflow as tf
+
+
+def _freeze(obj: Any) -> Any:
+    """A read-only deep copy of parsed JSON: dicts -> MappingProxyType, lists -> tuples."""
+    if isinstance(obj, Mapping):
+        return MappingProxyType({k: _freeze(v) for k, v in obj.items()})
+    if isinstance(obj, list | tuple):
+        return tuple(_freeze(v) for v in obj)
+    return obj
+
+
+@dataclasses.dataclass(frozen=True)
+class ShardInfo:
+    """One shard file as the manifest lists it.
+
+    Attributes:
+      split: the split the shard belongs to.
+      filename: file name inside the dataset directory (`format.shard_filename`).
+      path: full path or URL of the file.
+      num_examples: records (windows) in the file.
+      num_bytes: the file's size in bytes.
+    """
+
+    split: str
+    filename: str
+    path: str
+    num_examples: int
+    num_bytes: int
+
+
+@dataclasses.dataclass(frozen=True)
+class DatasetInfo:
+    """Read-only view of a dataset's manifest.json (see `replay.format` for every field).
+
+    Attributes:
+      path: the dataset directory (as given to `load_info`).
+      name: dataset name used in shard file names.
+      format_version: manifest format version.
+      created_utc: when the run finished (ISO-8601).
+      compression: NONE, GZIP or ZLIB (`compression_type` is tf.data's argument).
+      elements: `format.ElementSpec` of every key of a decoded element, in manifest order.
+      classes: the class vocabulary in `target` order.
+      splits: split names in manifest order ("all" for a run without splits).
+      shards: split -> its `ShardInfo`s in order.
+      files: every decoded input file (read-only mappings; see `replay.format`).
+      errors: every input file that failed, with its reason.
+      params: the record run's options.
+      versions: library versions of the record run.
+      manifest: the whole manifest, read-only.
+    """
+
+    path: str
+    name: str
+    format_version: int
+    created_utc: str
+    compression: str
+    elements: Mapping[str, fmt.ElementSpec]
+    classes: tuple[str, ...]
+    splits: tuple[str, ...]
+    shards: Mapping[str, tuple[ShardInfo, ...]] = dataclasses.field(repr=False)
+    files: tuple[Mapping[str, Any], ...] = dataclasses.field(repr=False)
+    errors: tuple[Mapping[str, Any], ...] = dataclasses.field(repr=False)
+    params: Mapping[str, Any] = dataclasses.field(repr=False)
+    versions: Mapping[str, Any] = dataclasses.field(repr=False)
+    manifest: Mapping[str, Any] = dataclasses.field(repr=False)
+
+    @property
+    def num_classes(self) -> int:
+        return len(self.classes)
+
+    @property
+    def compression_type(self) -> str:
+        """`compression` spelled as tf.data's ``compression_type`` ("" for NONE)."""
+        return fmt.tf_compression_type(self.compression)
+
+    @property
+    def element_spec(self) -> dict[str, tf.TensorSpec]:
+        """`tf.TensorSpec` of every key of an unbatched element (imports TensorFlow)."""
+        return self.tensor_specs()
+
+    def tensor_specs(self, features: str | Sequence[str] | None = None) -> dict[str, tf.TensorSpec]:
+        """`tf.TensorSpec` of each key in `features` (default: all keys)."""
+        import tensorflow as tf
+
+        return {
+            key: tf.TensorSpec(shape=spec.shape, dtype=tf.as_dtype(spec.dtype))
+            for key, spec in self.select_features(features).items()
+        }
+
+    def num_examples(self, split: str | Sequence[str] | None = None) -> int:
+        """Examples (windows) in `split` (a name or a list of names; None: all splits)."""
+        return sum(shard.num_examples for shard in self.shard_list(split))
+
+    def shard_list(self, split: str | Sequence[str] | None = None) -> list[ShardInfo]:
+        """The shards of `split` (a name or a list of names; None: all splits), in order."""
+        return [shard for name in self.select_splits(split) for shard in self.shards[name]]
+
+    def select_splits(self, split: str | Sequence[str] | None = None) -> list[str]:
+        """Validated split names (None: all); raises UnknownSplitError naming the available ones."""
+        if split is None:
+            return list(self.splits)
+        names = [split] if isinstance(split, str) else list(dict.fromkeys(split))
+        unknown = [name for name in names if name not in self.shards]
+        if unknown or not names:
+            raise UnknownSplitError(
+                f"{self.path}: unknown split(s) {unknown or names!r}; "
+                f"available splits: {list(self.splits)}"
+            )
+        return names
+
+    def select_features(
+        self, features: str | Sequence[str] | None = None
+    ) -> dict[str, fmt.ElementSpec]:
+        """Specs of the keys in `features` (None: all), in manifest order.
+
+        Raises:
+          UnknownFeatureError: a key is not in the manifest (the message lists the available ones).
+        """
+        if features is None:
+            return dict(self.elements)
+        wanted = {features} if isinstance(features, str) else set(features)
+        unknown = sorted(wanted - set(self.elements))
+        if unknown or not wanted:
+            raise UnknownFeatureError(
+                f"{self.path}: unknown feature(s) {unknown or sorted(wanted)!r}; "
+                f"available features: {list(self.elements)}"
+            )
+        return {key: spec for key, spec in self.elements.items() if key in wanted}
+
+    def check_shards(self, split: str | Sequence[str] | None = None) -> None:
+        """Stat every shard of `split`: each must exist with the manifest's byte size.
+
+        One stat per shard (in parallel for URLs); no shard is opened.
+
+        Raises:
+          MissingShardError: a shard does not exist (names it).
+          ShardSizeError: a shard's size differs from the manifest's num_bytes (names it).
+        """
+        shards = self.shard_list(split)
+        sizes = _fs.sizes([shard.path for shard in shards])
+        missing = [shard.path for shard, size in zip(shards, sizes, strict=True) if size is None]
+        if missing:
+            raise MissingShardError(
+                f"{self.path}: {len(missing)} shard(s) listed in the manifest are missing: "
+                f"{_names(missing)}"
+            )
+        for shard, size in zip(shards, sizes, strict=True):
+            if size != shard.num_bytes:
+                raise ShardSizeError(
+                    f"{shard.path}: shard is {size} bytes but the manifest says {shard.num_bytes} "
+                    "(truncated or rewritten after the run)"
+                )
+
+    def schema(self) -> Any:
+        """The tensorflow_metadata Schema in schema.pbtxt, or None when there is none."""
+        path = _fs.join(self.path, fmt.SCHEMA_FILENAME)
+        if not _fs.exists(path):
+            return None
+        from google.protobuf import text_format
+        from tensorflow_metadata.proto.v0 import schema_pb2
+
+        return text_format.Parse(_fs.read_text(path), schema_pb2.Schema())
+
+
+def _names(paths: Iterable[str], limit: int = 5) -> str:
+    paths = list(paths)
+    shown = ", ".join(paths[:limit])
+    return shown + (f", ... ({len(paths) - limit} more)" if len(paths) > limit else "")
+
+
+def load_info(path: str | os.PathLike) -> DatasetInfo:
+    """Read and validate a dataset's manifest.json.
+
+    Args:
+      path: the dataset directory: a local path or any tf.io.gfile URL (``gs://bucket/out``).
+
+    Returns:
+      A read-only `DatasetInfo`.
+
+    Raises:
+      DatasetNotFoundError: `path` does not exist or is not a directory.
+      IncompleteDatasetError: no manifest.json, an unreadable one, or one not marked complete.
+      ManifestError: a manifest this reader does not understand (e.g. a newer format_version).
+    """
+    path = os.fspath(path)
+    if not _fs.isdir(path):
+        what = "is not a directory" if _fs.exists(path) else "does not exist"
+        raise DatasetNotFoundError(f"{path}: dataset directory {what}")
+    manifest_path = _fs.join(path, fmt.MANIFEST_FILENAME)
+    if not _fs.exists(manifest_path):
+        raise IncompleteDatasetError(
+            f"{path}: incomplete dataset: no {fmt.MANIFEST_FILENAME} (the record pipeline writes "
+            "it last; a run is still writing here, or it died)"
+        )
+    try:
+        manifest = json.loads(_fs.read_text(manifest_path))
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise IncompleteDatasetError(
+            f"{manifest_path}: incomplete dataset: unreadable manifest ({e})"
+        ) from e
+    if not isinstance(manifest, dict):
+        raise ManifestError(f"{manifest_path}: manifest is not a JSON object")
+    if manifest.get("format") == fmt.FORMAT_NAME and manifest.get("complete") is not True:
+        raise IncompleteDatasetError(
+            f"{manifest_path}: incomplete dataset: manifest is not marked complete"
+        )
+    try:
+        fmt.check_manifest(manifest, path=manifest_path)
+        return _from_manifest(path, manifest)
+    except fmt.FormatError as e:
+        raise ManifestError(str(e)) from e
+    except (KeyError, TypeError, ValueError) as e:
+        raise ManifestError(f"{manifest_path}: malformed manifest: {e!r}") from e
+
+
+def _check_specs(specs: Mapping[str, fmt.ElementSpec]) -> None:
+    for key, spec in specs.items():
+        is_string = spec.dtype == "string"
+        if is_string != (spec.encoding == fmt.ENCODING_BYTES_LIST):
+            raise ValueError(f"element {key!r}: dtype {spec.dtype} with encoding {spec.encoding}")
+        if spec.encoding == fmt.ENCODING_FLOAT_LIST and spec.dtype != "float32":
+            raise ValueError(f"element {key!r}: float_list decodes to float32, not {spec.dtype}")
+
+
+def _from_manifest(path: str, manifest: dict[str, Any]) -> DatasetInfo:
+    fmt.tf_compression_type(manifest["compression"])  # validates
+    elements = fmt.element_specs(manifest)
+    _check_specs(elements)
+    shards = {
+        split: tuple(
+            ShardInfo(
+                split=split,
+                filename=shard["filename"],
+                path=_fs.join(path, shard["filename"]),
+                num_examples=int(shard["num_examples"]),
+                num_bytes=int(shard["num_bytes"]),
+            )
+            for shard in entry["shards"]
+        )
+        for split, entry in manifest["splits"].items()
+    }
+    return DatasetInfo(
+        path=path,
+        name=manifest.get("name", fmt.DEFAULT_NAME),
+        format_version=manifest["format_version"],
+        created_utc=manifest.get("created_utc", ""),
+        compression=manifest["compression"],
+        elements=MappingProxyType(elements),
+        classes=tuple(manifest.get("classes", ())),
+        splits=tuple(fmt.split_names(manifest)),
+        shards=MappingProxyType(shards),
+        files=_freeze(manifest.get("files", [])),
+        errors=_freeze(manifest.get("errors", [])),
+        params=_freeze(manifest.get("params", {})),
+        versions=_freeze(manifest.get("versions", {})),
+        manifest=_freeze(manifest),
+    )

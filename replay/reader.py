@@ -1,0 +1,365 @@
+"""`replay_dataset`: an audiorecords directory -> a `tf.data.Dataset` of decoded elements.
+
+Pipeline (all of it graph code: no Python runs per element)::
+
+    shard files (manifest order; file-sharded by input_context; shuffled if shuffle_shards)
+      -> map: one Dataset per shard file       (see "Per-shard datasets" below)
+      -> reader_func(datasets)                 default: parallel interleave, no shuffling
+      -> assert_cardinality(manifest count)    (not with tf.data service: workers read parts)
+      -> shuffle(shuffle_buffer) -> repeat -> batch -> tf.data service -> prefetch
+
+Per-shard datasets. Each element of the Dataset handed to `reader_func` is the Dataset of one
+shard file's *decoded* elements (dicts of tensors, exactly `DatasetInfo.element_spec`), the
+contract of `tf.data.Dataset.load`'s reader_func, whose shard datasets also hold decoded
+elements. Inside, a shard's records are read in batches of `PARSE_BATCH` and decoded with one
+`tf.io.parse_example` per batch, then unbatched.
+
+Corrupt shards. TensorFlow's own `DataLossError` ("corrupted record at 585", "inflate() failed")
+does not name the file. So each shard's record stream goes through
+``ignore_errors(log_warning=True)`` (TFRecordDataset moves on to the next file after a read
+error, so the rest of a bad shard is skipped and TF's reason is logged), and a `scan` counts the
+records actually read. A sentinel empty batch at the end of each shard triggers a
+`tf.debugging.Assert` that the count equals the manifest's ``num_examples`` for that shard; if
+not, iteration fails with `tf.errors.InvalidArgumentError` whose message contains::
+
+    replay: shard <path> is corrupt, truncated or unreadable: read 3 of 7 records ...
+
+The count check also catches a shard cut at a record boundary and a shard with extra records.
+`verify_dataset` reads every shard up front and raises `CorruptShardError` instead.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import tensorflow as tf
+
+from replay import format as fmt
+from replay.errors import CorruptShardError
+from replay.info import DatasetInfo, ShardInfo, load_info
+from replay.parsing import batch_parser
+
+AUTOTUNE = tf.data.AUTOTUNE
+PARSE_BATCH = 64  # records decoded per tf.io.parse_example call
+READ_BUFFER_BYTES = 256 * 1024  # TFRecordDataset read buffer per open shard (TF's default)
+
+ReaderFunc = Callable[[tf.data.Dataset], tf.data.Dataset]
+
+
+def default_reader_func(
+    datasets: tf.data.Dataset,
+    *,
+    cycle_length: int | None = None,
+    block_length: int = 1,
+    num_parallel_calls: int | None = AUTOTUNE,
+    deterministic: bool | None = None,
+) -> tf.data.Dataset:
+    """Interleave the per-shard datasets in parallel, without shuffling.
+
+    Args:
+      datasets: a Dataset of per-shard Datasets (the `reader_func` argument).
+      cycle_length: shards read at once (default: the number of CPU cores).
+      block_length: consecutive elements taken from one shard before moving on.
+      num_parallel_calls: interleave parallelism (AUTOTUNE by default).
+      deterministic: whether the output order is deterministic (None: tf.data's option).
+
+    Returns:
+      A Dataset of elements.
+    """
+    return datasets.interleave(
+        lambda shard: shard,
+        cycle_length=cycle_length or os.cpu_count() or 1,
+        block_length=block_length,
+        num_parallel_calls=num_parallel_calls,
+        deterministic=deterministic,
+    )
+
+
+def replay_dataset(
+    path: str | os.PathLike,
+    *,
+    split: str | Sequence[str] | None = None,
+    features: str | Sequence[str] | None = None,
+    reader_func: ReaderFunc | None = None,
+    shuffle_shards: bool = False,
+    seed: int | None = None,
+    reshuffle_each_iteration: bool = True,
+    cycle_length: int | None = None,
+    block_length: int = 1,
+    num_parallel_reads: int | None = AUTOTUNE,
+    shuffle_buffer: int = 0,
+    repeat: bool = False,
+    input_context: tf.distribute.InputContext | None = None,
+    service: str | None = None,
+    processing_mode: Any = "distributed_epoch",
+    job_name: str | None = None,
+    deterministic: bool | None = None,
+    batch_size: int | None = None,
+    drop_remainder: bool = False,
+    prefetch: int | None = AUTOTUNE,
+) -> tf.data.Dataset:
+    """A `tf.data.Dataset` of the decoded elements of an audiorecords dataset.
+
+    Elements are dicts with exactly the keys, dtypes and shapes of ``manifest["elements"]`` (or
+    the `features` subset); ``signal`` keeps its stored dtype bit for bit. Without `repeat` (and
+    without `service`) the dataset's cardinality is known: the manifest's count for the chosen
+    splits (this pipeline's share under `input_context`), batched by `batch_size`.
+
+    Before returning, every shard of the chosen splits is stat'ed (no shard is opened): a missing
+    shard or one whose size differs from the manifest raises here. A shard corrupted in place
+    fails during iteration with a message naming the shard (see the module docstring).
+
+    Example: a custom `reader_func` that shuffles shards, then interleaves them, as in the
+    `tf.data.experimental.snapshot` docs::
+
+        def reader_func(datasets):
+            datasets = datasets.shuffle(1000)  # the per-shard datasets, one per shard file
+            return datasets.interleave(lambda shard: shard, cycle_length=4,
+                                       num_parallel_calls=tf.data.AUTOTUNE)
+
+        ds = replay_dataset("gs://bucket/out", split="train", reader_func=reader_func)
+
+    Args:
+      path: the dataset directory: a local path or any tf.io.gfile URL (``gs://...``).
+      split: a split name or a list of names; None: every split, in manifest order.
+      features: the keys to decode (a name or a list); None: all. Others are not parsed.
+      reader_func: receives a Dataset whose elements are Datasets, one per shard file, each of
+        that shard's decoded elements in file order, as `tf.data.Dataset.load`'s and
+        `snapshot`'s reader_func receive them (under `input_context` element sharding: only this
+        pipeline's records). It is called once and must return a Dataset of elements holding
+        every element exactly once, in any order. Default: `default_reader_func` with
+        `cycle_length`, `block_length`, `num_parallel_reads`.
+      shuffle_shards: shuffle the order of shard files (before `reader_func`).
+      seed: seed of the shard and `shuffle_buffer` shuffles; with a seed the order is the same
+        from run to run (and `deterministic` defaults to True).
+      reshuffle_each_iteration: a new shuffle order each epoch.
+      cycle_length: default reader: shards read at once (default: CPU cores).
+      block_length: default reader: consecutive elements from one shard.
+      num_parallel_reads: default reader: interleave parallelism.
+      shuffle_buffer: element shuffle buffer size after reading (0: no shuffle).
+      repeat: repeat forever.
+      input_context: a `tf.distribute.InputContext`: this input pipeline reads shard files
+        ``input_pipeline_id::num_input_pipelines``; with fewer shard files than pipelines it
+        reads every shard but keeps records ``input_pipeline_id::num_input_pipelines`` of each
+        (decoding only those). File shares hold whole shards, so their sizes may differ.
+      service: a tf.data service dispatcher address (``grpc://host:port``): the dataset is
+        produced by the service's workers.
+      processing_mode: tf.data service processing mode: "distributed_epoch" (each element
+        once across workers) or "parallel_epochs" (each worker a full epoch).
+      job_name: tf.data service job name (consumers with one name share one job).
+      deterministic: deterministic element order; None: True with a `seed`, else False (faster).
+      batch_size: batch elements (None: unbatched elements).
+      drop_remainder: drop the last partial batch.
+      prefetch: prefetch buffer (AUTOTUNE; None or 0: no prefetch).
+
+    Returns:
+      The dataset.
+
+    Raises:
+      DatasetNotFoundError, IncompleteDatasetError, ManifestError: see `load_info`.
+      UnknownSplitError, UnknownFeatureError: `split` / `features` not in the manifest.
+      MissingShardError, ShardSizeError: a shard is missing or has the wrong size.
+    """
+    info = load_info(path)
+    specs = info.select_features(features)
+    shards = info.shard_list(split)
+    info.check_shards(split)
+    if deterministic is None:
+        deterministic = seed is not None
+
+    num_pipelines, pipeline_id = 1, 0
+    if input_context is not None:
+        num_pipelines = input_context.num_input_pipelines
+        pipeline_id = input_context.input_pipeline_id
+    element_sharding = num_pipelines > 1 and len(shards) < num_pipelines
+    if num_pipelines > 1 and not element_sharding:
+        shards = shards[pipeline_id::num_pipelines]
+    shares = [
+        _share(s.num_examples, num_pipelines, pipeline_id) if element_sharding else s.num_examples
+        for s in shards
+    ]
+
+    datasets = shard_datasets(
+        info,
+        shards,
+        specs,
+        element_shard=(num_pipelines, pipeline_id) if element_sharding else (1, 0),
+        shuffle=shuffle_shards,
+        seed=seed,
+        reshuffle_each_iteration=reshuffle_each_iteration,
+    )
+    if reader_func is None:
+        reader_func = functools.partial(
+            default_reader_func,
+            cycle_length=cycle_length,
+            block_length=block_length,
+            num_parallel_calls=num_parallel_reads,
+            deterministic=deterministic,
+        )
+    ds = reader_func(datasets)
+    _check_reader_output(ds, datasets.element_spec.element_spec)
+    if service is None:  # with the service each worker reads a part: no total to assert
+        ds = ds.apply(tf.data.experimental.assert_cardinality(sum(shares)))
+    if shuffle_buffer:
+        ds = ds.shuffle(
+            shuffle_buffer, seed=seed, reshuffle_each_iteration=reshuffle_each_iteration
+        )
+    if repeat:
+        ds = ds.repeat()
+    if batch_size is not None:
+        ds = ds.batch(batch_size, drop_remainder=drop_remainder)
+    if service is not None:
+        ds = ds.apply(
+            tf.data.experimental.service.distribute(
+                processing_mode=processing_mode, service=service, job_name=job_name
+            )
+        )
+    options = tf.data.Options()
+    options.deterministic = deterministic
+    ds = ds.with_options(options)
+    if prefetch:
+        ds = ds.prefetch(prefetch)
+    return ds
+
+
+def shard_datasets(
+    info: DatasetInfo,
+    shards: Sequence[ShardInfo],
+    specs: Mapping[str, fmt.ElementSpec],
+    *,
+    element_shard: tuple[int, int] = (1, 0),
+    shuffle: bool = False,
+    seed: int | None = None,
+    reshuffle_each_iteration: bool = True,
+) -> tf.data.Dataset:
+    """The Dataset of per-shard Datasets handed to `reader_func` (one per shard, in order).
+
+    Args:
+      info: the dataset's info.
+      shards: the shards to read.
+      specs: the keys to decode.
+      element_shard: (n, i): keep records i, i+n, ... of each shard (input_context fallback).
+      shuffle: shuffle the shard order.
+      seed: shuffle seed.
+      reshuffle_each_iteration: reshuffle the shard order each epoch.
+    """
+    num, index = element_shard
+    files = tf.data.Dataset.from_tensor_slices(
+        (
+            tf.constant([s.path for s in shards], tf.string, shape=[len(shards)]),
+            tf.constant([s.num_examples for s in shards], tf.int64, shape=[len(shards)]),
+        )
+    )
+    if shuffle and len(shards) > 1:
+        files = files.shuffle(
+            len(shards), seed=seed, reshuffle_each_iteration=reshuffle_each_iteration
+        )
+    make = functools.partial(
+        _shard_dataset,
+        compression_type=info.compression_type,
+        parse=batch_parser(specs),
+        num_pipelines=num,
+        pipeline_id=index,
+    )
+    return files.map(make)
+
+
+def _shard_dataset(
+    path: tf.Tensor,
+    num_records: tf.Tensor,
+    *,
+    compression_type: str,
+    parse: Callable[[tf.Tensor], dict[str, tf.Tensor]],
+    num_pipelines: int,
+    pipeline_id: int,
+) -> tf.data.Dataset:
+    """One shard file's decoded elements, with the record-count check that names the file."""
+    # A multiple of num_pipelines, so each batch starts at a record index divisible by it.
+    parse_batch = -(-PARSE_BATCH // num_pipelines) * num_pipelines
+    records = tf.data.TFRecordDataset(
+        path, compression_type=compression_type, buffer_size=READ_BUFFER_BYTES
+    )
+    batches = records.ignore_errors(log_warning=True).batch(parse_batch)
+    # Real batches are never empty: an empty batch marks the end of the shard.
+    batches = batches.concatenate(tf.data.Dataset.from_tensors(tf.zeros([0], tf.string)))
+
+    def count(total: tf.Tensor, batch: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        size = tf.size(batch, out_type=tf.int64)
+        total += size
+        message = tf.strings.join(
+            [
+                "replay: shard ",
+                path,
+                " is corrupt, truncated or unreadable: read ",
+                tf.strings.as_string(total),
+                " of ",
+                tf.strings.as_string(num_records),
+                " records the manifest lists (the reader's error, if any, is logged above; "
+                "replay.verify_dataset checks every shard)",
+            ]
+        )
+        complete = tf.logical_or(size > 0, tf.equal(total, num_records))
+        check = tf.debugging.Assert(complete, [message])
+        with tf.control_dependencies([check]):
+            return total, tf.identity(batch)
+
+    batches = batches.scan(tf.constant(0, tf.int64), count)
+    if num_pipelines > 1:
+        batches = batches.map(lambda batch: batch[pipeline_id::num_pipelines])
+    return batches.map(parse).unbatch()
+
+
+def _share(num_records: int, num_pipelines: int, pipeline_id: int) -> int:
+    """Records ``pipeline_id::num_pipelines`` of a shard of `num_records`."""
+    return len(range(pipeline_id, num_records, num_pipelines))
+
+
+def _check_reader_output(ds: Any, expected: Any) -> None:
+    if not isinstance(ds, tf.data.Dataset):
+        raise TypeError(f"reader_func must return a tf.data.Dataset, not {type(ds).__name__}")
+    if ds.element_spec != expected:
+        raise TypeError(
+            "reader_func must return a Dataset of the shard datasets' elements: expected "
+            f"element_spec {expected}, got {ds.element_spec}"
+        )
+
+
+def verify_dataset(
+    path: str | os.PathLike, *, split: str | Sequence[str] | None = None
+) -> DatasetInfo:
+    """Read every shard of `split` once and check its records against the manifest.
+
+    Runs each shard's CRC checks and decompression in TensorFlow (no per-record Python) and
+    compares the record count with the manifest. Costs a full read; `replay_dataset` does the
+    same check lazily while iterating.
+
+    Args:
+      path: the dataset directory.
+      split: a split name or list of names; None: all splits.
+
+    Returns:
+      The dataset's info.
+
+    Raises:
+      CorruptShardError: a shard fails to read or holds a different record count (names it).
+      Any error of `load_info` / `DatasetInfo.check_shards`.
+    """
+    info = load_info(path)
+    info.check_shards(split)
+    for shard in info.shard_list(split):
+        records = tf.data.TFRecordDataset(
+            shard.path, compression_type=info.compression_type, buffer_size=READ_BUFFER_BYTES
+        )
+        try:
+            count = int(records.reduce(tf.constant(0, tf.int64), lambda n, _: n + 1))
+        except tf.errors.OpError as e:
+            raise CorruptShardError(f"{shard.path}: corrupt shard: {e.message}") from e
+        if count != shard.num_examples:
+            raise CorruptShardError(
+                f"{shard.path}: shard holds {count} records but the manifest says "
+                f"{shard.num_examples}"
+            )
+    return info

@@ -1,0 +1,67 @@
+"""Invalid arguments stop the record job before any work, with one clear line (exit code 2)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pipelines import record
+from tests.record_helpers import SAMPLE_DIR
+
+SAMPLE = str(SAMPLE_DIR / "*.wav")
+
+
+def _fails(capsys, *argv: str) -> str:
+    assert record.main(list(argv)) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: "), err
+    return err[0]
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--win_len", "0"], "--win_len must be > 0"),
+        (["--win_len", "100", "--hop_len", "200"], "would skip samples"),
+        (["--hop_len", "-1"], "--hop_len must be > 0"),
+        (["--features", "log_mel,chroma"], "unknown feature chroma"),
+        (["--compression", "BZIP2"], "--compression must be one of"),
+        (["--label_source", "folder"], "--label_source must be"),
+        (["--win_len", "256", "--frame_length", "400"], "feature parameters"),
+        (["--runner", "SparkyRunner"], "unknown runner 'SparkyRunner'"),
+    ],
+)
+def test_bad_arguments(capsys, tmp_path, extra, message):
+    line = _fails(capsys, "--input_pattern", SAMPLE, "--output_dir", str(tmp_path / "o"), *extra)
+    assert message in line
+    assert not (tmp_path / "o").exists()  # nothing was written
+
+
+def test_empty_match(capsys, tmp_path):
+    line = _fails(capsys, "--input_pattern", str(tmp_path / "none" / "*.wav"),
+                  "--output_dir", str(tmp_path / "o"))
+    assert "matches no file" in line
+
+
+def test_existing_output_needs_overwrite_and_foreign_dirs_are_never_replaced(capsys, tmp_path):
+    (tmp_path / "o").mkdir()
+    (tmp_path / "o" / "thesis.tex").write_text("precious")
+    line = _fails(capsys, "--input_pattern", SAMPLE, "--output_dir", str(tmp_path / "o"))
+    assert "exists; pass --overwrite" in line
+    line = _fails(capsys, "--input_pattern", SAMPLE, "--output_dir", str(tmp_path / "o"),
+                  "--overwrite")
+    assert "not an audiorecords dataset" in line
+    assert (tmp_path / "o" / "thesis.tex").read_text() == "precious"
+
+
+def test_command_line_entry_point_prints_one_line(tmp_path):
+    proc = subprocess.run(
+        [sys.executable, "-m", "pipelines.record", "--input_pattern", SAMPLE,
+         "--output_dir", str(tmp_path), "--win_len", "-5"],
+        capture_output=True, text=True, cwd=Path(__file__).resolve().parents[1], timeout=120,
+    )
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines()[-1] == "error: --win_len must be > 0, got -5"

@@ -1,0 +1,397 @@
+"""Per-window audio features (spectrogram, log-mel, MFCC) with tf.signal semantics.
+
+Two implementations of the same computation, which agree to float32 rounding (tests check 1e-5):
+
+- `compute_features_numpy`: frames are strided views of the windows
+  (`np.lib.stride_tricks.sliding_window_view`), `scipy.fft.rfft` in float32, one BLAS matmul
+  with the mel matrix and one with a DCT-II matrix; processed in blocks of about
+  `_BLOCK_FRAMES` frames into preallocated buffers, so memory stays bounded for any chunk size.
+  No tensorflow import.
+- `compute_features_tf`: `tf.signal.stft` / `tf.signal.mfccs_from_log_mel_spectrograms` in the
+  graph of `tf_feature_module` (the exported serving graph: raw audio -> features).
+
+`compute_features`, what the Beam pipeline calls, is the numpy path: it is the faster one with
+one thread (OMP_NUM_THREADS=1 / OPENBLAS_NUM_THREADS=1 / TF intra=inter=1), which is how Beam
+multi-process workers run. `python benchmarks/features_numpy_vs_tf.py`; measured on 2 cores,
+2026-11-21, 2000 windows x 16000 samples at 16 kHz, 400/160/512, 64 mel bins, 13 MFCCs,
+windows/s in calls of 2000 / 256 / 16 windows:
+
+    single-threaded  log_mel  numpy 5288 / 5346 / 5197   tf 3102 / 3136 / 2839   ratio 1.70-1.83
+                     all 3    numpy 4346 / 4411 / 4371   tf 2373 / 2370 / 2226   ratio 1.83-1.96
+    default threads  log_mel  numpy 5312 / 5338 / 5224   tf 4016 / 3812 / 3226   ratio 1.32-1.62
+                     all 3    numpy 4398 / 4430 / 4346   tf 2825 / 2795 / 2668   ratio 1.56-1.63
+
+The mel matrix is a numpy port of `tf.signal.linear_to_mel_weight_matrix` (HTK mel scale
+mel(f) = 1127 ln(1 + f / 700), triangles in mel space, DC bin zeroed) computed in float64 and
+rounded once to float32. Both paths use this same constant (the tf graph embeds it), so the
+pipeline and the serving graph share it bit for bit and the numpy worker never imports
+tensorflow. tf.signal's own float32 computation of the matrix differs from it by up to ~1e-5
+absolute per weight (float32 rounding of mel values near 3000 divided by band widths of
+~40 mel); tests check that bound. The MFCC scaling is tf's: DCT-II times sqrt(2 / num_mel_bins)
+for every coefficient (orthonormal except coefficient 0, which is sqrt(2) larger).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import scipy.fft
+
+if TYPE_CHECKING:
+    import tensorflow as tf
+
+SPECTROGRAM = "spectrogram"
+LOG_MEL = "log_mel"
+MFCC = "mfcc"
+FEATURE_NAMES = (SPECTROGRAM, LOG_MEL, MFCC)
+
+# Frames per block of the numpy path (and per tf call of `compute_features_tf`): ~83 windows of
+# 98 frames; keeps the FFT buffers at ~30 MB and measured fastest among 2k..32k frames.
+_BLOCK_FRAMES = 8192
+
+
+@dataclasses.dataclass(frozen=True)
+class FeatureConfig:
+    """Which features to compute and how (tf.signal parameters; lengths in samples).
+
+    Attributes:
+      names: subset of FEATURE_NAMES, in output order (a list is converted to a tuple).
+      frame_length: STFT frame length (25 ms at 16 kHz); periodic Hann window of this length.
+      frame_step: hop between frames (10 ms at 16 kHz).
+      fft_length: rFFT size (>= frame_length; frames are zero-padded at the end).
+      num_mel_bins: mel bands of log_mel (and the DCT input size of mfcc).
+      lower_edge_hz: lower edge of the lowest mel band.
+      upper_edge_hz: upper edge of the highest mel band; None means sample_rate / 2.
+      num_mfccs: leading DCT coefficients kept for mfcc.
+      log_offset: added to mel energies before the log (so silence gives log(log_offset)).
+    """
+
+    names: tuple[str, ...] = ()
+    frame_length: int = 400
+    frame_step: int = 160
+    fft_length: int = 512
+    num_mel_bins: int = 64
+    lower_edge_hz: float = 20.0
+    upper_edge_hz: float | None = None
+    num_mfccs: int = 13
+    log_offset: float = 1e-6
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.names, tuple):
+            object.__setattr__(self, "names", tuple(self.names))
+
+    def upper_edge(self, sample_rate: float) -> float:
+        """The upper mel edge in Hz for `sample_rate` (upper_edge_hz, or the Nyquist frequency)."""
+        return sample_rate / 2.0 if self.upper_edge_hz is None else float(self.upper_edge_hz)
+
+    def validate(self, *, win_len: int, sample_rate: int) -> None:
+        """Raise ValueError (one line, naming the parameter) unless features can be computed.
+
+        Frame parameters are always checked; mel parameters only when log_mel or mfcc is
+        requested, num_mfccs only when mfcc is (sample rates can differ per file).
+
+        Args:
+          win_len: samples per window.
+          sample_rate: samples per second of the windows.
+        """
+        unknown = [n for n in self.names if n not in FEATURE_NAMES]
+        if unknown:
+            raise ValueError(f"FeatureConfig.names: unknown {unknown}; expected {FEATURE_NAMES}")
+        if len(set(self.names)) != len(self.names):
+            raise ValueError(f"FeatureConfig.names: duplicates in {self.names}")
+        _check_positive_int("win_len", win_len)
+        _check_positive("sample_rate", sample_rate)
+        for field in ("frame_length", "frame_step", "fft_length"):
+            _check_positive_int(f"FeatureConfig.{field}", getattr(self, field))
+        if self.frame_length > win_len:
+            raise ValueError(
+                f"FeatureConfig.frame_length={self.frame_length} exceeds win_len={win_len}"
+            )
+        if self.fft_length < self.frame_length:
+            raise ValueError(
+                f"FeatureConfig.fft_length={self.fft_length} is smaller than "
+                f"frame_length={self.frame_length}"
+            )
+        if LOG_MEL not in self.names and MFCC not in self.names:
+            return
+        _check_positive_int("FeatureConfig.num_mel_bins", self.num_mel_bins)
+        _check_positive("FeatureConfig.log_offset", self.log_offset)
+        nyquist = sample_rate / 2.0
+        lower, upper = self.lower_edge_hz, self.upper_edge(sample_rate)
+        if not (isinstance(lower, int | float) and 0.0 <= lower < nyquist):
+            raise ValueError(
+                f"FeatureConfig.lower_edge_hz={lower!r} outside [0, {nyquist:g}) "
+                f"(sample_rate={sample_rate})"
+            )
+        if not (isinstance(upper, int | float) and lower < upper <= nyquist):
+            raise ValueError(
+                f"FeatureConfig.upper_edge_hz={upper!r} outside (lower_edge_hz={lower:g}, "
+                f"{nyquist:g}] (sample_rate={sample_rate})"
+            )
+        if MFCC in self.names:
+            _check_positive_int("FeatureConfig.num_mfccs", self.num_mfccs)
+            if self.num_mfccs > self.num_mel_bins:
+                raise ValueError(
+                    f"FeatureConfig.num_mfccs={self.num_mfccs} exceeds "
+                    f"num_mel_bins={self.num_mel_bins}"
+                )
+
+
+def _check_positive_int(name: str, value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value <= 0:
+        raise ValueError(f"{name}={value!r} must be a positive integer")
+
+
+def _check_positive(name: str, value: Any) -> None:
+    ok = isinstance(value, int | float | np.integer | np.floating) and not isinstance(value, bool)
+    if not ok or not math.isfinite(value) or value <= 0:
+        raise ValueError(f"{name}={value!r} must be a positive number")
+
+
+def feature_shapes(
+    config: FeatureConfig, *, win_len: int, sample_rate: int
+) -> dict[str, tuple[int, ...]]:
+    """Per-window shape of each requested feature, in `config.names` order.
+
+    Args:
+      config: the features; validated first (ValueError).
+      win_len: samples per window.
+      sample_rate: samples per second.
+
+    Returns:
+      {name: (num_frames, bins)}: num_frames = 1 + (win_len - frame_length) // frame_step; bins
+      fft_length // 2 + 1 (spectrogram), num_mel_bins (log_mel), num_mfccs (mfcc).
+    """
+    config.validate(win_len=win_len, sample_rate=sample_rate)  # ~5 us; not cached: 400 == 400.0
+    num_frames = 1 + (win_len - config.frame_length) // config.frame_step
+    bins = {
+        SPECTROGRAM: config.fft_length // 2 + 1,
+        LOG_MEL: config.num_mel_bins,
+        MFCC: config.num_mfccs,
+    }
+    return {name: (num_frames, bins[name]) for name in config.names}
+
+
+# --- constants, cached per parameters ----------------------------------------------------------
+
+
+def _read_only(array: np.ndarray) -> np.ndarray:
+    array.setflags(write=False)
+    return array
+
+
+@functools.lru_cache(maxsize=32)
+def periodic_hann_window(frame_length: int) -> np.ndarray:
+    """float32 [frame_length]: 0.5 - 0.5 cos(2 pi n / frame_length) (tf.signal.hann_window)."""
+    n = np.arange(frame_length, dtype=np.float64)
+    return _read_only((0.5 - 0.5 * np.cos(2.0 * np.pi * n / frame_length)).astype(np.float32))
+
+
+@functools.lru_cache(maxsize=32)
+def mel_weight_matrix(
+    *,
+    num_mel_bins: int,
+    num_spectrogram_bins: int,
+    sample_rate: float,
+    lower_edge_hz: float,
+    upper_edge_hz: float,
+) -> np.ndarray:
+    """float32 [num_spectrogram_bins, num_mel_bins]: tf.signal.linear_to_mel_weight_matrix.
+
+    Same formula (HTK mel scale, triangles in mel space, DC row zero), computed in float64.
+    """
+    linear_hz = np.linspace(0.0, sample_rate / 2.0, num_spectrogram_bins)[1:]
+    spectrogram_mel = _hz_to_mel(linear_hz)[:, np.newaxis]
+    edges = np.linspace(_hz_to_mel(lower_edge_hz), _hz_to_mel(upper_edge_hz), num_mel_bins + 2)
+    lower, center, upper = edges[:-2], edges[1:-1], edges[2:]
+    lower_slopes = (spectrogram_mel - lower) / (center - lower)
+    upper_slopes = (upper - spectrogram_mel) / (upper - center)
+    weights = np.maximum(0.0, np.minimum(lower_slopes, upper_slopes))
+    return _read_only(np.pad(weights, [(1, 0), (0, 0)]).astype(np.float32))
+
+
+def _hz_to_mel(hz: Any) -> Any:
+    return 1127.0 * np.log1p(np.asarray(hz, dtype=np.float64) / 700.0)
+
+
+@functools.lru_cache(maxsize=32)
+def mfcc_dct_matrix(*, num_mel_bins: int, num_mfccs: int) -> np.ndarray:
+    """float32 [num_mel_bins, num_mfccs]: log_mel @ it == tf.signal's mfccs[..., :num_mfccs].
+
+    D[n, k] = sqrt(2 / N) cos(pi k (2n + 1) / (2N)), N = num_mel_bins: tf's unnormalised
+    DCT-II (2 sum ...) times rsqrt(2N).
+    """
+    n = np.arange(num_mel_bins, dtype=np.float64)[:, np.newaxis]
+    k = np.arange(num_mfccs, dtype=np.float64)[np.newaxis, :]
+    dct = np.sqrt(2.0 / num_mel_bins) * np.cos(np.pi * k * (2.0 * n + 1.0) / (2.0 * num_mel_bins))
+    return _read_only(dct.astype(np.float32))
+
+
+def _mel_matrix_for(config: FeatureConfig, sample_rate: float) -> np.ndarray:
+    return mel_weight_matrix(
+        num_mel_bins=config.num_mel_bins,
+        num_spectrogram_bins=config.fft_length // 2 + 1,
+        sample_rate=float(sample_rate),
+        lower_edge_hz=float(config.lower_edge_hz),
+        upper_edge_hz=config.upper_edge(sample_rate),
+    )
+
+
+def _as_waveforms(waveforms: Any) -> np.ndarray:
+    array = np.asarray(waveforms)
+    if array.ndim != 2:
+        raise ValueError(f"waveforms must be [n, win_len]; got shape {array.shape}")
+    if not np.issubdtype(array.dtype, np.floating):
+        raise TypeError(f"waveforms must be float scaled to [-1, 1); got dtype {array.dtype}")
+    return np.ascontiguousarray(array, dtype=np.float32)
+
+
+# --- the two paths ------------------------------------------------------------------------------
+
+
+def compute_features(
+    waveforms: np.ndarray, *, sample_rate: int, config: FeatureConfig
+) -> dict[str, np.ndarray]:
+    """Features of a chunk of windows: the pipeline's entry point (the numpy path, see above).
+
+    Args:
+      waveforms: float [n, win_len] windows scaled to [-1, 1); n may be 0.
+      sample_rate: samples per second.
+      config: the features (validated; ValueError).
+
+    Returns:
+      {name: float32 [n, num_frames, bins]} in `config.names` order (see `feature_shapes`).
+    """
+    return compute_features_numpy(waveforms, sample_rate=sample_rate, config=config)
+
+
+def compute_features_numpy(
+    waveforms: np.ndarray, *, sample_rate: int, config: FeatureConfig
+) -> dict[str, np.ndarray]:
+    """`compute_features` with numpy/scipy (no tensorflow). Same arguments and result."""
+    x = _as_waveforms(waveforms)
+    n, win_len = x.shape
+    shapes = feature_shapes(config, win_len=win_len, sample_rate=sample_rate)
+    out = {name: np.empty((n, *shape), dtype=np.float32) for name, shape in shapes.items()}
+    if n == 0 or not out:
+        return out
+    length, step, fft_length = config.frame_length, config.frame_step, config.fft_length
+    num_frames, num_bins = 1 + (win_len - length) // step, fft_length // 2 + 1
+    need_mel = LOG_MEL in out or MFCC in out
+    window = periodic_hann_window(length)
+    mel_matrix = _mel_matrix_for(config, sample_rate) if need_mel else None
+    dct = mfcc_dct_matrix(num_mel_bins=config.num_mel_bins, num_mfccs=config.num_mfccs)
+
+    block = min(n, max(1, _BLOCK_FRAMES // num_frames))
+    padded = np.zeros((block, num_frames, fft_length), dtype=np.float32)  # tail stays zero
+    magnitude_buf = None if SPECTROGRAM in out else np.empty((block, num_frames, num_bins), "f4")
+    log_mel_buf = None
+    if MFCC in out and LOG_MEL not in out:
+        log_mel_buf = np.empty((block, num_frames, config.num_mel_bins), np.float32)
+    for start in range(0, n, block):
+        stop = min(start + block, n)
+        rows = stop - start
+        frames = np.lib.stride_tricks.sliding_window_view(x[start:stop], length, axis=-1)[
+            :, ::step
+        ]  # [rows, num_frames, frame_length], a view
+        np.multiply(frames, window, out=padded[:rows, :, :length])
+        spectrum = scipy.fft.rfft(padded[:rows], axis=-1)  # complex64 [rows, frames, bins]
+        if SPECTROGRAM in out:
+            magnitude = out[SPECTROGRAM][start:stop]
+        else:
+            magnitude = magnitude_buf[:rows]
+        np.abs(spectrum, out=magnitude)
+        if not need_mel:
+            continue
+        log_mel = out[LOG_MEL][start:stop] if LOG_MEL in out else log_mel_buf[:rows]
+        log_mel_2d = log_mel.reshape(-1, config.num_mel_bins)  # a view: both are C-contiguous
+        np.matmul(magnitude.reshape(-1, num_bins), mel_matrix, out=log_mel_2d)
+        log_mel_2d += np.float32(config.log_offset)
+        np.log(log_mel_2d, out=log_mel_2d)
+        if MFCC in out:
+            np.matmul(log_mel_2d, dct, out=out[MFCC][start:stop].reshape(-1, config.num_mfccs))
+    return out
+
+
+def compute_features_tf(
+    waveforms: np.ndarray, *, sample_rate: int, config: FeatureConfig
+) -> dict[str, np.ndarray]:
+    """`compute_features` with tf.signal, via the (cached) `tf_feature_module` graph.
+
+    Same arguments and result; calls the graph on blocks of ~`_BLOCK_FRAMES` frames.
+    """
+    x = _as_waveforms(waveforms)
+    n, win_len = x.shape
+    shapes = feature_shapes(config, win_len=win_len, sample_rate=sample_rate)
+    if n == 0 or not shapes:
+        return {name: np.empty((n, *shape), dtype=np.float32) for name, shape in shapes.items()}
+    module = _cached_tf_module(config, win_len, float(sample_rate))
+    block = max(1, _BLOCK_FRAMES // next(iter(shapes.values()))[0])
+    parts = [module(x[start : start + block]) for start in range(0, n, block)]
+    if len(parts) == 1:
+        return {name: parts[0][name].numpy() for name in shapes}
+    return {name: np.concatenate([p[name].numpy() for p in parts]) for name in shapes}
+
+
+@functools.lru_cache(maxsize=16)
+def _cached_tf_module(config: FeatureConfig, win_len: int, sample_rate: float) -> tf.Module:
+    return tf_feature_module(config, win_len=win_len, sample_rate=sample_rate)
+
+
+def tf_feature_module(config: FeatureConfig, *, win_len: int, sample_rate: int) -> tf.Module:
+    """The serving graph: a tf.Module computing the features from raw windows.
+
+    ``module(waveforms)`` with float32 [None, win_len] windows scaled to [-1, 1) returns
+    {name: float32 [None, num_frames, bins]} in `config.names` order. `__call__` is a
+    tf.function with an input signature, so ``tf.saved_model.save(module, path)`` exports it
+    (pass ``signatures={"serving_default": module.__call__}`` for a serving signature) and
+    ``tf.saved_model.load(path)(waveforms)`` computes the same features.
+
+    Args:
+      config: the features (validated; ValueError, also when `config.names` is empty).
+      win_len: samples per window (fixed in the signature).
+      sample_rate: samples per second (fixed in the graph).
+    """
+    import tensorflow as tf
+
+    shapes = feature_shapes(config, win_len=win_len, sample_rate=sample_rate)
+    if not shapes:
+        raise ValueError("FeatureConfig.names is empty: a feature module needs a feature")
+    need_mel = LOG_MEL in shapes or MFCC in shapes
+    mel_matrix = _mel_matrix_for(config, sample_rate) if need_mel else None
+    signature = [tf.TensorSpec([None, win_len], tf.float32, name="waveforms")]
+
+    class FeatureModule(tf.Module):
+        @tf.function(input_signature=signature)
+        def __call__(self, waveforms: tf.Tensor) -> dict[str, tf.Tensor]:
+            return _tf_features(waveforms, config=config, mel_matrix=mel_matrix)
+
+    return FeatureModule(name="audiorecords_features")
+
+
+def _tf_features(
+    waveforms: tf.Tensor, *, config: FeatureConfig, mel_matrix: np.ndarray | None
+) -> dict[str, tf.Tensor]:
+    """Graph body of `tf_feature_module`: float32 [n, win_len] -> {name: [n, frames, bins]}."""
+    import tensorflow as tf
+
+    stft = tf.signal.stft(
+        waveforms,
+        frame_length=config.frame_length,
+        frame_step=config.frame_step,
+        fft_length=config.fft_length,
+        window_fn=tf.signal.hann_window,  # periodic
+        pad_end=False,
+    )
+    features = {SPECTROGRAM: tf.abs(stft)}
+    if mel_matrix is not None:
+        mel = tf.matmul(features[SPECTROGRAM], tf.constant(mel_matrix, name="mel_weight_matrix"))
+        features[LOG_MEL] = tf.math.log(mel + config.log_offset)
+        if MFCC in config.names:
+            mfccs = tf.signal.mfccs_from_log_mel_spectrograms(features[LOG_MEL])
+            features[MFCC] = mfccs[..., : config.num_mfccs]
+    return {name: tf.identity(features[name], name=name) for name in config.names}

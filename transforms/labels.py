@@ -1,0 +1,109 @@
+"""Class labels of input files: from the file name, the parent folder, or a CSV (path,label)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import posixpath
+from collections.abc import Mapping
+
+FILENAME = "filename"
+DIRNAME = "dirname"
+CSV_PREFIX = "csv:"
+
+
+class LabelError(ValueError):
+    """A file has no label under the chosen rule (message names the file)."""
+
+
+def parse_label_source(value: str) -> tuple[str, str | None]:
+    """Splits ``filename`` / ``dirname`` / ``csv:PATH`` into (kind, csv_path).
+
+    Raises:
+      ValueError: on anything else, with the accepted forms.
+    """
+    if value in (FILENAME, DIRNAME):
+        return value, None
+    if value.startswith(CSV_PREFIX) and len(value) > len(CSV_PREFIX):
+        return "csv", value[len(CSV_PREFIX) :]
+    raise ValueError(f"--label_source must be filename, dirname or csv:PATH, got {value!r}")
+
+
+def label_from_filename(path: str) -> str:
+    """Last ``_``-separated word of the file name without extension (``a_24346_tug.wav`` → tug)."""
+    stem = _basename(path).rsplit(".", 1)[0]
+    label = stem.rsplit("_", 1)[-1]
+    if not label:
+        raise LabelError(f"{path}: file name has no label after the last '_'")
+    return label
+
+
+def label_from_dirname(path: str) -> str:
+    """Name of the folder that holds the file (``data/dog/1.wav`` → dog)."""
+    parent = _basename(_dirname(path))
+    if not parent:
+        raise LabelError(f"{path}: file has no parent folder to take a label from")
+    return parent
+
+
+def read_label_csv(text: str, *, source: str) -> dict[str, str]:
+    """Parses a ``path,label`` CSV (ESC-50 / UrbanSound8K style) into {key: label}.
+
+    A header row is recognised when it names a ``filename``/``path``/``slice_file_name`` column and
+    a ``category``/``class``/``label`` column (ESC-50's ``esc50.csv``, UrbanSound8K's
+    ``UrbanSound8K.csv``); otherwise the first two columns are path and label. Keys are the paths as
+    written; `lookup_csv_label` matches them against a file's full path or its base name.
+
+    Raises:
+      ValueError: empty CSV or a row without a label (names `source` and the row).
+    """
+    rows = list(csv.reader(io.StringIO(text)))
+    rows = [r for r in rows if any(cell.strip() for cell in r)]
+    if not rows:
+        raise ValueError(f"{source}: label CSV is empty")
+    path_col, label_col = 0, 1
+    header = [c.strip().lower() for c in rows[0]]
+    path_names = [n for n in ("path", "filepath", "filename", "slice_file_name") if n in header]
+    label_names = [n for n in ("label", "class", "category") if n in header]
+    if path_names and label_names:
+        path_col, label_col = header.index(path_names[0]), header.index(label_names[0])
+        rows = rows[1:]
+    labels: dict[str, str] = {}
+    for line, row in enumerate(rows, start=1):
+        if len(row) <= max(path_col, label_col) or not row[label_col].strip():
+            raise ValueError(f"{source}: row {line} has no label: {row!r}")
+        labels[row[path_col].strip()] = row[label_col].strip()
+    return labels
+
+
+def lookup_csv_label(path: str, labels: Mapping[str, str]) -> str:
+    """Label of `path` in a CSV mapping: the longest trailing part of the path that is a key.
+
+    ``gs://b/esc50/audio/1-100-A-0.wav`` matches a key ``audio/1-100-A-0.wav`` or
+    ``1-100-A-0.wav``; O(path depth) look-ups, so 10,000s of files stay cheap.
+    """
+    parts = path.replace("\\", "/").split("/")
+    for i in range(len(parts)):
+        key = "/".join(parts[i:])
+        if key in labels:
+            return labels[key]
+    raise LabelError(f"{path}: not listed in the label CSV")
+
+
+def label_for(path: str, *, kind: str, csv_labels: Mapping[str, str] | None = None) -> str:
+    """Label of `path` under rule `kind` (filename, dirname or csv)."""
+    if kind == FILENAME:
+        return label_from_filename(path)
+    if kind == DIRNAME:
+        return label_from_dirname(path)
+    if kind == "csv":
+        return lookup_csv_label(path, csv_labels or {})
+    raise ValueError(f"unknown label kind {kind!r}")
+
+
+def _basename(path: str) -> str:
+    return posixpath.basename(path.replace("\\", "/").rstrip("/"))
+
+
+def _dirname(path: str) -> str:
+    return posixpath.dirname(path.replace("\\", "/").rstrip("/"))

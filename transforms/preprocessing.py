@@ -1,0 +1,160 @@
+"""The tensorflow-transform side: raw record layout (Arrow), `preprocessing_fn`, and schemas.
+
+Raw windows travel through the pipeline as Arrow RecordBatches (TFT's TFXIO path: one batch per
+chunk of a file's windows, no per-window Python dicts). Only ``class`` and the raw features are
+tensors TFT sees; every other key is a TFT *passthrough* column that is appended unchanged to the
+transformed batches.
+
+TFT computes, over the whole dataset:
+
+- ``target``: ``tft.compute_and_apply_vocabulary(class)`` (vocabulary file ``class``; ordered by
+  descending frequency, ties by descending class name: TFT's rule) and ``num_classes``;
+- ``<feature>_norm``: ``tft.scale_to_z_score(<feature>)`` (one mean/variance per feature key) when
+  normalisation is on; the raw ``<feature>`` is kept beside it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+
+import pyarrow as pa
+from tensorflow_metadata.proto.v0 import schema_pb2
+
+from replay import format as fmt
+
+CLASS_VOCABULARY = "class"  # vocab_filename of the class vocabulary in transform_fn/assets
+
+# Columns TFT never sees (passthrough) and their Arrow types: one value per row, as TFT requires.
+_PASSTHROUGH_TYPES = {
+    fmt.FILEPATH_KEY: pa.list_(pa.binary()),
+    fmt.INDEX_KEY: pa.list_(pa.int64()),
+    fmt.WIN_START_KEY: pa.list_(pa.int64()),
+    fmt.SAMPLE_RATE_KEY: pa.list_(pa.int64()),
+    fmt.CHANNEL_KEY: pa.list_(pa.int64()),
+    fmt.SIGNAL_KEY: pa.list_(pa.binary()),
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class RecordLayout:
+    """Which keys a run's windows carry, and the shapes of its features.
+
+    Attributes:
+      feature_shapes: {feature name: (frames, bins)} in the requested order.
+      normalize: add ``<feature>_norm`` z-scored copies computed by TFT.
+      with_channel: carry the ``channel`` key (``--channel_mode split``).
+    """
+
+    feature_shapes: Mapping[str, tuple[int, ...]]
+    normalize: bool = True
+    with_channel: bool = False
+
+    @property
+    def passthrough_keys(self) -> tuple[str, ...]:
+        keys = [k for k in _PASSTHROUGH_TYPES if k != fmt.CHANNEL_KEY or self.with_channel]
+        return tuple(keys)
+
+    def arrow_schema(self) -> pa.Schema:
+        """Schema of the raw RecordBatches the read stage emits."""
+        fields = [pa.field(fmt.CLASS_KEY, pa.list_(pa.binary()))]
+        fields += [pa.field(k, _PASSTHROUGH_TYPES[k]) for k in self.passthrough_keys]
+        fields += [pa.field(name, pa.list_(pa.float32())) for name in self.feature_shapes]
+        return pa.schema(fields)
+
+    def tensor_representations(self) -> dict[str, schema_pb2.TensorRepresentation]:
+        """What TFT's preprocessing_fn sees: ``class`` [batch] and each feature [batch, *shape]."""
+        reps = {fmt.CLASS_KEY: _dense(fmt.CLASS_KEY, ())}
+        for name, shape in self.feature_shapes.items():
+            reps[name] = _dense(name, shape)
+        return reps
+
+    def element_specs(self, *, signal_dtype: str, win_len: int) -> dict[str, fmt.ElementSpec]:
+        """The manifest's ``elements``: every key of a replayed element."""
+        int64 = fmt.ElementSpec("int64", (), fmt.ENCODING_INT64_LIST)
+        string = fmt.ElementSpec("string", (), fmt.ENCODING_BYTES_LIST)
+        specs = {
+            fmt.CLASS_KEY: string,
+            fmt.TARGET_KEY: int64,
+            fmt.NUM_CLASSES_KEY: int64,
+            fmt.FILEPATH_KEY: string,
+            fmt.INDEX_KEY: int64,
+            fmt.WIN_START_KEY: int64,
+            fmt.SAMPLE_RATE_KEY: int64,
+        }
+        if self.with_channel:
+            specs[fmt.CHANNEL_KEY] = int64
+        specs[fmt.SIGNAL_KEY] = fmt.ElementSpec(signal_dtype, (win_len,), fmt.ENCODING_RAW)
+        for name, shape in self.feature_shapes.items():
+            specs[name] = fmt.ElementSpec("float32", tuple(shape), fmt.ENCODING_FLOAT_LIST)
+            if self.normalize:
+                specs[name + fmt.NORMALIZED_SUFFIX] = specs[name]
+        return specs
+
+
+def _dense(column: str, shape: tuple[int, ...]) -> schema_pb2.TensorRepresentation:
+    rep = schema_pb2.TensorRepresentation()
+    rep.dense_tensor.column_name = column
+    for size in shape:
+        rep.dense_tensor.shape.dim.add().size = size
+    return rep
+
+
+def preprocessing_fn(inputs: dict, *, feature_names: tuple[str, ...], normalize: bool) -> dict:
+    """TFT preprocessing: class vocabulary -> target/num_classes; z-scored features.
+
+    Args:
+      inputs: {"class": string [batch], <feature>: float32 [batch, frames, bins]}.
+      feature_names: the raw feature keys present in `inputs`.
+      normalize: also emit ``<feature>_norm``.
+
+    Returns:
+      {"class", "target" int64 [batch], "num_classes" int64 [batch], <feature>,
+      <feature>_norm}.
+    """
+    import tensorflow as tf
+    import tensorflow_transform as tft
+
+    classes = inputs[fmt.CLASS_KEY]
+    target = tft.compute_and_apply_vocabulary(classes, vocab_filename=CLASS_VOCABULARY)
+    vocab_size = tft.experimental.get_vocabulary_size_by_name(CLASS_VOCABULARY)
+    outputs = {
+        fmt.CLASS_KEY: classes,
+        fmt.TARGET_KEY: target,
+        fmt.NUM_CLASSES_KEY: tf.fill(tf.shape(target), tf.cast(vocab_size, tf.int64)),
+    }
+    for name in feature_names:
+        outputs[name] = inputs[name]
+        if normalize:
+            outputs[name + fmt.NORMALIZED_SUFFIX] = tft.scale_to_z_score(inputs[name])
+    return outputs
+
+
+_TFMD_TYPES = {
+    fmt.ENCODING_BYTES_LIST: schema_pb2.BYTES,
+    fmt.ENCODING_RAW: schema_pb2.BYTES,
+    fmt.ENCODING_INT64_LIST: schema_pb2.INT,
+    fmt.ENCODING_FLOAT_LIST: schema_pb2.FLOAT,
+}
+
+
+def element_schema(specs: Mapping[str, fmt.ElementSpec]) -> schema_pb2.Schema:
+    """A tensorflow_metadata Schema of the stored records, one feature per element key.
+
+    Keys stored as raw little-endian bytes (``signal``) are BYTES features of shape [1]; their
+    decoded dtype and shape are in the annotation tags ``dtype:<name>`` and ``shape:<d0,d1>``
+    (tf.train.Example has no int16/int32; raw bytes keep samples bit-exact and compact).
+    """
+    schema = schema_pb2.Schema()
+    for key, spec in specs.items():
+        feature = schema.feature.add(name=key, type=_TFMD_TYPES[spec.encoding])
+        feature.presence.min_fraction = 1.0
+        feature.presence.min_count = 1
+        stored_shape = (1,) if spec.encoding == fmt.ENCODING_RAW else spec.shape
+        feature.shape.SetInParent()  # an empty shape is a scalar
+        for size in stored_shape:
+            feature.shape.dim.add().size = size
+        feature.annotation.tag.append(f"dtype:{spec.dtype}")
+        feature.annotation.tag.append("shape:" + ",".join(str(d) for d in spec.shape))
+        feature.annotation.tag.append(f"encoding:{spec.encoding}")
+    return schema

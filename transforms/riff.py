@@ -1,0 +1,318 @@
+"""A minimal RIFF/WAVE chunk walk, and a repaired view of a WAV file for libsndfile.
+
+libsndfile (via soundfile) does the real decoding. This module only exists for what libsndfile
+does not do well:
+
+- precise, user-facing rejection reasons (libsndfile reports "Format not recognised" or
+  "Error in WAV file" for most malformed headers), checked before libsndfile sees the file;
+- the data chunk's real extent when its size field is wrong. libsndfile 1.2.2 copes with a size
+  of 0xFFFFFFFF or one larger than the file for plain PCM, but reads 0 frames when the size is 0
+  (streaming writers), and for IMA ADPCM / GSM 6.10 decodes a partial or missing last block as
+  garbage. `walk` finds where the data really ends; `SplicedReader` shows libsndfile a canonical
+  header with the corrected size in front of the untouched data bytes.
+
+Everything here reads only headers (a few small reads); memory never depends on a size field.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import struct
+from collections.abc import Callable
+from typing import Any, BinaryIO
+
+RIFF_IDS = (b"RIFF", b"RF64", b"BW64")  # RF64 / BW64: 64-bit sizes in a leading ds64 chunk
+WAVE_FORMAT_EXTENSIBLE = 0xFFFE
+# Every KSDATAFORMAT_SUBTYPE_* GUID ends with these 14 bytes; the first 2 are the format tag.
+_GUID_TAIL = b"\x00\x00\x00\x00\x10\x00\x80\x00\x00\xaa\x00\x38\x9b\x71"
+_MAX_FMT_SIZE = 1 << 16  # a fmt chunk is 16..~60 bytes; anything huge is a corrupt header
+_MAX_CHUNKS = 10_000  # bound on the walk before the data chunk (no pathological crawl)
+_U32_MAX = 0xFFFFFFFF
+
+
+class RiffError(ValueError):
+    """The header is malformed; str() is the user-facing reason (no path)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class FmtChunk:
+    """The fields of a WAVE fmt chunk that decoding needs.
+
+    Attributes:
+      format_tag: the encoding's WAVE format tag; for WAVE_FORMAT_EXTENSIBLE the sub-format's.
+      extensible: whether the header used WAVE_FORMAT_EXTENSIBLE.
+      num_channels: channels per frame.
+      sample_rate: frames per second.
+      block_align: bytes per frame (PCM) or per compressed block (ADPCM, GSM).
+      bits_per_sample: container bits per sample (4 for IMA ADPCM, 0 for GSM).
+      samples_per_block: frames per compressed block from the fmt extension, else 0.
+      raw: the chunk body exactly as stored.
+    """
+
+    format_tag: int
+    extensible: bool
+    num_channels: int
+    sample_rate: int
+    block_align: int
+    bits_per_sample: int
+    samples_per_block: int
+    raw: bytes
+
+
+@dataclasses.dataclass(frozen=True)
+class WaveLayout:
+    """Where a WAV file's audio is.
+
+    Attributes:
+      file_size: bytes in the file.
+      fmt: the parsed fmt chunk.
+      data_offset: file offset of the first audio byte.
+      declared_data_size: the data chunk's size field (RF64: from ds64).
+      data_size: bytes of audio really there: the declared size, or up to end of file when the
+        size field is 0 / 0xFFFFFFFF / larger than the file.
+    """
+
+    file_size: int
+    fmt: FmtChunk
+    data_offset: int
+    declared_data_size: int
+    data_size: int
+
+
+def file_size(fileobj: BinaryIO) -> int:
+    """Size in bytes of a seekable file object (leaves the position at 0)."""
+    size = fileobj.seek(0, io.SEEK_END)
+    if size is None:  # some wrappers return None from seek()
+        size = fileobj.tell()
+    fileobj.seek(0)
+    return size
+
+
+def _read_at(fileobj: BinaryIO, offset: int, n: int) -> bytes:
+    fileobj.seek(offset)
+    out = b""
+    while len(out) < n:  # raw / network streams may return short reads
+        part = fileobj.read(n - len(out))
+        if not part:
+            break
+        out += part
+    return out
+
+
+def _looks_like_chunk_id(cid: bytes) -> bool:
+    return len(cid) == 4 and all(0x20 <= c <= 0x7E for c in cid) and cid.strip() != b""
+
+
+def _looks_like_chunk(header: bytes, room: int) -> bool:
+    """Whether 8 bytes plausibly start a chunk that fits into `room` bytes."""
+    if len(header) < 8 or not _looks_like_chunk_id(header[:4]):
+        return False
+    return struct.unpack("<I", header[4:8])[0] <= room - 8
+
+
+def parse_fmt(raw: bytes) -> FmtChunk:
+    """Parse a fmt chunk body (raises RiffError when it is too short to be one)."""
+    if len(raw) < 16:
+        raise RiffError(f"truncated header (fmt chunk has {len(raw)} bytes, needs 16)")
+    tag, channels, rate, _, block_align, bits = struct.unpack("<HHIIHH", raw[:16])
+    extensible = tag == WAVE_FORMAT_EXTENSIBLE
+    if extensible:
+        if len(raw) < 40:
+            raise RiffError(
+                f"truncated header (WAVE_FORMAT_EXTENSIBLE fmt chunk of {len(raw)} bytes)"
+            )
+        if raw[26:40] != _GUID_TAIL:
+            raise RiffError(
+                f"unsupported encoding: WAVE_FORMAT_EXTENSIBLE sub-format {raw[24:40].hex()}"
+            )
+        tag = struct.unpack("<H", raw[24:26])[0]
+    samples_per_block = 0
+    if not extensible and len(raw) >= 20 and struct.unpack("<H", raw[16:18])[0] >= 2:
+        samples_per_block = struct.unpack("<H", raw[18:20])[0]
+    return FmtChunk(tag, extensible, channels, rate, block_align, bits, samples_per_block, raw)
+
+
+def walk(fileobj: BinaryIO) -> WaveLayout:
+    """Walk the chunks of a WAV file up to its data chunk.
+
+    The RIFF size field is ignored (often wrong; the file size is what counts). Odd-sized chunks
+    are followed by a pad byte; a missing pad byte is tolerated when the next chunk id shows it.
+
+    Args:
+      fileobj: seekable binary file object, positioned anywhere.
+
+    Returns:
+      The layout; `data_size` is bounded by the bytes really in the file.
+
+    Raises:
+      RiffError: not a WAV file, truncated or missing chunks (the message is the reason).
+    """
+    size = file_size(fileobj)
+    if size == 0:
+        raise RiffError("empty file")
+    head = _read_at(fileobj, 0, 12)
+    if head[:4] not in RIFF_IDS:
+        if len(head) < 4 and any(rid.startswith(head) for rid in RIFF_IDS):
+            raise RiffError(f"truncated header ({size} bytes)")
+        raise RiffError(f"not a RIFF/WAVE file (starts with {head[:4]!r})")
+    if len(head) < 12:
+        raise RiffError(f"truncated header ({size} bytes)")
+    if head[8:12] != b"WAVE":
+        raise RiffError(f"not a RIFF/WAVE file (RIFF form type {head[8:12]!r})")
+
+    fmt: FmtChunk | None = None
+    data: tuple[int, int, int] | None = None  # (offset, declared size, real size)
+    ds64_data_size: int | None = None
+    pos = 12
+    for _ in range(_MAX_CHUNKS):
+        header = _read_at(fileobj, pos, 8)
+        if len(header) < 8:
+            if data is None and len(header) > 0:
+                raise RiffError(f"truncated header (file ends inside a chunk header at byte {pos})")
+            break
+        cid, csize = header[:4], struct.unpack("<I", header[4:8])[0]
+        body = pos + 8
+        room = size - body
+        if cid == b"ds64" and head[:4] != b"RIFF" and csize >= 16 and room >= 16:
+            ds64_data_size = struct.unpack("<Q", _read_at(fileobj, body + 8, 8))[0]
+        if cid == b"fmt " and fmt is None:
+            if csize > room:
+                raise RiffError(
+                    f"truncated header (fmt chunk declares {csize} bytes, {max(room, 0)} remain)"
+                )
+            if csize > _MAX_FMT_SIZE:
+                raise RiffError(f"corrupt header (fmt chunk of {csize} bytes)")
+            fmt = parse_fmt(_read_at(fileobj, body, csize))
+        elif cid == b"data" and data is None:
+            declared = csize
+            if csize == _U32_MAX and ds64_data_size is not None:
+                declared = ds64_data_size
+            real = declared
+            if declared > room:  # 0xFFFFFFFF placeholder, or a truncated file
+                real = room
+            elif declared == 0 and room > 0:
+                # A streaming writer that never came back to patch the size, unless what follows
+                # is a real chunk (a genuinely empty data chunk followed by e.g. LIST).
+                if not _looks_like_chunk(_read_at(fileobj, body, 8), room):
+                    real = room
+            data = (body, declared, real)
+            if real != declared:
+                break  # audio runs to end of file: nothing after it to walk
+        elif data is None and csize > room:
+            raise RiffError(
+                f"truncated header (file ends inside the {cid.decode('latin-1')!r} chunk "
+                f"before any data chunk)"
+            )
+        if fmt is not None and data is not None:
+            break
+        pos = body + csize
+        if csize & 1:  # RIFF pad byte, unless the writer forgot it
+            pad = _read_at(fileobj, pos, 5)
+            if not _looks_like_chunk_id(pad[1:5]) and _looks_like_chunk_id(pad[:4]):
+                pos -= 1
+            pos += 1
+    else:
+        if data is None:
+            raise RiffError(f"no data chunk (gave up after {_MAX_CHUNKS} chunks)")
+    if fmt is None:
+        raise RiffError("no fmt chunk")
+    if data is None:
+        raise RiffError("no data chunk")
+    return WaveLayout(size, fmt, data[0], data[1], data[2])
+
+
+def canonical_header(fmt: FmtChunk, data_size: int) -> bytes:
+    """A minimal RIFF/WAVE header (fmt + data chunk header) announcing `data_size` bytes.
+
+    Uses RF64 (ds64 chunk) when the sizes do not fit in 32 bits.
+    """
+    fmt_chunk = b"fmt " + struct.pack("<I", len(fmt.raw)) + fmt.raw + b"\0" * (len(fmt.raw) & 1)
+    riff_size = 4 + len(fmt_chunk) + 8 + data_size
+    data_header = b"data" + struct.pack("<I", min(data_size, _U32_MAX))
+    if riff_size <= _U32_MAX:
+        return b"RIFF" + struct.pack("<I", riff_size) + b"WAVE" + fmt_chunk + data_header
+    ds64 = b"ds64" + struct.pack("<IQQQI", 28, riff_size + 36, data_size, 0, 0)
+    return b"RF64" + struct.pack("<I", _U32_MAX) + b"WAVE" + ds64 + fmt_chunk + data_header
+
+
+class SplicedReader(io.RawIOBase):
+    """Read-only file: `header` bytes followed by `length` bytes of `fileobj` from `offset`.
+
+    Shows libsndfile a repaired WAV file without copying the audio.
+    """
+
+    def __init__(self, fileobj: BinaryIO, *, header: bytes, offset: int, length: int):
+        super().__init__()
+        self._file = fileobj
+        self._header = header
+        self._offset = offset
+        self._size = len(header) + length
+        self._pos = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._pos
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: self._size}[whence]
+        self._pos = max(0, base + offset)
+        return self._pos
+
+    def readinto(self, buffer: bytearray | memoryview) -> int:
+        view = memoryview(buffer).cast("B")
+        want = min(len(view), self._size - self._pos)
+        done = 0
+        if want > 0 and self._pos < len(self._header):
+            part = self._header[self._pos : self._pos + want]
+            view[: len(part)] = part
+            done = len(part)
+        if done < want:
+            start = self._offset + self._pos + done - len(self._header)
+            part = _read_at(self._file, start, want - done)
+            view[done : done + len(part)] = part
+            done += len(part)
+        self._pos += done
+        return done
+
+
+class GuardedReader:
+    """Forwards seek / tell / read; keeps an exception from the file instead of losing it.
+
+    soundfile's virtual-I/O callbacks run inside libsndfile (cffi), where a Python exception is
+    printed and swallowed (libsndfile just sees a short read). An I/O error, e.g. a network read
+    failing, is kept here and re-raised as itself by `check`, so that callers can retry it
+    instead of blaming the file.
+    """
+
+    def __init__(self, fileobj: BinaryIO):
+        self._file = fileobj
+        self.error: Exception | None = None
+
+    def _call(self, fn: Callable[..., Any], *args: Any, default: Any = 0) -> Any:
+        if self.error is None:
+            try:
+                return fn(*args)
+            except Exception as e:  # re-raised by `check`
+                self.error = e
+        return default
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        self._call(self._file.seek, offset, whence)
+        return self.tell()
+
+    def tell(self) -> int:
+        return self._call(self._file.tell)
+
+    def read(self, n: int = -1) -> bytes:
+        return self._call(self._file.read, n, default=b"")
+
+    def check(self) -> None:
+        """Raise the file's exception, if it had one."""
+        if self.error is not None:
+            raise self.error
