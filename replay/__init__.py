@@ -33,12 +33,15 @@ from replay.info import DatasetInfo, ShardInfo, load_info
 
 if TYPE_CHECKING:
     from replay.reader import default_reader_func, replay_dataset, verify_dataset
+    from replay.transform import ServingTransform, load_transform
 
 # Attributes whose module imports TensorFlow: loaded on first access (PEP 562).
 _LAZY = {
     "replay_dataset": "replay.reader",
     "default_reader_func": "replay.reader",
     "verify_dataset": "replay.reader",
+    "load_transform": "replay.transform",
+    "ServingTransform": "replay.transform",
 }
 
 __all__ = [
@@ -51,11 +54,13 @@ __all__ = [
     "ReplayError",
     "ShardError",
     "ShardInfo",
+    "ServingTransform",
     "ShardSizeError",
     "UnknownFeatureError",
     "UnknownSplitError",
     "default_reader_func",
     "load_info",
+    "load_transform",
     "replay_dataset",
     "verify_dataset",
 ]

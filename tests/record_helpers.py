@@ -1,4 +1,4 @@
-"""Test helpers for record-pipeline runs: run the CLI in-process, read shards back with plain tf.data.
+"""Record-pipeline test helpers: run the CLI in-process, read shards back with plain tf.data.
 
 Reading back deliberately does NOT use the `replay` package: it parses shards with
 `tf.data.TFRecordDataset` + `tf.io.parse_example` from the manifest's element specs, so a bug in
@@ -31,7 +31,7 @@ def load_manifest(output_dir: Path) -> dict:
 
 
 def read_records(output_dir: Path) -> list[dict]:
-    """Every stored element, decoded with plain tf.data from the manifest's specs, in shard order."""
+    """Every stored element, decoded by plain tf.data from the manifest specs, in shard order."""
     import tensorflow as tf
 
     manifest = load_manifest(output_dir)
@@ -57,7 +57,8 @@ def read_records(output_dir: Path) -> list[dict]:
                 for key, value in parsed.items():
                     value = value.numpy()
                     if spec[key]["encoding"] == "raw":
-                        value = np.frombuffer(value, dtype=np.dtype(spec[key]["dtype"]).newbyteorder("<"))
+                        dtype = np.dtype(spec[key]["dtype"]).newbyteorder("<")
+                        value = np.frombuffer(value, dtype=dtype)
                     elif spec[key]["dtype"] == "string":
                         value = value.decode()
                     element[key] = value

@@ -41,8 +41,13 @@ def test_bad_arguments(capsys, tmp_path, extra, message):
 
 
 def test_empty_match(capsys, tmp_path):
-    line = _fails(capsys, "--input_pattern", str(tmp_path / "none" / "*.wav"),
-                  "--output_dir", str(tmp_path / "o"))
+    line = _fails(
+        capsys,
+        "--input_pattern",
+        str(tmp_path / "none" / "*.wav"),
+        "--output_dir",
+        str(tmp_path / "o"),
+    )
     assert "matches no file" in line
 
 
@@ -51,17 +56,30 @@ def test_existing_output_needs_overwrite_and_foreign_dirs_are_never_replaced(cap
     (tmp_path / "o" / "thesis.tex").write_text("precious")
     line = _fails(capsys, "--input_pattern", SAMPLE, "--output_dir", str(tmp_path / "o"))
     assert "exists; pass --overwrite" in line
-    line = _fails(capsys, "--input_pattern", SAMPLE, "--output_dir", str(tmp_path / "o"),
-                  "--overwrite")
+    line = _fails(
+        capsys, "--input_pattern", SAMPLE, "--output_dir", str(tmp_path / "o"), "--overwrite"
+    )
     assert "not an audiorecords dataset" in line
     assert (tmp_path / "o" / "thesis.tex").read_text() == "precious"
 
 
 def test_command_line_entry_point_prints_one_line(tmp_path):
     proc = subprocess.run(
-        [sys.executable, "-m", "pipelines.record", "--input_pattern", SAMPLE,
-         "--output_dir", str(tmp_path), "--win_len", "-5"],
-        capture_output=True, text=True, cwd=Path(__file__).resolve().parents[1], timeout=120,
+        [
+            sys.executable,
+            "-m",
+            "pipelines.record",
+            "--input_pattern",
+            SAMPLE,
+            "--output_dir",
+            str(tmp_path),
+            "--win_len",
+            "-5",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=Path(__file__).resolve().parents[1],
+        timeout=120,
     )
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines()[-1] == "error: --win_len must be > 0, got -5"

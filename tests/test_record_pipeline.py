@@ -33,16 +33,25 @@ def corpus(tmp_path_factory) -> dict:
     good = wavgen.make_format_corpus(root / "good", num_frames=20000, sample_rate=16000)
     broken = wavgen.make_broken_corpus(root / "broken")
     tug = copy_tug(root / "good")
-    short = wavgen.write_wav(root / "good" / "tiny_short.wav", wavgen.synth(1000),
-                             sample_rate=16000, subtype="PCM_16")
+    short = wavgen.write_wav(
+        root / "good" / "tiny_short.wav", wavgen.synth(1000), sample_rate=16000, subtype="PCM_16"
+    )
     return {"root": root, "good": good, "broken": broken, "tug": tug, "short": short}
 
 
 @pytest.fixture(scope="module")
 def recorded(corpus, tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("run") / "out"
-    record(str(corpus["root"] / "**" / "*.wav"), out, "--win_len", str(WIN),
-           "--features", "log_mel,mfcc,spectrogram", "--num_shards", "3")
+    record(
+        str(corpus["root"] / "**" / "*.wav"),
+        out,
+        "--win_len",
+        str(WIN),
+        "--features",
+        "log_mel,mfcc,spectrogram",
+        "--num_shards",
+        "3",
+    )
     return out
 
 
@@ -82,9 +91,12 @@ def test_windows_are_bit_exact_and_counted_by_the_rule(corpus, recorded):
             assert w["index"] == f["index"]
             assert w["sample_rate"] == f["sample_rate"]
             assert w["class"] == f["label"]
-    assert manifest["files"][[f["path"] for f in manifest["files"]].index(str(corpus["short"]))][
-        "num_windows"
-    ] == 0
+    assert (
+        manifest["files"][[f["path"] for f in manifest["files"]].index(str(corpus["short"]))][
+            "num_windows"
+        ]
+        == 0
+    )
 
 
 def test_real_recording_keeps_24_bit_integer_values(corpus, tmp_path):
@@ -119,10 +131,14 @@ def test_features_match_the_feature_functions_and_are_z_scored(recorded):
     manifest = load_manifest(recorded)
     params = manifest["params"]
     config = features.FeatureConfig(
-        names=tuple(params["features"]), frame_length=params["frame_length"],
-        frame_step=params["frame_step"], fft_length=params["fft_length"],
-        num_mel_bins=params["num_mel_bins"], lower_edge_hz=params["lower_edge_hz"],
-        upper_edge_hz=params["upper_edge_hz"], num_mfccs=params["num_mfccs"],
+        names=tuple(params["features"]),
+        frame_length=params["frame_length"],
+        frame_step=params["frame_step"],
+        fft_length=params["fft_length"],
+        num_mel_bins=params["num_mel_bins"],
+        lower_edge_hz=params["lower_edge_hz"],
+        upper_edge_hz=params["upper_edge_hz"],
+        num_mfccs=params["num_mfccs"],
     )
     scale = {f["path"]: f["full_scale"] for f in manifest["files"]}
     records = read_records(recorded)
@@ -140,8 +156,16 @@ def test_features_match_the_feature_functions_and_are_z_scored(recorded):
 
 def test_two_runs_give_identical_records(corpus, recorded, tmp_path):
     again = tmp_path / "again"
-    record(str(corpus["root"] / "**" / "*.wav"), again, "--win_len", str(WIN),
-           "--features", "log_mel,mfcc,spectrogram", "--num_shards", "3")
+    record(
+        str(corpus["root"] / "**" / "*.wav"),
+        again,
+        "--win_len",
+        str(WIN),
+        "--features",
+        "log_mel,mfcc,spectrogram",
+        "--num_shards",
+        "3",
+    )
     first, second = load_manifest(recorded), load_manifest(again)
     for m in (first, second):
         m.pop("created_utc")
@@ -156,8 +180,19 @@ def test_two_runs_give_identical_records(corpus, recorded, tmp_path):
 def test_pad_and_hop_and_max_windows(corpus, tmp_path):
     out = tmp_path / "pad"
     path = corpus["good"]["pcm16"]
-    record(str(path), out, "--win_len", "3000", "--hop_len", "1000", "--pad",
-           "--max_windows_per_signal", "15", "--features", "none")
+    record(
+        str(path),
+        out,
+        "--win_len",
+        "3000",
+        "--hop_len",
+        "1000",
+        "--pad",
+        "--max_windows_per_signal",
+        "15",
+        "--features",
+        "none",
+    )
     expected = wavgen.expected_samples(path)[:, 0]
     records = sorted(read_records(out), key=lambda r: r["win_start_idx"])
     want = min(15, _expected_count(len(expected), win=3000, hop=1000, pad=True))

@@ -88,9 +88,8 @@ class EncodeFn(beam.DoFn):
         self._example = None
 
     def setup(self) -> None:
-        from tfx_bsl.coders import example_coder
-
         from tensorflow.core.example import example_pb2
+        from tfx_bsl.coders import example_coder
 
         self._encoder = example_coder.RecordBatchToExamplesEncoder()
         self._example = example_pb2.Example
