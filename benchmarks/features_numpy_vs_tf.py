@@ -90,7 +90,7 @@ def main() -> None:
     parser.add_argument("--sample_rate", type=int, default=16000)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--settings", nargs="+", default=list(SETTINGS), choices=list(SETTINGS))
-    parser.add_argument("--block_frames", type=int, default=0, help="override _BLOCK_FRAMES")
+    parser.add_argument("--block_frames", type=int, default=0, help="override numpy _BLOCK_FRAMES")
     parser.add_argument("--setting", help=argparse.SUPPRESS)  # set in the worker subprocess
     args = parser.parse_args()
     if args.setting:

@@ -178,13 +178,28 @@ def run(argv: list[str] | None = None, save_main_session: bool = False) -> dict:
         raise UsageError(str(e)) from e
     prepare_output_dir(plan)
     start = time.monotonic()
-    with beam.Pipeline(options=options) as p:
-        build_pipeline(p, plan)
+    p = beam.Pipeline(options=options)
+    build_pipeline(p, plan)
+    result = p.run()
+    result.wait_until_finish()
     elapsed = time.monotonic() - start
-    return summarize(plan, elapsed)
+    return summarize(plan, elapsed, counters=_counters(result))
 
 
-def summarize(plan: RecordPlan, elapsed: float) -> dict:
+def _counters(result: beam.runners.runner.PipelineResult) -> dict[str, int]:
+    """The job's "record" counters (files_read, files_failed, windows, bytes_written, ...)."""
+    try:
+        query = result.metrics().query(beam.metrics.MetricsFilter().with_namespace("record"))
+    except (NotImplementedError, AttributeError):  # some runners do not report metrics
+        return {}
+    totals: dict[str, int] = {}
+    for counter in query["counters"]:
+        value = counter.committed if counter.committed is not None else counter.attempted
+        totals[counter.key.metric.name] = totals.get(counter.key.metric.name, 0) + int(value or 0)
+    return totals
+
+
+def summarize(plan: RecordPlan, elapsed: float, *, counters: dict[str, int]) -> dict:
     """Reads the written manifest, cleans temporary files, logs the final summary line."""
     import json
 
@@ -210,8 +225,9 @@ def summarize(plan: RecordPlan, elapsed: float) -> dict:
         "compression": m["compression"],
         "seconds": round(elapsed, 2),
         "audio_seconds_per_second": round(seconds / elapsed, 1) if elapsed else 0.0,
+        "counters": counters,
     }
-    logging.getLogger(__name__).info("record summary: %s", summary)
+    logging.getLogger("audiorecords").info("record counters: %s", counters)
     print(
         f"recorded {summary['windows']} windows from {summary['files']} files "
         f"({summary['failed']} failed) into {summary['shards']} {m['compression']} shards, "
@@ -222,7 +238,8 @@ def summarize(plan: RecordPlan, elapsed: float) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    logging.getLogger().setLevel(logging.WARNING)
+    logging.basicConfig(format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    logging.getLogger("audiorecords").setLevel(logging.INFO)
     try:
         run(argv)
     except UsageError as e:

@@ -208,6 +208,7 @@ def test_blocking_is_invisible(compute, monkeypatch) -> None:
     fn = getattr(features, compute)
     whole = fn(waveforms, sample_rate=SR, config=CONFIG)
     monkeypatch.setattr(features, "_BLOCK_FRAMES", 3 * 8)  # 3 windows of 8 frames a block
+    monkeypatch.setattr(features, "_TF_BLOCK_FRAMES", 3 * 8)
     features._cached_tf_module.cache_clear()
     blocked = fn(waveforms, sample_rate=SR, config=CONFIG)
     for name in FEATURE_NAMES:

@@ -27,6 +27,7 @@ SIGNAL_DTYPES = ("auto", "int16", "int32", "float32")
 FILES_TAG = "files"
 ERRORS_TAG = "errors"
 
+PROGRESS_SECONDS = 10.0  # at most one progress line per worker every 10 s
 _CHUNK_BYTES = 8 << 20  # 8 MiB of int/float samples per RecordBatch (a chunk of windows)
 _MAX_CHUNK_WINDOWS = 1024
 _DTYPE_ORDER = ("int16", "int32", "float32")  # "auto" takes the widest dtype any file needs
@@ -167,6 +168,24 @@ class ReadWindowsFn(beam.DoFn):
         self._failed = beam.metrics.Metrics.counter("record", "files_failed")
         self._windows = beam.metrics.Metrics.counter("record", "windows")
         self._audio_frames = beam.metrics.Metrics.counter("record", "audio_frames")
+        self._progress = {"files": 0, "failed": 0, "windows": 0, "last": 0.0}
+
+    def _report(self, *, failed: bool, windows: int) -> None:
+        """Counts a finished file; logs this worker's totals at most every PROGRESS_SECONDS."""
+        import time
+
+        p = self._progress
+        p["failed" if failed else "files"] += 1
+        p["windows"] += windows
+        now = time.monotonic()
+        if now - p["last"] >= PROGRESS_SECONDS:
+            p["last"] = now
+            logging.getLogger("audiorecords").info(
+                "progress (this worker): %d files read, %d failed, %d windows",
+                p["files"],
+                p["failed"],
+                p["windows"],
+            )
 
     def process(self, f: InputFile, signal_dtype: str) -> Iterator:
         count = 0
@@ -186,13 +205,15 @@ class ReadWindowsFn(beam.DoFn):
                 # (its outputs are discarded) rather than keep part of a file.
                 raise
             reason = e.reason if isinstance(e, wav.WavDecodeError) else f"{type(e).__name__}: {e}"
-            logging.warning("skipping %s: %s", f.path, reason)
+            logging.getLogger("audiorecords").warning("skipping %s: %s", f.path, reason)
             self._failed.inc()
+            self._report(failed=True, windows=0)
             yield beam.pvalue.TaggedOutput(ERRORS_TAG, {"path": f.path, "reason": reason})
             return
         self._files.inc()
         self._windows.inc(count)
         self._audio_frames.inc(info.num_frames)
+        self._report(failed=False, windows=count)
         yield beam.pvalue.TaggedOutput(
             FILES_TAG,
             {
