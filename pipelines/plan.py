@@ -9,14 +9,14 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from apache_beam.io.filesystems import FileSystems
 
 from replay import format as fmt
 from transforms import features as feats
-from transforms import labels
+from transforms import labels, sharding
 from transforms.preprocessing import RecordLayout
 from transforms.read import CHANNEL_MODES, SIGNAL_DTYPES, InputFile, ReadConfig
 from transforms.shards import COMPRESSIONS, plan_num_shards
@@ -39,7 +39,8 @@ class RecordPlan:
     read: ReadConfig
     signal_dtype: str  # "auto" or a fixed dtype
     compression: str
-    num_shards: int
+    sharding: sharding.Sharding
+    num_shards: Mapping[str, int]  # per split; replaced at run time under --elements_per_shard
     input_bytes: int
     params: Mapping[str, Any]
 
@@ -72,8 +73,12 @@ def output_dir_state(output_dir: str) -> str:
     return "ours" if names & {fmt.MANIFEST_FILENAME, RUN_MARKER} else "foreign"
 
 
-def plan_record(opts: Any) -> RecordPlan:
+def plan_record(opts: Any, *, shard_func: Callable[[dict], int] | None = None) -> RecordPlan:
     """Validates `opts` (a RecordOptions view) and matches the inputs.
+
+    Args:
+      opts: the parsed options.
+      shard_func: optional element -> shard index callable (Python API).
 
     Raises:
       UsageError: the first problem found, as one line naming the option.
@@ -95,6 +100,19 @@ def plan_record(opts: Any) -> RecordPlan:
     _check(compression in COMPRESSIONS, f"--compression must be one of {COMPRESSIONS}")
     _check(opts.sample_rate is None or opts.sample_rate > 0, "--sample_rate must be > 0")
     _check(opts.num_shards is None or opts.num_shards > 0, "--num_shards must be > 0")
+    for flag in ("elements_per_shard", "max_elements"):
+        value = getattr(opts, flag)
+        _check(value is None or value > 0, f"--{flag} must be > 0, got {value}")
+    _check(
+        opts.elements_per_shard is None or opts.num_shards is None,
+        "--elements_per_shard and --num_shards exclude each other",
+    )
+    try:
+        splits = sharding.parse_splits(opts.splits)
+        if opts.shard_by not in sharding.SHARD_BY:
+            raise ValueError(f"--shard_by must be one of {', '.join(sharding.SHARD_BY)}")
+    except ValueError as e:
+        raise UsageError(str(e)) from e
     names = tuple(n.strip() for n in opts.features.split(",") if n.strip())
     names = () if names == ("none",) else names
     unknown = [n for n in names if n not in feats.FEATURE_NAMES]
@@ -132,7 +150,22 @@ def plan_record(opts: Any) -> RecordPlan:
         else {}
     )
     csv_labels = _read_csv_labels(csv_path) if csv_path else None
-    inputs = tuple(_input_file(i, p, s, label_kind, csv_labels) for i, (p, s) in enumerate(matched))
+    shard_plan = sharding.Sharding(
+        shard_by=opts.shard_by,
+        splits=splits,
+        split_base=sharding.pattern_base(opts.input_pattern),
+        elements_per_shard=opts.elements_per_shard,
+        max_elements=opts.max_elements,
+        channel_split=opts.channel_mode == "split",
+        hop_len=hop,
+        shard_func=shard_func,
+    )
+    inputs = tuple(
+        _input_file(i, p, s, label_kind, csv_labels, shard_plan) for i, (p, s) in enumerate(matched)
+    )
+    shard_plan = dataclasses.replace(
+        shard_plan, classes=tuple(sorted({f.label for f in inputs if f.label}))
+    )
 
     output_dir = opts.output_dir.rstrip("/") or "/"
     state = output_dir_state(output_dir)
@@ -154,7 +187,14 @@ def plan_record(opts: Any) -> RecordPlan:
     )
     input_bytes = sum(f.size_bytes for f in inputs)
     feature_floats = sum(math.prod(s) for s in shapes.values()) * (2 if opts.normalize else 1)
-    estimate = input_bytes * (1 + feature_floats * 4 / (2 * opts.win_len))
+    growth = 1 + feature_floats * 4 / (2 * opts.win_len)  # stored bytes per input byte
+    num_shards = {}
+    for split in shard_plan.split_names:
+        split_bytes = sum(f.size_bytes for f in inputs if f.split == split)
+        count = plan_num_shards(int(split_bytes * growth), num_shards=opts.num_shards)
+        if opts.shard_by == "class":
+            count = max(count, len(shard_plan.classes))
+        num_shards[split] = count
     params = {k: getattr(opts, k) for k in sorted(RECORD_PARAMS)}
     params["hop_len"] = hop
     params["features"] = list(names)
@@ -172,7 +212,8 @@ def plan_record(opts: Any) -> RecordPlan:
         ),
         signal_dtype=opts.signal_dtype,
         compression=compression,
-        num_shards=plan_num_shards(int(estimate), num_shards=opts.num_shards),
+        sharding=shard_plan,
+        num_shards=num_shards,
         input_bytes=input_bytes,
         params=json.loads(json.dumps(params)),
     )
@@ -201,19 +242,28 @@ RECORD_PARAMS = (
     "num_shards",
     "dataset_name",
     "strict",
+    "splits",
+    "shard_by",
+    "elements_per_shard",
+    "max_elements",
 )
 
 
 def _input_file(
-    index: int, path: str, size: int, kind: str, csv_labels: Mapping[str, str] | None
+    index: int,
+    path: str,
+    size: int,
+    kind: str,
+    csv_labels: Mapping[str, str] | None,
+    shard_plan: sharding.Sharding,
 ) -> InputFile:
+    split = sharding.split_of(path, shard_plan)
     try:
         label = labels.label_for(path, kind=kind, csv_labels=csv_labels)
     except labels.LabelError as e:
-        return InputFile(
-            index=index, path=path, size_bytes=size, label_error=str(e).split(": ", 1)[-1]
-        )
-    return InputFile(index=index, path=path, size_bytes=size, label=label)
+        reason = str(e).split(": ", 1)[-1]
+        return InputFile(index=index, path=path, size_bytes=size, label_error=reason, split=split)
+    return InputFile(index=index, path=path, size_bytes=size, label=label, split=split)
 
 
 def _read_csv_labels(csv_path: str) -> dict[str, str]:

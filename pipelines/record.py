@@ -30,7 +30,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 import runners
 from pipelines.plan import RUN_MARKER, RecordPlan, UsageError, plan_record
 from replay import format as fmt
-from transforms import manifest, read, shards
+from transforms import manifest, read, sharding, shards
 from transforms.preprocessing import preprocessing_fn
 
 
@@ -80,6 +80,29 @@ class RecordOptions(PipelineOptions):
         add("--dataset_name", default=fmt.DEFAULT_NAME, help="prefix of shard file names")
         add("--overwrite", action="store_true", help="replace an existing dataset directory")
         add("--strict", action="store_true", help="fail the job on the first bad input file")
+        add(
+            "--splits",
+            default=None,
+            help="e.g. train=80,validation=10,test=10: whole files per split by path hash",
+        )
+        add(
+            "--shard_by",
+            default="hash",
+            choices=sharding.SHARD_BY,
+            help="hash: spread windows; file: a file's windows in one shard; class: shard sets",
+        )
+        add(
+            "--elements_per_shard",
+            type=int,
+            default=None,
+            help="exactly N elements per shard (the last holds the rest), in file order",
+        )
+        add(
+            "--max_elements",
+            type=int,
+            default=None,
+            help="keep only the first N elements (in file order)",
+        )
 
 
 def build_pipeline(p: beam.Pipeline, plan: RecordPlan) -> None:
@@ -100,8 +123,36 @@ def build_pipeline(p: beam.Pipeline, plan: RecordPlan) -> None:
     windows = files | "ReadWindows" >> beam.ParDo(
         read.ReadWindowsFn(plan.read), dtype
     ).with_outputs(read.FILES_TAG, read.ERRORS_TAG, main="windows")
+    files_read = beam.pvalue.AsList(windows[read.FILES_TAG])
+    sh = plan.sharding
+    raw_windows = windows.windows
+    if sh.by_rank:
+        offsets = beam.pvalue.AsSingleton(
+            p
+            | "RankStart" >> beam.Create([None])
+            | "RankFiles" >> beam.Map(lambda _, files: sharding.file_offsets(files, sh), files_read)
+        )
+        if sh.max_elements is not None:
+            raw_windows = raw_windows | "KeepFirstElements" >> beam.FlatMap(
+                shards.keep_ranked, offsets, config=sh
+            )
+    else:
+        offsets = None
+    if sh.elements_per_shard is not None:
+        num_shards = beam.pvalue.AsSingleton(
+            p
+            | "ShardCountStart" >> beam.Create([None])
+            | "ShardCounts"
+            >> beam.Map(
+                lambda _, offs, files: sharding.rank_shard_counts(offs, files, sh),
+                offsets,
+                files_read,
+            )
+        )
+    else:
+        num_shards = plan.num_shards
     raw = (
-        windows.windows,
+        raw_windows,
         TensorAdapterConfig(layout.arrow_schema(), layout.tensor_representations()),
     )
     fn = functools.partial(
@@ -116,8 +167,8 @@ def build_pipeline(p: beam.Pipeline, plan: RecordPlan) -> None:
         transform_written = transform_fn | "WriteTransformFn" >> tft_beam.WriteTransformFn(
             plan.output_dir
         )
-    spec = shards.ShardSpec(output_dir=plan.output_dir, name=plan.name, num_shards=plan.num_shards)
-    keyed = transformed | "Encode" >> beam.ParDo(shards.EncodeFn(num_shards=plan.num_shards))
+    spec = shards.ShardSpec(output_dir=plan.output_dir, name=plan.name)
+    keyed = transformed | "Encode" >> beam.ParDo(shards.EncodeFn(sh), num_shards, offsets)
     compression = (
         keyed
         | "SampleRecords" >> beam.Map(lambda kv: kv[1][1])
@@ -128,7 +179,7 @@ def build_pipeline(p: beam.Pipeline, plan: RecordPlan) -> None:
         keyed
         | "GroupByShard" >> beam.GroupByKey()
         | "WriteShards"
-        >> beam.ParDo(shards.WriteShardFn(spec), beam.pvalue.AsSingleton(compression))
+        >> beam.ParDo(shards.WriteShardFn(spec), beam.pvalue.AsSingleton(compression), num_shards)
     )
     _ = (
         p
@@ -142,10 +193,11 @@ def build_pipeline(p: beam.Pipeline, plan: RecordPlan) -> None:
             win_len=plan.read.window.win_len,
             params=plan.params,
             shards=beam.pvalue.AsList(written),
-            files=beam.pvalue.AsList(windows[read.FILES_TAG]),
+            files=files_read,
             errors=beam.pvalue.AsList(windows[read.ERRORS_TAG]),
             compression=beam.pvalue.AsSingleton(compression),
             signal_dtype=dtype,
+            num_shards=num_shards,
             transform_written=beam.pvalue.AsList(transform_written),
         )
     )
@@ -162,8 +214,15 @@ def prepare_output_dir(plan: RecordPlan) -> None:
         fh.write("an audiorecords run writes here; manifest.json appears when it is complete\n")
 
 
-def run(argv: list[str] | None = None, save_main_session: bool = False) -> dict:
-    """Parses `argv`, plans, runs the pipeline and returns the manifest summary.
+def run(argv: list[str] | None = None, *, shard_func=None) -> dict:
+    """Parses `argv`, plans, runs the pipeline and returns the run summary.
+
+    Args:
+      argv: command-line arguments (default: sys.argv[1:]).
+      shard_func: optional element -> shard callable (Python API, see pipelines.api).
+
+    Returns:
+      The summary dict (counts, bytes, seconds, counters, and the written "manifest").
 
     Raises:
       UsageError: invalid arguments or inputs (before any work).
@@ -171,7 +230,7 @@ def run(argv: list[str] | None = None, save_main_session: bool = False) -> dict:
     argv = list(sys.argv[1:] if argv is None else argv)
     options = PipelineOptions(argv)
     opts = options.view_as(RecordOptions)
-    plan = plan_record(opts)
+    plan = plan_record(opts, shard_func=shard_func)
     try:
         runners.configure(options, input_bytes=plan.input_bytes, argv=argv)
     except runners.RunnerError as e:
@@ -226,6 +285,7 @@ def summarize(plan: RecordPlan, elapsed: float, *, counters: dict[str, int]) -> 
         "seconds": round(elapsed, 2),
         "audio_seconds_per_second": round(seconds / elapsed, 1) if elapsed else 0.0,
         "counters": counters,
+        "manifest": m,
     }
     logging.getLogger("audiorecords").info("record counters: %s", counters)
     print(

@@ -53,9 +53,15 @@ def build_manifest(
     params: Mapping[str, Any],
     versions: Mapping[str, str],
     created_utc: str,
+    split_names: Sequence[str] = (),
 ) -> dict[str, Any]:
-    """The manifest.json content (see replay/format.py), deterministic apart from created_utc."""
-    splits: dict[str, dict[str, Any]] = {}
+    """The manifest.json content (see replay/format.py), deterministic apart from created_utc.
+
+    Splits appear in `split_names` order (the order of ``--splits``), then any others sorted.
+    """
+    splits: dict[str, dict[str, Any]] = {
+        name: {"num_examples": 0, "shards": []} for name in split_names
+    }
     for shard in sorted(shards, key=lambda s: (s["split"], s["shard"])):
         split = splits.setdefault(shard["split"], {"num_examples": 0, "shards": []})
         split["num_examples"] += shard["num_examples"]
@@ -113,6 +119,7 @@ def finalize(
     errors: Sequence[Mapping[str, Any]],
     compression: str,
     signal_dtype: str,
+    num_shards: Mapping[str, int],
     transform_written: Any = None,
 ) -> dict[str, Any]:
     """Writes the empty shards, schema.pbtxt, feature_fn/ and, last, manifest.json."""
@@ -120,13 +127,19 @@ def finalize(
 
     del transform_written  # only orders this step after WriteTransformFn
     shards = list(shards)
-    splits = sorted({s["split"] for s in shards}) or [fmt.ALL_SPLIT]
-    for split in splits:
+    for split, count in sorted(num_shards.items()):
         present = {s["shard"] for s in shards if s["split"] == split}
-        for shard in range(spec.num_shards):
+        for shard in range(count):
             if shard not in present:
                 shards.append(
-                    write_shard(spec, split=split, shard=shard, records=[], compression=compression)
+                    write_shard(
+                        spec,
+                        split=split,
+                        shard=shard,
+                        num_shards=count,
+                        records=[],
+                        compression=compression,
+                    )
                 )
     elements = layout.element_specs(signal_dtype=signal_dtype, win_len=win_len)
     out = spec.output_dir.rstrip("/")
@@ -146,6 +159,7 @@ def finalize(
         params=params,
         versions=library_versions(),
         created_utc=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        split_names=list(num_shards),
     )
     tmp = f"{out}/.tmp/{fmt.MANIFEST_FILENAME}"
     with tf.io.gfile.GFile(tmp, "w") as fh:

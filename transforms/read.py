@@ -42,6 +42,7 @@ class InputFile:
     size_bytes: int
     label: str | None = None
     label_error: str | None = None
+    split: str = "all"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -220,6 +221,7 @@ class ReadWindowsFn(beam.DoFn):
                 "path": f.path,
                 "index": f.index,
                 "label": f.label,
+                "split": f.split,
                 "num_windows": count,
                 "sample_rate": self._config.sample_rate or info.sample_rate,
                 "num_frames": info.num_frames,

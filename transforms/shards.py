@@ -9,7 +9,6 @@ two runs over the same input give byte-identical shards whatever the runner's bu
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import math
 import zlib
 from collections.abc import Iterable, Iterator, Sequence
@@ -19,6 +18,8 @@ import numpy as np
 import pyarrow as pa
 
 from replay import format as fmt
+from transforms import sharding
+from transforms.sharding import Sharding
 
 TARGET_SHARD_BYTES = 128 << 20  # 128 MiB per shard when --num_shards is not given
 MAX_AUTO_SHARDS = 4096
@@ -30,11 +31,10 @@ COMPRESSIONS = ("AUTO", "GZIP", "ZLIB", "NONE")
 
 @dataclasses.dataclass(frozen=True)
 class ShardSpec:
-    """Where one split's shards go. `num_shards` is fixed before any data is written."""
+    """Where shards go: ``<output_dir>/<name>[-<split>].tfrecord-i-of-n``."""
 
     output_dir: str
     name: str
-    num_shards: int
 
 
 def plan_num_shards(estimated_bytes: int, *, num_shards: int | None = None) -> int:
@@ -44,13 +44,6 @@ def plan_num_shards(estimated_bytes: int, *, num_shards: int | None = None) -> i
             raise ValueError(f"--num_shards must be > 0, got {num_shards}")
         return num_shards
     return int(min(MAX_AUTO_SHARDS, max(1, math.ceil(estimated_bytes / TARGET_SHARD_BYTES))))
-
-
-def shard_of(index: int, channel: int, win_start: int, *, num_shards: int) -> int:
-    """Stable shard of one window (hashlib, identical on every machine and Python run)."""
-    key = f"{index}:{channel}:{win_start}".encode()
-    digest = hashlib.blake2b(key, digest_size=8).digest()
-    return int.from_bytes(digest, "little") % num_shards
 
 
 def choose_compression(requested: str, sample: Sequence[bytes]) -> str:
@@ -79,11 +72,14 @@ def _column_values(batch: pa.RecordBatch, key: str, *, default: int | None = Non
 
 
 class EncodeFn(beam.DoFn):
-    """(RecordBatch, passthrough) from TFT -> (shard, (sort_key, serialized tf.Example))."""
+    """(RecordBatch, passthrough) from TFT -> ((split, shard), (sort_key, serialized Example)).
 
-    def __init__(self, *, num_shards: int, split: str = fmt.ALL_SPLIT):
-        self._num_shards = num_shards
-        self._split = split
+    Side inputs: ``num_shards`` {split: count}; ``offsets`` (`sharding.file_offsets`, only when
+    sharding by rank, else None).
+    """
+
+    def __init__(self, sharding: Sharding):
+        self._sharding = sharding
         self._encoder = None
         self._example = None
 
@@ -94,10 +90,11 @@ class EncodeFn(beam.DoFn):
         self._encoder = example_coder.RecordBatchToExamplesEncoder()
         self._example = example_pb2.Example
 
-    def process(self, element: tuple[pa.RecordBatch, dict]) -> Iterator:
+    def process(self, element: tuple[pa.RecordBatch, dict], num_shards: dict, offsets) -> Iterator:
         batch, unary = element
         if unary:
             raise ValueError(f"unexpected unary passthrough columns: {sorted(unary)}")
+        sh = self._sharding
         # The C++ encoder writes the Example's feature map in hash order, which varies between
         # processes; deterministic re-serialisation sorts the keys (upb: ~8 us per 22 KB record).
         examples = [
@@ -107,10 +104,53 @@ class EncodeFn(beam.DoFn):
         index = _column_values(batch, fmt.INDEX_KEY)
         start = _column_values(batch, fmt.WIN_START_KEY)
         channel = _column_values(batch, fmt.CHANNEL_KEY, default=0)
+        paths = batch.column(batch.schema.get_field_index(fmt.FILEPATH_KEY)).flatten()
+        labels = batch.column(batch.schema.get_field_index(fmt.CLASS_KEY)).flatten()
+        rows = _rows(batch) if sh.shard_func else None
         for i, example in enumerate(examples):
             key = (int(index[i]), int(channel[i]), int(start[i]))
-            shard = shard_of(*key, num_shards=self._num_shards)
-            yield (self._split, shard), (key, example)
+            split = sharding.split_of(paths[i].as_py().decode(), sh)
+            split_rank = 0
+            if offsets is not None:
+                global_rank, split_rank = sharding.rank_of(*key, offsets, sh)
+                if sh.max_elements is not None and global_rank >= sh.max_elements:
+                    continue
+            n = num_shards[split]
+            if sh.shard_func is not None:
+                shard = int(sh.shard_func(rows[i])) % n
+            else:
+                shard = sharding.shard_of(
+                    key,
+                    label=labels[i].as_py().decode(),
+                    split_rank=split_rank,
+                    num_shards=n,
+                    sharding=sh,
+                )
+            yield (split, shard), (key, example)
+
+
+def _rows(batch: pa.RecordBatch) -> list[dict]:
+    """Per-row dicts for a user shard_func: scalars unwrapped, other lists as numpy arrays."""
+    rows = []
+    for row in batch.to_pylist():
+        rows.append({k: (v[0] if len(v) == 1 else np.asarray(v)) for k, v in row.items()})
+    return rows
+
+
+def keep_ranked(batch: pa.RecordBatch, offsets, *, config: Sharding) -> Iterator[pa.RecordBatch]:
+    """Drops the rows whose global rank is >= max_elements (``--max_elements``)."""
+    index = _column_values(batch, fmt.INDEX_KEY)
+    start = _column_values(batch, fmt.WIN_START_KEY)
+    channel = _column_values(batch, fmt.CHANNEL_KEY, default=0)
+    ranks = [
+        sharding.rank_of(int(i), int(c), int(s), offsets, config)[0]
+        for i, c, s in zip(index, channel, start, strict=True)
+    ]
+    keep = np.array(ranks, dtype=np.int64) < config.max_elements
+    if keep.all():
+        yield batch
+    elif keep.any():
+        yield batch.filter(pa.array(keep))
 
 
 class WriteShardFn(beam.DoFn):
@@ -125,11 +165,16 @@ class WriteShardFn(beam.DoFn):
         self._bytes = beam.metrics.Metrics.counter("record", "bytes_written")
         self._shards = beam.metrics.Metrics.counter("record", "shards_written")
 
-    def process(self, element, compression: str) -> Iterator[dict]:
+    def process(self, element, compression: str, num_shards: dict) -> Iterator[dict]:
         (split, shard), keyed = element
         records = [example for _, example in sorted(keyed, key=lambda kv: kv[0])]
         info = write_shard(
-            self._spec, split=split, shard=shard, records=records, compression=compression
+            self._spec,
+            split=split,
+            shard=shard,
+            num_shards=num_shards[split],
+            records=records,
+            compression=compression,
         )
         self._bytes.inc(info["num_bytes"])
         self._shards.inc()
@@ -137,7 +182,13 @@ class WriteShardFn(beam.DoFn):
 
 
 def write_shard(
-    spec: ShardSpec, *, split: str, shard: int, records: Iterable[bytes], compression: str
+    spec: ShardSpec,
+    *,
+    split: str,
+    shard: int,
+    num_shards: int,
+    records: Iterable[bytes],
+    compression: str,
 ) -> dict:
     """Writes one shard file; returns its manifest entry {split, shard, filename, ...}."""
     import tensorflow as tf
@@ -146,7 +197,7 @@ def write_shard(
         name=spec.name,
         split=split,
         index=shard,
-        num_shards=spec.num_shards,
+        num_shards=num_shards,
         compression=compression,
     )
     path = f"{spec.output_dir.rstrip('/')}/{filename}"

@@ -1,0 +1,119 @@
+"""The record job from Python: `record_dataset(...)`, keyword arguments mirroring the CLI.
+
+For notebooks and orchestration code (Airflow / Kubeflow tasks)::
+
+    from pipelines import record_dataset
+
+    result = record_dataset(input_pattern="data/**/*.wav", output_dir="out/", win_len=16000,
+                            features=["log_mel"], splits="train=80,validation=10,test=10",
+                            shard_func=lambda e: e["index"] % 4)
+    print(result.num_examples, result.errors)
+
+Every CLI option is a keyword (``--win_len 16000`` -> ``win_len=16000``; flags take booleans;
+lists are joined with commas; ``normalize=False`` is ``--no_normalize``). Beam options go in
+`beam_args` (``["--runner", "DataflowRunner", ...]``). `shard_func` is the
+`tf.data.experimental.snapshot` contract: a callable from an element (a dict of the element's
+keys, scalars as Python values, arrays as numpy) to a shard index (taken modulo the split's
+shard count); it must be picklable to run on remote workers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from pipelines import record as record_pipeline
+
+
+@dataclasses.dataclass(frozen=True)
+class RecordResult:
+    """What a record run produced (see also ``manifest.json`` in `output_dir`)."""
+
+    output_dir: str
+    num_examples: int
+    num_files: int
+    num_failed: int
+    errors: tuple[Mapping[str, str], ...]
+    split_counts: Mapping[str, int]
+    num_shards: int
+    num_bytes: int
+    compression: str
+    seconds: float
+    audio_seconds_per_second: float
+    windows_per_second: float
+    counters: Mapping[str, int]
+
+
+def _option_dests() -> dict[str, argparse.Action]:
+    parser = argparse.ArgumentParser(add_help=False)
+    record_pipeline.RecordOptions._add_argparse_args(parser)  # noqa: SLF001 - Beam's own hook
+    return {a.dest: a for a in parser._actions}  # noqa: SLF001
+
+
+def to_argv(options: Mapping[str, Any]) -> list[str]:
+    """Keyword options -> the equivalent command line (raises TypeError on unknown names)."""
+    actions = _option_dests()
+    argv: list[str] = []
+    for name, value in options.items():
+        action = actions.get(name)
+        if action is None:
+            raise TypeError(f"record_dataset() got an unknown option {name!r}")
+        if value is None:
+            continue
+        flag = action.option_strings[0]
+        if isinstance(action, argparse._StoreFalseAction):  # noqa: SLF001 (e.g. normalize)
+            argv += [flag] if value is False else []
+        elif isinstance(action, argparse._StoreTrueAction):  # noqa: SLF001
+            argv += [flag] if value else []
+        elif isinstance(value, list | tuple):
+            argv += [flag, ",".join(str(v) for v in value)]
+        else:
+            argv += [flag, str(value)]
+    return argv
+
+
+def record_dataset(
+    *,
+    input_pattern: str,
+    output_dir: str,
+    shard_func: Callable[[dict], int] | None = None,
+    beam_args: Sequence[str] = (),
+    **options: Any,
+) -> RecordResult:
+    """Runs the record pipeline (same code as ``python -m pipelines.record``).
+
+    Args:
+      input_pattern: glob of WAV files.
+      output_dir: dataset directory.
+      shard_func: optional element -> shard index callable (snapshot's ``shard_func``).
+      beam_args: extra Beam pipeline options, e.g. ``["--runner", "DataflowRunner"]``.
+      **options: any other record option by its CLI name without dashes.
+
+    Returns:
+      A `RecordResult` with counts, errors and throughput.
+
+    Raises:
+      TypeError: an unknown option name.
+      pipelines.plan.UsageError: invalid option values or inputs (before any work).
+    """
+    argv = to_argv({"input_pattern": input_pattern, "output_dir": output_dir, **options})
+    summary = record_pipeline.run(argv + list(beam_args), shard_func=shard_func)
+    m = summary["manifest"]
+    seconds = summary["seconds"]
+    return RecordResult(
+        output_dir=summary["output_dir"],
+        num_examples=m["num_examples"],
+        num_files=len(m["files"]),
+        num_failed=len(m["errors"]),
+        errors=tuple(m["errors"]),
+        split_counts={name: s["num_examples"] for name, s in m["splits"].items()},
+        num_shards=summary["shards"],
+        num_bytes=summary["bytes"],
+        compression=m["compression"],
+        seconds=seconds,
+        audio_seconds_per_second=summary["audio_seconds_per_second"],
+        windows_per_second=round(m["num_examples"] / seconds, 1) if seconds else 0.0,
+        counters=summary["counters"],
+    )
