@@ -22,4 +22,5 @@ setuptools.setup(
         "scipy>=1.11",
         "numpy>=1.26",
     ],
+    extras_require={"report": ["matplotlib>=3.7"]},
 )

@@ -32,6 +32,7 @@ from pipelines.plan import RUN_MARKER, RecordPlan, UsageError, plan_record
 from replay import format as fmt
 from transforms import manifest, read, sharding, shards
 from transforms.preprocessing import preprocessing_fn
+from transforms.progress import ProgressReporter
 
 
 class RecordOptions(PipelineOptions):
@@ -121,7 +122,7 @@ def build_pipeline(p: beam.Pipeline, plan: RecordPlan) -> None:
     else:
         dtype = plan.signal_dtype
     windows = files | "ReadWindows" >> beam.ParDo(
-        read.ReadWindowsFn(plan.read), dtype
+        read.ReadWindowsFn(plan.read, output_dir=plan.output_dir), dtype
     ).with_outputs(read.FILES_TAG, read.ERRORS_TAG, main="windows")
     files_read = beam.pvalue.AsList(windows[read.FILES_TAG])
     sh = plan.sharding
@@ -239,8 +240,9 @@ def run(argv: list[str] | None = None, *, shard_func=None) -> dict:
     start = time.monotonic()
     p = beam.Pipeline(options=options)
     build_pipeline(p, plan)
-    result = p.run()
-    result.wait_until_finish()
+    with ProgressReporter(plan.output_dir, total_files=len(plan.inputs)):
+        result = p.run()
+        result.wait_until_finish()
     elapsed = time.monotonic() - start
     return summarize(plan, elapsed, counters=_counters(result))
 

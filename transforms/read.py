@@ -20,6 +20,7 @@ from replay import format as fmt
 from transforms import features as feats
 from transforms import wav
 from transforms.preprocessing import RecordLayout
+from transforms.progress import ProgressFile
 from transforms.windows import WindowConfig, frame_blocks
 
 CHANNEL_MODES = ("first", "mean", "split")
@@ -27,7 +28,6 @@ SIGNAL_DTYPES = ("auto", "int16", "int32", "float32")
 FILES_TAG = "files"
 ERRORS_TAG = "errors"
 
-PROGRESS_SECONDS = 10.0  # at most one progress line per worker every 10 s
 _CHUNK_BYTES = 8 << 20  # 8 MiB of int/float samples per RecordBatch (a chunk of windows)
 _MAX_CHUNK_WINDOWS = 1024
 _DTYPE_ORDER = ("int16", "int32", "float32")  # "auto" takes the widest dtype any file needs
@@ -163,30 +163,22 @@ def windows_to_batch(
 class ReadWindowsFn(beam.DoFn):
     """InputFile -> RecordBatches of its windows; tagged ``files`` summary or ``errors`` entry."""
 
-    def __init__(self, config: ReadConfig):
+    def __init__(self, config: ReadConfig, *, output_dir: str | None = None):
         self._config = config
         self._files = beam.metrics.Metrics.counter("record", "files_read")
         self._failed = beam.metrics.Metrics.counter("record", "files_failed")
         self._windows = beam.metrics.Metrics.counter("record", "windows")
         self._audio_frames = beam.metrics.Metrics.counter("record", "audio_frames")
-        self._progress = {"files": 0, "failed": 0, "windows": 0, "last": 0.0}
+        self._progress = ProgressFile(output_dir) if output_dir else None
 
     def _report(self, *, failed: bool, windows: int) -> None:
-        """Counts a finished file; logs this worker's totals at most every PROGRESS_SECONDS."""
-        import time
+        """Counts a finished file in this worker's progress file (see transforms.progress)."""
+        if self._progress is not None:
+            self._progress.add(files=0 if failed else 1, failed=int(failed), windows=windows)
 
-        p = self._progress
-        p["failed" if failed else "files"] += 1
-        p["windows"] += windows
-        now = time.monotonic()
-        if now - p["last"] >= PROGRESS_SECONDS:
-            p["last"] = now
-            logging.getLogger("audiorecords").info(
-                "progress (this worker): %d files read, %d failed, %d windows",
-                p["files"],
-                p["failed"],
-                p["windows"],
-            )
+    def finish_bundle(self) -> None:
+        if self._progress is not None:
+            self._progress.flush()
 
     def process(self, f: InputFile, signal_dtype: str) -> Iterator:
         count = 0

@@ -19,6 +19,7 @@ import pyarrow as pa
 
 from replay import format as fmt
 from transforms import sharding
+from transforms.progress import ProgressFile
 from transforms.sharding import Sharding
 
 TARGET_SHARD_BYTES = 128 << 20  # 128 MiB per shard when --num_shards is not given
@@ -162,6 +163,7 @@ class WriteShardFn(beam.DoFn):
 
     def __init__(self, spec: ShardSpec):
         self._spec = spec
+        self._progress = ProgressFile(spec.output_dir)
         self._bytes = beam.metrics.Metrics.counter("record", "bytes_written")
         self._shards = beam.metrics.Metrics.counter("record", "shards_written")
 
@@ -178,6 +180,7 @@ class WriteShardFn(beam.DoFn):
         )
         self._bytes.inc(info["num_bytes"])
         self._shards.inc()
+        self._progress.add(bytes=info["num_bytes"], shards=1)
         yield info
 
 
