@@ -48,3 +48,16 @@ def test_train_with_it_example_runs(tmp_path, monkeypatch):
     exec(compile(code, "README.md", "exec"), namespace)  # noqa: S102 - the documented example
     history = namespace["model"].history.history
     assert len(history["loss"]) == 1 and history["loss"][0] > 0
+
+
+@pytest.mark.slow
+def test_from_python_example_runs(tmp_path, monkeypatch):
+    import shutil
+
+    code = re.search(r"## From Python\n.*?```python\n(.*?)```", README, flags=re.S).group(1)
+    shutil.copytree(SAMPLE_DIR, tmp_path / "data" / "sample")
+    monkeypatch.chdir(tmp_path)  # the example reads data/sample and writes out/py
+    namespace: dict = {}
+    exec(compile(code, "README.md", "exec"), namespace)  # noqa: S102 - the documented example
+    result = namespace["result"]
+    assert result.num_examples == 18 and sum(result.split_counts.values()) == 18
