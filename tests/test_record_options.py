@@ -70,18 +70,8 @@ def test_mixed_rates_and_formats_keep_rates_dirname_labels_and_widest_dtype(ster
     record(
         str(d / "**" / "*.wav"),
         out,
-        "--win_len",
-        str(WIN),
-        "--label_source",
-        "dirname",
-        "--features",
-        "log_mel",
-        "--frame_length",
-        "256",
-        "--frame_step",
-        "128",
-        "--fft_length",
-        "256",
+        *f"--win_len {WIN} --label_source dirname --features log_mel".split(),
+        *"--frame_length 256 --frame_step 128 --fft_length 256".split(),
     )
     manifest = load_manifest(out)
     assert manifest["elements"]["signal"]["dtype"] == "int32"  # 16-bit + 24-bit -> int32
@@ -98,12 +88,7 @@ def test_resampling_to_one_rate(stereo, tmp_path):
     record(
         str(d / "cat" / "*.wav"),
         out,
-        "--win_len",
-        str(WIN),
-        "--sample_rate",
-        "16000",
-        "--features",
-        "none",
+        *f"--win_len {WIN} --sample_rate 16000 --features none".split(),
     )
     raw = wavgen.expected_samples(d / "cat" / "b_2_cat.wav")[:, 0].astype(np.float64)
     want = np.clip(np.rint(resample_poly(raw, 2, 1)), -(2**23), 2**23 - 1).astype(np.int32)
@@ -152,16 +137,7 @@ def test_strict_fails_on_the_first_bad_file_and_fixed_dtype_rejects_lossy_files(
         )
     wavgen.write_wav(d / "wide_x.wav", wavgen.synth(4000), sample_rate=16000, subtype="PCM_24")
     out = tmp_path / "int16"
-    record(
-        str(d / "*.wav"),
-        out,
-        "--win_len",
-        str(WIN),
-        "--signal_dtype",
-        "int16",
-        "--features",
-        "none",
-    )
+    record(str(d / "*.wav"), out, *f"--win_len {WIN} --signal_dtype int16 --features none".split())
     reasons = {e["path"].rsplit("/", 1)[-1]: e["reason"] for e in load_manifest(out)["errors"]}
     assert "not a RIFF/WAVE file" in reasons["bad_x.wav"]
     assert "do not fit --signal_dtype int16" in reasons["wide_x.wav"]

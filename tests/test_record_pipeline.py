@@ -17,6 +17,7 @@ from tests import wavgen
 from tests.record_helpers import copy_tug, load_manifest, read_records, record
 
 WIN = 4096
+RUN_ARGS = ("--win_len", str(WIN), "--features", "log_mel,mfcc,spectrogram", "--num_shards", "3")
 
 pytestmark = pytest.mark.slow
 
@@ -42,16 +43,7 @@ def corpus(tmp_path_factory) -> dict:
 @pytest.fixture(scope="module")
 def recorded(corpus, tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("run") / "out"
-    record(
-        str(corpus["root"] / "**" / "*.wav"),
-        out,
-        "--win_len",
-        str(WIN),
-        "--features",
-        "log_mel,mfcc,spectrogram",
-        "--num_shards",
-        "3",
-    )
+    record(str(corpus["root"] / "**" / "*.wav"), out, *RUN_ARGS)
     return out
 
 
@@ -156,16 +148,7 @@ def test_features_match_the_feature_functions_and_are_z_scored(recorded):
 
 def test_two_runs_give_identical_records(corpus, recorded, tmp_path):
     again = tmp_path / "again"
-    record(
-        str(corpus["root"] / "**" / "*.wav"),
-        again,
-        "--win_len",
-        str(WIN),
-        "--features",
-        "log_mel,mfcc,spectrogram",
-        "--num_shards",
-        "3",
-    )
+    record(str(corpus["root"] / "**" / "*.wav"), again, *RUN_ARGS)
     first, second = load_manifest(recorded), load_manifest(again)
     for m in (first, second):
         m.pop("created_utc")
