@@ -205,14 +205,22 @@ def build_pipeline(p: beam.Pipeline, plan: RecordPlan) -> None:
 
 
 def prepare_output_dir(plan: RecordPlan) -> None:
-    """Removes a previous dataset (only one of ours: checked in planning) and marks the dir."""
+    """Removes a previous dataset (only one of ours: checked in planning) and marks the dir.
+
+    The marker is written first and the manifest deleted next, so a run killed while deleting
+    leaves a directory that is still ours and incomplete: ``--overwrite`` recovers it.
+    """
     import tensorflow as tf
 
-    if tf.io.gfile.exists(plan.output_dir):
-        tf.io.gfile.rmtree(plan.output_dir)
-    tf.io.gfile.makedirs(f"{plan.output_dir}/.tmp")
-    with tf.io.gfile.GFile(f"{plan.output_dir}/{RUN_MARKER}", "w") as fh:
+    out = plan.output_dir
+    tf.io.gfile.makedirs(out)
+    with tf.io.gfile.GFile(f"{out}/{RUN_MARKER}", "w") as fh:
         fh.write("an audiorecords run writes here; manifest.json appears when it is complete\n")
+    for name in sorted(tf.io.gfile.listdir(out), key=lambda n: n != fmt.MANIFEST_FILENAME):
+        path = f"{out}/{name.rstrip('/')}"
+        if name.rstrip("/") != RUN_MARKER:
+            (tf.io.gfile.rmtree if tf.io.gfile.isdir(path) else tf.io.gfile.remove)(path)
+    tf.io.gfile.makedirs(f"{out}/.tmp")
 
 
 def run(argv: list[str] | None = None, *, shard_func=None) -> dict:
@@ -236,6 +244,12 @@ def run(argv: list[str] | None = None, *, shard_func=None) -> dict:
         runners.configure(options, input_bytes=plan.input_bytes, argv=argv)
     except runners.RunnerError as e:
         raise UsageError(str(e)) from e
+    if runners.translation_only(options):  # Dataflow template: write the job description only
+        p = beam.Pipeline(options=options)
+        build_pipeline(p, plan)
+        p.run()
+        print("wrote the job description (--template_location); no data was processed")
+        return {"output_dir": plan.output_dir, "translated": True}
     prepare_output_dir(plan)
     start = time.monotonic()
     p = beam.Pipeline(options=options)

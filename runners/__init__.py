@@ -1,35 +1,163 @@
 """Runner-specific choices, in one place, so pipelines/ and transforms/ stay runner-agnostic.
 
-`configure` turns the user's flags into final Beam options: with no ``--runner`` the job runs on
-the DirectRunner's FnApiRunner, multi-processing on every core when the input is big enough to
-pay the ~2 s worker start-up, with numpy/BLAS/TF threads limited to one per worker process.
+Moving the record job from a laptop to a cluster is a change of flags: ``--runner`` picks an
+engine from `ENGINES`, and `configure` turns the user's flags into final Beam options:
+
+- checks them before any work (`check`: static, also used to test the documented recipes;
+  then the engine's own probes: endpoints answer, jars and files exist), failing with one line;
+- fills in what each engine needs: the DirectRunner's running mode, our packages staged from
+  setup.py for Dataflow and container workers, the one-numeric-thread worker plugin, LOOPBACK
+  for embedded job services.
+
+See README.md "Running at scale" for the recipes.
 """
 
 from __future__ import annotations
 
-import os
+import dataclasses
+from collections.abc import Callable
 
-from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, StandardOptions
+from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOptions
+from apache_beam.options.pipeline_options import StandardOptions as _Standard
 
-KNOWN_RUNNERS = ("DirectRunner", "PortableRunner", "FlinkRunner", "DataflowRunner")
-MULTIPROCESS_MIN_BYTES = 64 << 20  # 64 MiB of input: below this one process beats the start-up
-_THREAD_ENV = (
-    "OMP_NUM_THREADS",
-    "OPENBLAS_NUM_THREADS",
-    "MKL_NUM_THREADS",
-    "TF_NUM_INTRAOP_THREADS",
-    "TF_NUM_INTEROP_THREADS",
-)
+from runners import dataflow, direct, portable
+from runners.support import RunnerError, given_flags, unknown_flags
+
+__all__ = [
+    "ENGINES",
+    "KNOWN_RUNNERS",
+    "Engine",
+    "RunnerError",
+    "check",
+    "configure",
+    "engine_for",
+    "runner_name",
+    "translation_only",
+]
 
 
-class RunnerError(ValueError):
-    """The runner flags cannot work (message says which flag and why)."""
+@dataclasses.dataclass(frozen=True)
+class Engine:
+    """One supported runner: how to recognise it, check its flags and complete its options.
+
+    Attributes:
+      name: the name users pass to ``--runner`` (also accepted: lower case, without "Runner",
+        or Beam's fully qualified class path).
+      beam_runner: Beam's fully qualified runner class.
+      check: (options, flags given) -> problems, static (no I/O).
+      configure: (options, *, given, input_bytes) -> None: probes, then fills in options.
+      aliases: other class paths that mean this engine.
+    """
+
+    name: str
+    beam_runner: str
+    check: Callable[[PipelineOptions, set[str]], list[str]]
+    configure: Callable[..., None]
+    aliases: tuple[str, ...] = ()
+
+
+_PORTABLE = "apache_beam.runners.portability"
+ENGINES: dict[str, Engine] = {
+    e.name: e
+    for e in (
+        Engine(
+            "DirectRunner",
+            "apache_beam.runners.direct.direct_runner.DirectRunner",
+            direct.check,
+            direct.configure,
+            aliases=(direct.LOCAL_RUNNER,),
+        ),
+        Engine(
+            "PortableRunner",
+            f"{_PORTABLE}.portable_runner.PortableRunner",
+            portable.check_portable,
+            portable.configure_portable,
+        ),
+        Engine(
+            "FlinkRunner",
+            f"{_PORTABLE}.flink_runner.FlinkRunner",
+            portable.check_flink,
+            portable.configure_flink,
+        ),
+        Engine(
+            "SparkRunner",
+            f"{_PORTABLE}.spark_runner.SparkRunner",
+            portable.check_spark,
+            portable.configure_spark,
+        ),
+        Engine(
+            "DataflowRunner",
+            "apache_beam.runners.dataflow.dataflow_runner.DataflowRunner",
+            dataflow.check,
+            dataflow.configure,
+        ),
+    )
+}
+KNOWN_RUNNERS = tuple(ENGINES)
+# Runners tried and found unable to run the record job, with what breaks (checked on Beam 2.77).
+UNSUPPORTED = {
+    "DaskRunner": (
+        "Beam's DaskRunner delivers every output of a multi-output ParDo (main and tagged) to "
+        "each consumer, so ReadWindows' file summaries reach tensorflow-transform as if they "
+        "were windows"
+    ),
+    "PrismRunner": "its binary is downloaded at run time; use DirectRunner or PortableRunner",
+}
+
+
+def engine_for(runner: object) -> Engine:
+    """The engine a ``--runner`` value names (None: the DirectRunner).
+
+    Raises:
+      RunnerError: not one of `KNOWN_RUNNERS` (the message lists them).
+    """
+    if runner is None:
+        return ENGINES["DirectRunner"]
+    if not isinstance(runner, str):
+        runner = runner.__name__ if isinstance(runner, type) else type(runner).__name__
+    wanted = runner.strip()
+    short = wanted.rsplit(".", 1)[-1].lower()
+    for engine in ENGINES.values():
+        paths = (engine.beam_runner, *engine.aliases)
+        if wanted in paths or ("." not in wanted and short in _short_names(engine.name)):
+            return engine
+    for name, reason in UNSUPPORTED.items():
+        if short in _short_names(name):
+            raise RunnerError(
+                f"{name} is not supported: {reason}; supported runners: {', '.join(KNOWN_RUNNERS)}"
+            )
+    raise RunnerError(f"unknown runner {runner!r}; known runners: {', '.join(KNOWN_RUNNERS)}")
+
+
+def _short_names(name: str) -> tuple[str, str]:
+    low = name.lower()
+    return low, low.removesuffix("runner")
 
 
 def runner_name(options: PipelineOptions) -> str:
-    """The runner's short name (DirectRunner when none was given)."""
-    runner = options.view_as(StandardOptions).runner or "DirectRunner"
-    return runner if isinstance(runner, str) else type(runner).__name__
+    """The engine's name (DirectRunner when none was given); RunnerError if unknown."""
+    return engine_for(options.view_as(_Standard).runner).name
+
+
+def check(options: PipelineOptions, *, argv: list[str]) -> Engine:
+    """Checks the runner and its flags without touching the network or the disk.
+
+    Args:
+      options: the parsed pipeline options.
+      argv: the raw command line (to tell flags the user gave from defaults).
+
+    Raises:
+      RunnerError: unknown runner, unknown option, or flags that cannot work, in one line.
+    """
+    engine = engine_for(options.view_as(_Standard).runner)
+    unknown = unknown_flags(argv)
+    problems = [
+        f"unknown option {flag} (not a record option nor a Beam option)" for flag in unknown
+    ]
+    problems += engine.check(options, given_flags(argv))
+    if problems:
+        raise RunnerError("; ".join(problems))
+    return engine
 
 
 def configure(options: PipelineOptions, *, input_bytes: int, argv: list[str]) -> PipelineOptions:
@@ -41,28 +169,21 @@ def configure(options: PipelineOptions, *, input_bytes: int, argv: list[str]) ->
       argv: the raw command line, to tell flags the user set from defaults.
 
     Raises:
-      RunnerError: unknown runner name (lists the known ones).
+      RunnerError: unknown runner (lists the known ones), unknown option, or a runner that
+        cannot work as configured (unreachable endpoint, missing jar or file), in one line.
     """
-    name = runner_name(options)
-    short = name.rsplit(".", 1)[-1]
-    if short not in KNOWN_RUNNERS and "." not in name:
-        raise RunnerError(f"unknown runner {name!r}; known runners: {', '.join(KNOWN_RUNNERS)}")
-    if short == "DirectRunner":
-        options.view_as(StandardOptions).runner = "DirectRunner"
-        direct = options.view_as(DirectOptions)
-        user_set = any(
-            a.startswith(("--direct_running_mode", "--direct_num_workers")) for a in argv
-        )
-        if not user_set:
-            big = input_bytes >= MULTIPROCESS_MIN_BYTES and (os.cpu_count() or 1) > 1
-            direct.direct_running_mode = "multi_processing" if big else "in_memory"
-            direct.direct_num_workers = (os.cpu_count() or 1) if big else 1
-        if direct.direct_running_mode == "multi_processing":
-            limit_worker_threads()
+    engine = check(options, argv=argv)
+    engine.configure(options, given=given_flags(argv), input_bytes=input_bytes)
+    if engine.name != "DirectRunner":
+        options.view_as(_Standard).runner = engine.beam_runner
     return options
 
 
-def limit_worker_threads() -> None:
-    """One numpy/BLAS/TF thread per worker process (inherited by spawned SDK workers)."""
-    for var in _THREAD_ENV:
-        os.environ.setdefault(var, "1")
+def translation_only(options: PipelineOptions) -> bool:
+    """True when running the pipeline only writes a job description (a Dataflow template).
+
+    The launcher must then neither wait for results nor read the output.
+    """
+    return runner_name(options) == "DataflowRunner" and bool(
+        options.view_as(GoogleCloudOptions).template_location
+    )
