@@ -6,9 +6,11 @@ produces a frozen `RecordPlan` the pipeline is built from.
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import json
 import math
+import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -16,13 +18,25 @@ from apache_beam.io.filesystems import FileSystems
 
 from replay import format as fmt
 from transforms import features as feats
-from transforms import labels, sharding
+from transforms import labels, sharding, wav
 from transforms.preprocessing import RecordLayout
-from transforms.read import CHANNEL_MODES, SIGNAL_DTYPES, InputFile, ReadConfig
+from transforms.rows import (
+    CHANNEL_MODES,
+    SIGNAL_DTYPES,
+    InputFile,
+    ReadConfig,
+    dtype_error,
+    planned_rows,
+    widest_dtype,
+)
 from transforms.shards import COMPRESSIONS, plan_num_shards
 from transforms.windows import WindowConfig
 
 RUN_MARKER = ".audiorecords-run"  # written first into the output dir: "this folder is ours"
+TASK_BYTES = 32 << 20  # 32 MiB of stored elements per read task, at most ...
+TASKS_PER_CORE = 4  # ... and at least 4 tasks per core when there is enough data ...
+MIN_TASK_ROWS = 64  # ... but never tasks of fewer than 64 elements
+HEADER_THREADS = 16  # parallel header reads at planning (remote stores: latency-bound)
 
 
 class UsageError(ValueError):
@@ -35,12 +49,11 @@ class RecordPlan:
 
     output_dir: str
     name: str
-    inputs: tuple[InputFile, ...]
+    inputs: tuple[InputFile, ...]  # every matched file; `error` set on the unusable ones
     read: ReadConfig
-    signal_dtype: str  # "auto" or a fixed dtype
     compression: str
-    sharding: sharding.Sharding
-    num_shards: Mapping[str, int]  # per split; replaced at run time under --elements_per_shard
+    sharding: sharding.Sharding  # with the shard count per split
+    tasks: tuple[sharding.ReadTask, ...]
     input_bytes: int
     params: Mapping[str, Any]
 
@@ -64,13 +77,29 @@ def output_dir_state(output_dir: str) -> str:
     """ "missing", "empty", "ours" (a dataset or one of our runs) or "foreign"."""
     if not FileSystems.exists(output_dir):
         return "missing"
-    entries = [
-        m.path for r in FileSystems.match([output_dir.rstrip("/") + "/*"]) for m in r.metadata_list
-    ]
+    if "://" not in output_dir and not os.path.isdir(output_dir):
+        return "foreign"  # an existing file is never ours (nor replaced)
+    if "://" not in output_dir:  # every entry: Beam's local match lists no subdirectories
+        entries = os.listdir(output_dir)
+    else:
+        pattern = output_dir.rstrip("/") + "/*"
+        entries = [m.path for r in FileSystems.match([pattern]) for m in r.metadata_list]
     if not entries:
         return "empty"
     names = {e.rstrip("/").rsplit("/", 1)[-1] for e in entries}
+    if fmt.MANIFEST_FILENAME in names and not _is_our_manifest(output_dir):
+        return "foreign"  # e.g. a web app's manifest.json: not a dataset of ours
     return "ours" if names & {fmt.MANIFEST_FILENAME, RUN_MARKER} else "foreign"
+
+
+def _is_our_manifest(output_dir: str) -> bool:
+    """Whether <output_dir>/manifest.json is an audiorecords manifest (its "format" says so)."""
+    try:
+        path = f"{output_dir.rstrip('/')}/{fmt.MANIFEST_FILENAME}"
+        with FileSystems.open(path, compression_type="uncompressed") as fh:
+            return json.loads(fh.read(16 << 20)).get("format") == fmt.FORMAT_NAME
+    except Exception:  # noqa: BLE001 - unreadable or not JSON: not ours
+        return False
 
 
 def plan_record(opts: Any, *, shard_func: Callable[[dict], int] | None = None) -> RecordPlan:
@@ -100,6 +129,11 @@ def plan_record(opts: Any, *, shard_func: Callable[[dict], int] | None = None) -
     _check(compression in COMPRESSIONS, f"--compression must be one of {COMPRESSIONS}")
     _check(opts.sample_rate is None or opts.sample_rate > 0, "--sample_rate must be > 0")
     _check(opts.num_shards is None or opts.num_shards > 0, "--num_shards must be > 0")
+    name = opts.dataset_name  # shard names derive from it: it must not leave --output_dir
+    _check(
+        bool(name) and name.isprintable() and name[0] != "." and not set(name) & set("/\\"),
+        f"--dataset_name {name!r} must be a plain file name (no '/', '\\' or leading '.')",
+    )
     for flag in ("elements_per_shard", "max_elements"):
         value = getattr(opts, flag)
         _check(value is None or value > 0, f"--{flag} must be > 0, got {value}")
@@ -138,8 +172,30 @@ def plan_record(opts: Any, *, shard_func: Callable[[dict], int] | None = None) -
 
     matched = match_inputs(opts.input_pattern)
     _check(bool(matched), f"--input_pattern {opts.input_pattern!r} matches no file")
+    csv_labels = _read_csv_labels(csv_path) if csv_path else None
+    shard_plan = sharding.Sharding(
+        shard_by=opts.shard_by,
+        splits=splits,
+        split_base=sharding.pattern_base(opts.input_pattern),
+        elements_per_shard=opts.elements_per_shard,
+        max_elements=opts.max_elements,
+        shard_func=shard_func,
+    )
+    inputs = scan_headers(
+        [
+            _input_file(i, p, s, label_kind, csv_labels, shard_plan)
+            for i, (p, s) in enumerate(matched)
+        ]
+    )
+    infos = [f.info for f in inputs if f.info is not None]
+    dtype = opts.signal_dtype
+    if dtype == "auto":
+        dtype = widest_dtype(i.signal_dtype for i in infos)
+    inputs = tuple(_check_dtype(f, dtype) for f in inputs)
+    bad = [f for f in inputs if f.error]
+    _check(not (opts.strict and bad), f"--strict: {bad[0].path}: {bad[0].error}" if bad else "")
     if names:
-        rate = opts.sample_rate or _first_sample_rate(matched)
+        rate = opts.sample_rate or (infos[0].sample_rate if infos else 16000)
         try:
             feature_config.validate(win_len=opts.win_len, sample_rate=rate)
         except ValueError as e:
@@ -148,20 +204,6 @@ def plan_record(opts: Any, *, shard_func: Callable[[dict], int] | None = None) -
         feats.feature_shapes(feature_config, win_len=opts.win_len, sample_rate=rate)
         if names
         else {}
-    )
-    csv_labels = _read_csv_labels(csv_path) if csv_path else None
-    shard_plan = sharding.Sharding(
-        shard_by=opts.shard_by,
-        splits=splits,
-        split_base=sharding.pattern_base(opts.input_pattern),
-        elements_per_shard=opts.elements_per_shard,
-        max_elements=opts.max_elements,
-        channel_split=opts.channel_mode == "split",
-        hop_len=hop,
-        shard_func=shard_func,
-    )
-    inputs = tuple(
-        _input_file(i, p, s, label_kind, csv_labels, shard_plan) for i, (p, s) in enumerate(matched)
     )
     shard_plan = dataclasses.replace(
         shard_plan, classes=tuple(sorted({f.label for f in inputs if f.label}))
@@ -185,16 +227,38 @@ def plan_record(opts: Any, *, shard_func: Callable[[dict], int] | None = None) -
     window = WindowConfig(
         win_len=opts.win_len, hop_len=hop, pad=opts.pad, max_windows=opts.max_windows_per_signal
     )
+    read_config = ReadConfig(
+        window=window,
+        layout=layout,
+        features=feature_config,
+        channel_mode=opts.channel_mode,
+        sample_rate=opts.sample_rate,
+        strict=opts.strict,
+        signal_dtype=dtype,
+    )
     input_bytes = sum(f.size_bytes for f in inputs)
     feature_floats = sum(math.prod(s) for s in shapes.values()) * (2 if opts.normalize else 1)
+    row_bytes = opts.win_len * 4 + feature_floats * 4  # stored bytes per element, about
     growth = 1 + feature_floats * 4 / (2 * opts.win_len)  # stored bytes per input byte
-    num_shards = {}
-    for split in shard_plan.split_names:
-        split_bytes = sum(f.size_bytes for f in inputs if f.split == split)
-        count = plan_num_shards(int(split_bytes * growth), num_shards=opts.num_shards)
-        if opts.shard_by == "class":
-            count = max(count, len(shard_plan.classes))
-        num_shards[split] = count
+    estimated = {
+        split: plan_num_shards(
+            int(growth * sum(f.size_bytes for f in inputs if f.split == split)),
+            num_shards=opts.num_shards,
+        )
+        for split in shard_plan.split_names
+    }
+    usable = [f for f in inputs if f.error is None]
+    segments = sharding.plan_segments(
+        [(f, planned_rows(f.info, read_config)) for f in usable], shard_plan
+    )
+    shard_plan = dataclasses.replace(
+        shard_plan, num_shards=sharding.split_shard_counts(segments, shard_plan, estimated)
+    )
+    total_rows = sum(kept for _, kept, _ in segments)
+    rows_per_task = max(
+        MIN_TASK_ROWS,
+        min(TASK_BYTES // row_bytes, -(-total_rows // (TASKS_PER_CORE * (os.cpu_count() or 1)))),
+    )
     params = {k: getattr(opts, k) for k in sorted(RECORD_PARAMS)}
     params["hop_len"] = hop
     params["features"] = list(names)
@@ -202,18 +266,10 @@ def plan_record(opts: Any, *, shard_func: Callable[[dict], int] | None = None) -
         output_dir=output_dir,
         name=opts.dataset_name,
         inputs=inputs,
-        read=ReadConfig(
-            window=window,
-            layout=layout,
-            features=feature_config,
-            channel_mode=opts.channel_mode,
-            sample_rate=opts.sample_rate,
-            strict=opts.strict,
-        ),
-        signal_dtype=opts.signal_dtype,
+        read=read_config,
         compression=compression,
         sharding=shard_plan,
-        num_shards=num_shards,
+        tasks=sharding.plan_tasks(segments, rows_per_task=rows_per_task),
         input_bytes=input_bytes,
         params=json.loads(json.dumps(params)),
     )
@@ -262,7 +318,7 @@ def _input_file(
         label = labels.label_for(path, kind=kind, csv_labels=csv_labels)
     except labels.LabelError as e:
         reason = str(e).split(": ", 1)[-1]
-        return InputFile(index=index, path=path, size_bytes=size, label_error=reason, split=split)
+        return InputFile(index=index, path=path, size_bytes=size, error=reason, split=split)
     return InputFile(index=index, path=path, size_bytes=size, label=label, split=split)
 
 
@@ -275,14 +331,25 @@ def _read_csv_labels(csv_path: str) -> dict[str, str]:
         raise UsageError(f"--label_source csv:{csv_path}: {e}") from e
 
 
-def _first_sample_rate(matched: list[tuple[str, int]]) -> int:
-    """Sample rate of the first readable input (to validate feature parameters up front)."""
-    from transforms import wav
+def _read_header(f: InputFile) -> InputFile:
+    if f.error is not None:
+        return f
+    try:
+        with FileSystems.open(f.path, compression_type="uncompressed") as fh:
+            return dataclasses.replace(f, info=wav.read_info(fh, path=f.path))
+    except wav.WavDecodeError as e:
+        return dataclasses.replace(f, error=e.reason)
+    except Exception as e:  # noqa: BLE001 - any unreadable file is reported, never fatal
+        return dataclasses.replace(f, error=f"{type(e).__name__}: {e}")
 
-    for path, _ in matched[:16]:
-        try:
-            with FileSystems.open(path, compression_type="uncompressed") as fh:
-                return wav.read_info(fh, path=path).sample_rate
-        except Exception:  # noqa: BLE001 - bad files are reported by the read stage
-            continue
-    return 16000
+
+def scan_headers(inputs: list[InputFile]) -> tuple[InputFile, ...]:
+    """Reads every file's WAV header in parallel (a few KB each); bad ones get their `error`."""
+    with concurrent.futures.ThreadPoolExecutor(HEADER_THREADS) as pool:
+        return tuple(pool.map(_read_header, inputs))
+
+
+def _check_dtype(f: InputFile, dtype: str) -> InputFile:
+    """A file whose samples do not fit a fixed --signal_dtype is an error, never truncated."""
+    reason = None if f.info is None else dtype_error(f.info, dtype)
+    return f if reason is None else dataclasses.replace(f, error=reason)

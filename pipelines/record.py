@@ -5,16 +5,15 @@ Usage::
     python -m pipelines.record --input_pattern 'data/**/*.wav' --output_dir out/ \\
         [--win_len 32768] [--hop_len N] [--pad] [--features log_mel] ... [--runner ...]
 
-Stages (each a Beam step with its own counters):
+Stages (each a Beam step with its own counters), planned in `pipelines.plan`:
 
-1. ``ListFiles``: the matched files (matched in the launcher, sorted: ``index`` is the position).
-2. ``ScanHeaders`` + ``WidestDtype``: with ``--signal_dtype auto``, the dtype that holds every
-   file's samples exactly.
-3. ``ReadWindows``: decode, window and compute features per file -> Arrow RecordBatches; bad
-   files go to the ``errors`` output with their reason.
-4. ``AnalyzeAndTransform``: TFT full pass (class vocabulary, z-score statistics) and transform.
-5. ``Encode`` -> ``GroupByShard`` -> ``WriteShards``: deterministic shard files.
-6. ``Finalize``: schema.pbtxt, feature_fn/, and last manifest.json.
+1. Planning (launcher): match files, read every WAV header (window counts, the signal dtype),
+   assign files to splits and cut the rows into read tasks; bad files are listed up front.
+2. ``ReadWindows``: decode, window and compute features per task; rows stream to per-shard part
+   files, and feed ``Analyze`` (TFT full pass: class vocabulary, z-score statistics) in the same
+   fused stage. Only small descriptions cross stage boundaries.
+3. ``GroupByShard`` -> ``WriteShards``: each shard's parts -> TFT transform -> Examples -> file.
+4. ``Finalize``: schema.pbtxt, feature_fn/, and last manifest.json.
 """
 
 from __future__ import annotations
@@ -30,7 +29,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 import runners
 from pipelines.plan import RUN_MARKER, RecordPlan, UsageError, plan_record
 from replay import format as fmt
-from transforms import manifest, read, sharding, shards
+from transforms import manifest, read, rows, sharding, shards
 from transforms.preprocessing import preprocessing_fn
 from transforms.progress import ProgressReporter
 
@@ -52,14 +51,14 @@ class RecordOptions(PipelineOptions):
         add(
             "--channel_mode",
             default="first",
-            choices=read.CHANNEL_MODES,
+            choices=rows.CHANNEL_MODES,
             help="multi-channel files: first channel, mean of channels, or split (one element "
             "per channel, with a `channel` key)",
         )
         add(
             "--signal_dtype",
             default="auto",
-            choices=read.SIGNAL_DTYPES,
+            choices=rows.SIGNAL_DTYPES,
             help="dtype of `signal`; auto = the narrowest that holds every file exactly",
         )
         add("--features", default="log_mel", help="comma list of spectrogram,log_mel,mfcc or none")
@@ -107,53 +106,34 @@ class RecordOptions(PipelineOptions):
 
 
 def build_pipeline(p: beam.Pipeline, plan: RecordPlan) -> None:
-    """Adds the record job's stages to `p` (runner-agnostic)."""
+    """Adds the record job's stages to `p` (runner-agnostic).
+
+    ReadWindows (read tasks -> part files + rows) -> Analyze (TFT full pass over the rows,
+    fused with the read) -> WriteTransformFn -> GroupByShard (part descriptions only) ->
+    WriteShards (parts -> TFT transform -> Examples -> shard files) -> Finalize (manifest last).
+    """
     import tensorflow_transform.beam as tft_beam
     from tfx_bsl.tfxio.tensor_adapter import TensorAdapterConfig
 
     layout = plan.read.layout
-    files = p | "ListFiles" >> beam.Create(plan.inputs) | "SpreadFiles" >> beam.Reshuffle()
-    if plan.signal_dtype == "auto":
-        dtype = beam.pvalue.AsSingleton(
-            files
-            | "ScanHeaders" >> beam.FlatMap(read.file_signal_dtype)
-            | "WidestDtype" >> beam.CombineGlobally(read.widest_dtype)
+    read_out = (
+        p
+        | "ListTasks" >> beam.Create(plan.tasks)
+        | "SpreadTasks" >> beam.Reshuffle()
+        | "ReadWindows"
+        >> beam.ParDo(
+            read.ReadTaskFn(plan.read, plan.sharding, output_dir=plan.output_dir)
+        ).with_outputs(
+            read.FILES_TAG, read.ERRORS_TAG, read.PARTS_TAG, read.SAMPLES_TAG, main="rows"
         )
-    else:
-        dtype = plan.signal_dtype
-    windows = files | "ReadWindows" >> beam.ParDo(
-        read.ReadWindowsFn(plan.read, output_dir=plan.output_dir), dtype
-    ).with_outputs(read.FILES_TAG, read.ERRORS_TAG, main="windows")
-    files_read = beam.pvalue.AsList(windows[read.FILES_TAG])
-    sh = plan.sharding
-    raw_windows = windows.windows
-    if sh.by_rank:
-        offsets = beam.pvalue.AsSingleton(
-            p
-            | "RankStart" >> beam.Create([None])
-            | "RankFiles" >> beam.Map(lambda _, files: sharding.file_offsets(files, sh), files_read)
-        )
-        if sh.max_elements is not None:
-            raw_windows = raw_windows | "KeepFirstElements" >> beam.FlatMap(
-                shards.keep_ranked, offsets, config=sh
-            )
-    else:
-        offsets = None
-    if sh.elements_per_shard is not None:
-        num_shards = beam.pvalue.AsSingleton(
-            p
-            | "ShardCountStart" >> beam.Create([None])
-            | "ShardCounts"
-            >> beam.Map(
-                lambda _, offs, files: sharding.rank_shard_counts(offs, files, sh),
-                offsets,
-                files_read,
-            )
-        )
-    else:
-        num_shards = plan.num_shards
+    )
+    planned_errors = [{"path": f.path, "reason": f.error} for f in plan.inputs if f.error]
+    errors = (
+        read_out[read.ERRORS_TAG],
+        p | "PlannedErrors" >> beam.Create(planned_errors),
+    ) | "AllErrors" >> beam.Flatten()
     raw = (
-        raw_windows,
+        read_out.rows,
         TensorAdapterConfig(layout.arrow_schema(), layout.tensor_representations()),
     )
     fn = functools.partial(
@@ -162,25 +142,29 @@ def build_pipeline(p: beam.Pipeline, plan: RecordPlan) -> None:
     with tft_beam.Context(
         temp_dir=f"{plan.output_dir}/.tmp/tft", passthrough_keys=set(layout.passthrough_keys)
     ):
-        (transformed, _), transform_fn = raw | "AnalyzeAndTransform" >> (
-            tft_beam.AnalyzeAndTransformDataset(fn, output_record_batches=True)
-        )
+        transform_fn = raw | "Analyze" >> tft_beam.AnalyzeDataset(fn)
         transform_written = transform_fn | "WriteTransformFn" >> tft_beam.WriteTransformFn(
             plan.output_dir
         )
-    spec = shards.ShardSpec(output_dir=plan.output_dir, name=plan.name)
-    keyed = transformed | "Encode" >> beam.ParDo(shards.EncodeFn(sh), num_shards, offsets)
     compression = (
-        keyed
-        | "SampleRecords" >> beam.Map(lambda kv: kv[1][1])
+        read_out[read.SAMPLES_TAG]
         | "Sample" >> beam.combiners.Sample.FixedSizeGlobally(shards.AUTO_SAMPLE_SIZE)
         | "ChooseCompression" >> beam.Map(lambda s: shards.choose_compression(plan.compression, s))
     )
+    spec = shards.ShardSpec(output_dir=plan.output_dir, name=plan.name)
+    num_shards = dict(plan.sharding.num_shards)
     written = (
-        keyed
+        read_out[read.PARTS_TAG]
+        | "KeyByShard" >> beam.Map(lambda part: ((part["split"], part["shard"]), part))
         | "GroupByShard" >> beam.GroupByKey()
         | "WriteShards"
-        >> beam.ParDo(shards.WriteShardFn(spec), beam.pvalue.AsSingleton(compression), num_shards)
+        >> beam.ParDo(
+            shards.WriteShardFn(spec, layout),
+            beam.pvalue.AsSingleton(compression),
+            num_shards,
+            beam.pvalue.AsList(errors),
+            beam.pvalue.AsList(transform_written),
+        )
     )
     _ = (
         p
@@ -194,10 +178,10 @@ def build_pipeline(p: beam.Pipeline, plan: RecordPlan) -> None:
             win_len=plan.read.window.win_len,
             params=plan.params,
             shards=beam.pvalue.AsList(written),
-            files=files_read,
-            errors=beam.pvalue.AsList(windows[read.ERRORS_TAG]),
+            files=beam.pvalue.AsList(read_out[read.FILES_TAG]),
+            errors=beam.pvalue.AsList(errors),
             compression=beam.pvalue.AsSingleton(compression),
-            signal_dtype=dtype,
+            signal_dtype=plan.read.signal_dtype,
             num_shards=num_shards,
             transform_written=beam.pvalue.AsList(transform_written),
         )

@@ -18,7 +18,7 @@ from tests.record_helpers import SAMPLE_DIR
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[1]
-STAGES = ("ReadWindows", "AnalyzeAndTransform", "Encode", "GroupByShard", "WriteShards", "Finalize")
+STAGES = ("ReadWindows", "Analyze", "WriteTransformFn", "GroupByShard", "WriteShards", "Finalize")
 
 
 @pytest.fixture(scope="module")

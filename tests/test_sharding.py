@@ -29,16 +29,34 @@ def test_split_of_is_stable_and_relative_to_the_pattern_base():
     assert sharding.pattern_base("/x/y/file.wav") == "/x/y/"
 
 
-def test_ranks_are_consecutive_in_file_order_across_channels_and_splits():
-    sh = Sharding(channel_split=True, hop_len=10)
-    files = [
-        {"index": 1, "path": "b", "num_windows": 4, "num_channels": 2},
-        {"index": 0, "path": "a", "num_windows": 3, "num_channels": 1},
+class _F:
+    def __init__(self, index, split="all"):
+        self.index, self.split, self.path = index, split, f"f{index}"
+
+
+def test_segments_keep_the_first_max_elements_and_count_ranks_per_split():
+    sh = Sharding(splits=(("a", 0.5), ("b", 0.5)), max_elements=9)
+    files = [(_F(0, "a"), 4), (_F(1, "b"), 3), (_F(2, "a"), 5), (_F(3, "b"), 2)]
+    segments = sharding.plan_segments(files, sh)
+    assert [(f.index, kept, rank) for f, kept, rank in segments] == [
+        (0, 4, 0),
+        (1, 3, 0),
+        (2, 2, 4),
+        (3, 0, 3),
     ]
-    offsets = sharding.file_offsets(files, sh)
-    ranks = [sharding.rank_of(0, 0, s, offsets, sh)[0] for s in (0, 10, 20)]
-    ranks += [sharding.rank_of(1, c, s, offsets, sh)[0] for c in (0, 1) for s in (0, 10)]
-    assert ranks == list(range(7))
+
+
+def test_tasks_cut_long_files_and_cover_every_row_once_in_order():
+    segments = [(_F(0), 10, 0), (_F(1), 0, 10), (_F(2), 3, 10), (_F(3), 7, 13)]
+    tasks = sharding.plan_tasks(segments, rows_per_task=4)
+    assert [t.rows for t in tasks] == [4, 4, 4, 4, 4]
+    rows = [
+        (s.file.index, r) for t in tasks for s in t.segments for r in range(s.row_start, s.row_stop)
+    ]
+    assert rows == [(0, r) for r in range(10)] + [(2, r) for r in range(3)] + [
+        (3, r) for r in range(7)
+    ]
+    assert any(s.file.index == 1 for t in tasks for s in t.segments)  # empty file still listed
 
 
 @pytest.mark.parametrize(
@@ -53,10 +71,10 @@ def test_ranks_are_consecutive_in_file_order_across_channels_and_splits():
         (0, 5, None, 1),
     ],
 )
-def test_rank_shard_counts(total, per, limit, want):
+def test_shard_counts_under_elements_per_shard(total, per, limit, want):
     sh = Sharding(elements_per_shard=per, max_elements=limit)
-    files = [{"index": 0, "path": "a", "num_windows": total, "num_channels": 1}]
-    assert sharding.rank_shard_counts(sharding.file_offsets(files, sh), files, sh) == {"all": want}
+    segments = sharding.plan_segments([(_F(0), total)], sh)
+    assert sharding.split_shard_counts(segments, sh, {"all": 99}) == {"all": want}
 
 
 def test_class_shards_are_disjoint_ranges():

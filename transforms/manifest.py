@@ -17,6 +17,7 @@ from typing import Any
 from replay import format as fmt
 from transforms import features as feats
 from transforms.preprocessing import CLASS_VOCABULARY, RecordLayout, element_schema
+from transforms.read import merge_file_summaries
 from transforms.shards import ShardSpec, write_shard
 
 
@@ -126,6 +127,8 @@ def finalize(
     import tensorflow as tf
 
     del transform_written  # only orders this step after WriteTransformFn
+    errors = list({e["path"]: e for e in reversed(list(errors))}.values())  # one per file
+    files = merge_file_summaries(list(files), errors)
     shards = list(shards)
     for split, count in sorted(num_shards.items()):
         present = {s["shard"] for s in shards if s["split"] == split}

@@ -7,9 +7,12 @@
   ``file`` keeps all windows of a file in one shard; ``class`` gives each class its own disjoint
   set of shards; a Python ``shard_func(element) -> int`` (the snapshot contract) chooses freely.
 - ``--elements_per_shard N`` / ``--max_elements M`` work on the element *rank*: elements ordered
-  by (file index, channel, win_start_idx), counted within their split; shards then hold exactly N
-  consecutive elements (the last one the rest) and only the first M elements are kept. No element
-  is dropped at a shard or file boundary.
+  by (file index, win_start_idx, channel), counted within their split; shards then hold exactly
+  N consecutive elements (the last one the rest) and only the first M elements are kept. No
+  element is dropped at a shard or file boundary.
+
+Reading is planned here too: the index-ordered rows (window counts come from the headers, read
+at planning) are cut into `ReadTask`s of similar size, long files into several segments.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import glob
 import hashlib
 import math
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from replay import format as fmt
@@ -39,9 +42,8 @@ class Sharding:
       classes: sorted class labels (``shard_by="class"``).
       elements_per_shard: exact shard size by element rank (None: count from planning).
       max_elements: keep only the first that many elements (by rank, over all splits).
-      channel_split: elements are per channel (``--channel_mode split``).
-      hop_len: window hop, to turn win_start_idx into a window number.
       shard_func: user callable element dict -> int (Python API only).
+      num_shards: shard count per split, fixed at planning.
     """
 
     shard_by: str = "hash"
@@ -50,13 +52,8 @@ class Sharding:
     classes: tuple[str, ...] = ()
     elements_per_shard: int | None = None
     max_elements: int | None = None
-    channel_split: bool = False
-    hop_len: int = 1
     shard_func: Callable[[dict], int] | None = None
-
-    @property
-    def by_rank(self) -> bool:
-        return self.elements_per_shard is not None or self.max_elements is not None
+    num_shards: Mapping[str, int] = dataclasses.field(default_factory=dict)
 
     @property
     def split_names(self) -> tuple[str, ...]:
@@ -124,44 +121,85 @@ def _hash_int(*parts: Any) -> int:
     return int.from_bytes(hashlib.blake2b(key, digest_size=8).digest(), "little")
 
 
-def file_offsets(files: Iterable[Mapping[str, Any]], sharding: Sharding) -> dict[int, tuple]:
-    """{file index: (global rank offset, split rank offset, windows per channel)}.
+@dataclasses.dataclass(frozen=True)
+class Segment:
+    """Rows [row_start, row_stop) of one file; `split_rank` is the split rank of its row 0."""
 
-    Ranks order elements by (file index, channel, window number): the basis of
-    ``--max_elements`` and ``--elements_per_shard``.
+    file: Any  # transforms.rows.InputFile
+    row_start: int
+    row_stop: int
+    split_rank: int
+
+
+@dataclasses.dataclass(frozen=True)
+class ReadTask:
+    """A unit of parallel reading: consecutive segments in file-index order."""
+
+    task_id: int
+    segments: tuple[Segment, ...]
+
+    @property
+    def rows(self) -> int:
+        return sum(s.row_stop - s.row_start for s in self.segments)
+
+
+def plan_segments(
+    files: Sequence[tuple[Any, int]], sharding: Sharding
+) -> list[tuple[Any, int, int]]:
+    """[(file, rows kept, split rank of row 0)] in index order, after ``--max_elements``.
+
+    Args:
+      files: (file, planned rows) for every usable file, in index order.
+      sharding: the split / rank rules.
     """
-    out: dict[int, tuple] = {}
-    total, per_split = 0, dict.fromkeys(sharding.split_names, 0)
-    for f in sorted(files, key=lambda f: f["index"]):
-        channels = f["num_channels"] if sharding.channel_split else 1
-        split = split_of(f["path"], sharding)
-        out[f["index"]] = (total, per_split[split], f["num_windows"] // max(channels, 1))
-        total += f["num_windows"]
-        per_split[split] += f["num_windows"]
+    out, total = [], 0
+    split_rows = dict.fromkeys(sharding.split_names, 0)
+    limit = math.inf if sharding.max_elements is None else sharding.max_elements
+    for f, rows in files:
+        kept = int(max(0, min(rows, limit - total)))
+        out.append((f, kept, split_rows[f.split]))
+        total += kept
+        split_rows[f.split] += kept
     return out
 
 
-def rank_of(
-    index: int, channel: int, win_start: int, offsets: Mapping[int, tuple], sharding: Sharding
-) -> tuple[int, int]:
-    """(global rank, rank within its split) of one window."""
-    global_off, split_off, per_channel = offsets[index]
-    pos = channel * per_channel + win_start // sharding.hop_len
-    return global_off + pos, split_off + pos
+def plan_tasks(segments: Sequence[tuple[Any, int, int]], *, rows_per_task: int) -> tuple:
+    """Cuts the index-ordered rows into ReadTasks of about `rows_per_task` rows each.
+
+    Files longer than a task are cut into several segments, so a single long recording is read
+    in parallel; files with no rows still get a segment (their summary must be reported).
+    """
+    tasks, current, filled = [], [], 0
+    for f, rows, split_rank in segments:
+        start = 0
+        while True:
+            take = min(rows - start, rows_per_task - filled)
+            current.append(Segment(f, start, start + take, split_rank))
+            start, filled = start + take, filled + take
+            if filled >= rows_per_task:
+                tasks.append(ReadTask(len(tasks), tuple(current)))
+                current, filled = [], 0
+            if start >= rows:
+                break
+    if current:
+        tasks.append(ReadTask(len(tasks), tuple(current)))
+    return tuple(tasks)
 
 
-def rank_shard_counts(
-    offsets: Mapping[int, tuple], files: Iterable[Mapping[str, Any]], sharding: Sharding
+def split_shard_counts(
+    segments: Sequence[tuple[Any, int, int]], sharding: Sharding, estimated: Mapping[str, int]
 ) -> dict[str, int]:
-    """Shards per split under ``--elements_per_shard`` (after ``--max_elements``)."""
-    kept = dict.fromkeys(sharding.split_names, 0)
-    limit = math.inf if sharding.max_elements is None else sharding.max_elements
-    for f in files:
-        global_off = offsets[f["index"]][0]
-        n = max(0, min(f["num_windows"], limit - global_off))
-        kept[split_of(f["path"], sharding)] += int(n)
-    per = sharding.elements_per_shard
-    return {s: max(1, math.ceil(n / per)) for s, n in kept.items()}
+    """Shard count per split: exact under ``--elements_per_shard``, else `estimated`."""
+    if sharding.elements_per_shard is None:
+        counts = dict(estimated)
+    else:
+        rows = dict.fromkeys(sharding.split_names, 0)
+        for f, kept, _ in segments:
+            rows[f.split] += kept
+        counts = {s: max(1, math.ceil(n / sharding.elements_per_shard)) for s, n in rows.items()}
+    if sharding.shard_by == "class":
+        counts = {s: max(n, len(sharding.classes)) for s, n in counts.items()}
+    return counts
 
 
 def shard_of(
@@ -172,7 +210,7 @@ def shard_of(
     num_shards: int,
     sharding: Sharding,
 ) -> int:
-    """Shard of one window within its split (not for `shard_func`, see `EncodeFn`)."""
+    """Shard of one window within its split (`shard_func` is applied by the caller)."""
     index, channel, win_start = element_key
     if sharding.elements_per_shard is not None:
         return split_rank // sharding.elements_per_shard
@@ -184,12 +222,3 @@ def shard_of(
         lo, hi = i * num_shards // k, (i + 1) * num_shards // k
         return lo + _hash_int(index, channel, win_start) % (hi - lo)
     return _hash_int(index, channel, win_start) % num_shards
-
-
-def validate_shard_by(shard_by: str, *, classes: Sequence[str], num_shards: int) -> int:
-    """Checks --shard_by; returns the shard count to use (class mode needs >= one per class)."""
-    if shard_by not in SHARD_BY:
-        raise ValueError(f"--shard_by must be one of {', '.join(SHARD_BY)}, got {shard_by!r}")
-    if shard_by == "class":
-        return max(num_shards, len(classes))
-    return num_shards

@@ -1,9 +1,11 @@
-"""Write stage: transformed RecordBatches -> serialized Examples -> deterministic shard files.
+"""Write stage: a shard's part files -> TFT transform -> serialized Examples -> one shard file.
 
-Planning (`plan_num_shards`, `shard_of`, `choose_compression`) is pure; `EncodeFn` and
-`WriteShardFn` do the work. Every window goes to the shard a stable hash of its identity picks
-(``index``, ``channel``, ``win_start_idx``), and each shard is written sorted by that identity, so
-two runs over the same input give byte-identical shards whatever the runner's bundling.
+Planning (`plan_num_shards`, `choose_compression`) is pure; `WriteShardFn` does the work. The
+read stage routed every row to its shard's part files (`transforms.read`); a shard is the
+concatenation of its parts in task order, i.e. sorted by (index, win_start_idx, channel), so two
+runs over the same input give byte-identical shards whatever the runner's bundling. The TFT
+graph (`transform_fn/`, vocabulary and z-score statistics) is applied here with
+`tf.saved_model.load`, batch by batch, exactly as a server applies it.
 """
 
 from __future__ import annotations
@@ -16,11 +18,12 @@ from collections.abc import Iterable, Iterator, Sequence
 import apache_beam as beam
 import numpy as np
 import pyarrow as pa
+from apache_beam.io.filesystems import FileSystems
 
 from replay import format as fmt
-from transforms import sharding
+from transforms import faults
+from transforms.preprocessing import RecordLayout
 from transforms.progress import ProgressFile
-from transforms.sharding import Sharding
 
 TARGET_SHARD_BYTES = 128 << 20  # 128 MiB per shard when --num_shards is not given
 MAX_AUTO_SHARDS = 4096
@@ -62,114 +65,69 @@ def choose_compression(requested: str, sample: Sequence[bytes]) -> str:
     return "GZIP" if ratio <= 1 - AUTO_MIN_SAVING else "NONE"
 
 
-def _column_values(batch: pa.RecordBatch, key: str, *, default: int | None = None) -> np.ndarray:
-    """One value per row of a list<int64> column; `default` for every row if it is absent."""
-    i = batch.schema.get_field_index(key)  # -1 when absent (never index with it)
-    if i < 0:
-        if default is None:
-            raise KeyError(f"column {key!r} missing from {batch.schema.names}")
-        return np.full(batch.num_rows, default, dtype=np.int64)
-    return batch.column(i).flatten().to_numpy(zero_copy_only=False)
+class _Transform:
+    """The TFT graph written by this run (transform_fn/), applied to raw RecordBatches."""
+
+    def __init__(self, output_dir: str, layout: RecordLayout):
+        import tensorflow as tf
+
+        self._tf = tf
+        self._loaded = tf.saved_model.load(f"{output_dir.rstrip('/')}/{fmt.TRANSFORM_FN_DIR}")
+        self._layout = layout
+
+    def __call__(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        """Raw batch -> the stored batch: raw columns + target, num_classes, <feature>_norm."""
+        tf, n = self._tf, batch.num_rows
+        column = lambda key: batch.column(batch.schema.get_field_index(key))  # noqa: E731
+        inputs = {fmt.CLASS_KEY: tf.constant(column(fmt.CLASS_KEY).flatten().to_numpy(False))}
+        for name, shape in self._layout.feature_shapes.items():
+            values = column(name).flatten().to_numpy()
+            inputs[name] = tf.constant(values.reshape((n, *shape)))
+        out = self._loaded.transform_fn(inputs)
+        arrays, names = list(batch.columns), list(batch.schema.names)
+        for key in (fmt.TARGET_KEY, fmt.NUM_CLASSES_KEY):
+            arrays.append(_list(out[key].numpy().reshape(-1).astype(np.int64), 1, pa.int64()))
+            names.append(key)
+        if self._layout.normalize:
+            for name, shape in self._layout.feature_shapes.items():
+                norm = out[name + fmt.NORMALIZED_SUFFIX].numpy().reshape(-1)
+                arrays.append(_list(norm, int(np.prod(shape)), pa.float32()))
+                names.append(name + fmt.NORMALIZED_SUFFIX)
+        return pa.RecordBatch.from_arrays(arrays, names=names)
 
 
-class EncodeFn(beam.DoFn):
-    """(RecordBatch, passthrough) from TFT -> ((split, shard), (sort_key, serialized Example)).
-
-    Side inputs: ``num_shards`` {split: count}; ``offsets`` (`sharding.file_offsets`, only when
-    sharding by rank, else None).
-    """
-
-    def __init__(self, sharding: Sharding):
-        self._sharding = sharding
-        self._encoder = None
-        self._example = None
-
-    def setup(self) -> None:
-        from tensorflow.core.example import example_pb2
-        from tfx_bsl.coders import example_coder
-
-        self._encoder = example_coder.RecordBatchToExamplesEncoder()
-        self._example = example_pb2.Example
-
-    def process(self, element: tuple[pa.RecordBatch, dict], num_shards: dict, offsets) -> Iterator:
-        batch, unary = element
-        if unary:
-            raise ValueError(f"unexpected unary passthrough columns: {sorted(unary)}")
-        sh = self._sharding
-        # The C++ encoder writes the Example's feature map in hash order, which varies between
-        # processes; deterministic re-serialisation sorts the keys (upb: ~8 us per 22 KB record).
-        examples = [
-            self._example.FromString(e).SerializeToString(deterministic=True)
-            for e in self._encoder.encode(batch)
-        ]
-        index = _column_values(batch, fmt.INDEX_KEY)
-        start = _column_values(batch, fmt.WIN_START_KEY)
-        channel = _column_values(batch, fmt.CHANNEL_KEY, default=0)
-        paths = batch.column(batch.schema.get_field_index(fmt.FILEPATH_KEY)).flatten()
-        labels = batch.column(batch.schema.get_field_index(fmt.CLASS_KEY)).flatten()
-        rows = _rows(batch) if sh.shard_func else None
-        for i, example in enumerate(examples):
-            key = (int(index[i]), int(channel[i]), int(start[i]))
-            split = sharding.split_of(paths[i].as_py().decode(), sh)
-            split_rank = 0
-            if offsets is not None:
-                global_rank, split_rank = sharding.rank_of(*key, offsets, sh)
-                if sh.max_elements is not None and global_rank >= sh.max_elements:
-                    continue
-            n = num_shards[split]
-            if sh.shard_func is not None:
-                shard = int(sh.shard_func(rows[i])) % n
-            else:
-                shard = sharding.shard_of(
-                    key,
-                    label=labels[i].as_py().decode(),
-                    split_rank=split_rank,
-                    num_shards=n,
-                    sharding=sh,
-                )
-            yield (split, shard), (key, example)
-
-
-def _rows(batch: pa.RecordBatch) -> list[dict]:
-    """Per-row dicts for a user shard_func: scalars unwrapped, other lists as numpy arrays."""
-    rows = []
-    for row in batch.to_pylist():
-        rows.append({k: (v[0] if len(v) == 1 else np.asarray(v)) for k, v in row.items()})
-    return rows
-
-
-def keep_ranked(batch: pa.RecordBatch, offsets, *, config: Sharding) -> Iterator[pa.RecordBatch]:
-    """Drops the rows whose global rank is >= max_elements (``--max_elements``)."""
-    index = _column_values(batch, fmt.INDEX_KEY)
-    start = _column_values(batch, fmt.WIN_START_KEY)
-    channel = _column_values(batch, fmt.CHANNEL_KEY, default=0)
-    ranks = [
-        sharding.rank_of(int(i), int(c), int(s), offsets, config)[0]
-        for i, c, s in zip(index, channel, start, strict=True)
-    ]
-    keep = np.array(ranks, dtype=np.int64) < config.max_elements
-    if keep.all():
-        yield batch
-    elif keep.any():
-        yield batch.filter(pa.array(keep))
+def _list(values: np.ndarray, per_row: int, value_type: pa.DataType) -> pa.ListArray:
+    rows = len(values) // per_row
+    offsets = pa.array(np.arange(rows + 1, dtype=np.int32) * per_row, pa.int32())
+    return pa.ListArray.from_arrays(offsets, pa.array(values, value_type))
 
 
 class WriteShardFn(beam.DoFn):
-    """((split, shard), [(sort_key, example)]) -> one shard file, written atomically.
+    """((split, shard), [part]) -> one shard file: parts in task order, transformed, encoded.
 
-    The file is written under a temporary name and renamed, so a retried bundle or a killed
-    worker never leaves a half-written shard under its final name.
+    Rows of files that failed (side input `errors`) are dropped, so a file is either wholly in
+    the dataset or in the error list. The shard is streamed: memory holds one part batch. It is
+    written under a temporary name and renamed, so a retry or a killed worker never leaves a
+    half-written shard under its final name.
     """
 
-    def __init__(self, spec: ShardSpec):
-        self._spec = spec
-        self._progress = ProgressFile(spec.output_dir)
+    def __init__(self, spec: ShardSpec, layout: RecordLayout):
+        self._spec, self._layout = spec, layout
         self._bytes = beam.metrics.Metrics.counter("record", "bytes_written")
         self._shards = beam.metrics.Metrics.counter("record", "shards_written")
+        self._progress = ProgressFile(spec.output_dir)
+        self._transform = None
 
-    def process(self, element, compression: str, num_shards: dict) -> Iterator[dict]:
-        (split, shard), keyed = element
-        records = [example for _, example in sorted(keyed, key=lambda kv: kv[0])]
+    def process(
+        self, element, compression: str, num_shards: dict, errors: list, transform_written: list
+    ) -> Iterator[dict]:
+        del transform_written  # orders this stage after WriteTransformFn
+        (split, shard), parts = element
+        if self._transform is None:
+            self._transform = _Transform(self._spec.output_dir, self._layout)
+        failed = {e["path"].encode() for e in errors}
+        records = self._records(sorted(parts, key=lambda p: p["task"]), failed)
+        records = faults.fail_once(records, stage="write", key=f"{split}-{shard}")  # tests only
         info = write_shard(
             self._spec,
             split=split,
@@ -182,6 +140,27 @@ class WriteShardFn(beam.DoFn):
         self._shards.inc()
         self._progress.add(bytes=info["num_bytes"], shards=1)
         yield info
+
+    def _records(self, parts: list[dict], failed: set[bytes]) -> Iterator[bytes]:
+        from tensorflow.core.example import example_pb2
+        from tfx_bsl.coders import example_coder
+
+        encoder = example_coder.RecordBatchToExamplesEncoder()
+        for part in parts:
+            with FileSystems.open(part["path"], compression_type="uncompressed") as fh:
+                for batch in pa.ipc.open_stream(fh):
+                    if failed:
+                        paths = batch.column(batch.schema.get_field_index(fmt.FILEPATH_KEY))
+                        keep = ~np.isin(paths.flatten().to_numpy(False), list(failed))
+                        batch = batch.filter(pa.array(keep))
+                    if batch.num_rows == 0:
+                        continue
+                    # The C++ encoder writes the feature map in hash order, which varies
+                    # between processes; deterministic re-serialisation sorts the keys.
+                    for e in encoder.encode(self._transform(batch)):
+                        yield example_pb2.Example.FromString(e).SerializeToString(
+                            deterministic=True
+                        )
 
 
 def write_shard(
