@@ -1,0 +1,251 @@
+"""What a user would write instead of audiorecords: the baselines of record_bench / replay_bench.
+
+    python benchmarks/baselines.py tfdata --input_dir DIR --output_dir OUT
+    python benchmarks/baselines.py save     --input_dir DIR --output_dir OUT
+    python benchmarks/baselines.py limit    --input_dir DIR
+
+Same files and same features as ``python -m pipelines.record --win_len 16000 --features
+log_mel``: windows of 16000 samples (hop 16000, partial windows dropped), log-mel with 64 bins,
+400-sample frames, 160 hop, 512-point FFT, 20 Hz .. rate/2, log(mel + 1e-6); the signal kept as
+int32 sample values (the record job's auto dtype for a corpus with a 24-bit file); class = last
+``_``-separated word of the file name.
+
+- ``tfdata``: a plain tf.data script: read + decode (tf.audio.decode_wav; 24-bit files, which
+  it cannot read, through tf.numpy_function + soundfile) + window + tf.signal log-mel, all with
+  AUTOTUNE parallelism, then a Python loop building tf.train.Example and writing them with
+  tf.io.TFRecordWriter (uncompressed, one file per ~128 MiB, round-robin).
+- ``save``: the same dataset written with ``tf.data.Dataset.save(..., compression="GZIP")``.
+- ``limit``: the feature computation alone over all cores, no I/O: every window decoded into
+  memory first (not timed), then our numpy path in one single-threaded process per core and
+  tf.signal with all threads; prints the faster.
+
+Each prints one JSON line: windows, seconds (the timed part), bytes written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import os
+import sys
+import time
+
+WIN = 16000
+FRAME, STEP, FFT, BINS, LOWER, LOG_OFFSET = 400, 160, 512, 64, 20.0, 1e-6
+
+
+def _label(path: str) -> str:
+    return os.path.splitext(os.path.basename(path))[0].rsplit("_", 1)[-1]
+
+
+def _files(input_dir: str) -> tuple[list[str], list[str]]:
+    """(16-bit PCM files, other files), sorted."""
+    import soundfile as sf
+
+    paths = sorted(glob.glob(os.path.join(input_dir, "*.wav")))
+    pcm16 = [p for p in paths if sf.info(p).subtype == "PCM_16"]
+    return pcm16, [p for p in paths if p not in pcm16]
+
+
+def tf_dataset(input_dir: str):
+    """tf.data.Dataset of per-window dicts: signal int32 [16000], log_mel [98, 64], class, ..."""
+    import numpy as np
+    import tensorflow as tf
+
+    pcm16, other = _files(input_dir)
+
+    # linear_to_mel_weight_matrix needs a Python sample rate: one matrix per rate in the corpus.
+    import soundfile as sf
+
+    rates = sorted({sf.info(p).samplerate for p in pcm16 + other})
+    mels = tf.stack(
+        [tf.signal.linear_to_mel_weight_matrix(BINS, FFT // 2 + 1, r, LOWER, r / 2) for r in rates]
+    )
+
+    def log_mel(windows: tf.Tensor, rate: tf.Tensor) -> tf.Tensor:
+        mel = mels[tf.argmax(tf.cast(tf.equal(rates, tf.cast(rate, tf.int32)), tf.int32))]
+        stft = tf.signal.stft(windows, FRAME, STEP, FFT, window_fn=tf.signal.hann_window)
+        return tf.math.log(tf.tensordot(tf.abs(stft), mel, 1) + LOG_OFFSET)
+
+    def windows_of(path, samples, full_scale, rate):
+        frames = tf.signal.frame(samples, WIN, WIN)  # [k, WIN] int32, partial window dropped
+        k = tf.shape(frames)[0]
+        feats = log_mel(tf.cast(frames, tf.float32) / full_scale, rate)
+        return {
+            "signal": frames,
+            "log_mel": feats,
+            "class": tf.fill([k], tf.strings.regex_replace(path, r"^.*_|\.wav$", "")),
+            "filepath": tf.fill([k], path),
+            "win_start_idx": tf.range(k, dtype=tf.int64) * WIN,
+            "sample_rate": tf.fill([k], tf.cast(rate, tf.int64)),
+        }
+
+    def decode16(path):
+        audio, rate = tf.audio.decode_wav(tf.io.read_file(path), desired_channels=1)
+        samples = tf.cast(tf.round(audio[:, 0] * 32768.0), tf.int32)
+        return windows_of(path, samples, 32768.0, rate)
+
+    def read_other(path: bytes) -> tuple[np.ndarray, np.int32, np.float32]:
+        import soundfile as sf
+
+        data, rate = sf.read(path.decode(), dtype="int32", always_2d=True)
+        bits = {"PCM_24": 24, "PCM_16": 16, "PCM_U8": 8}.get(sf.info(path.decode()).subtype, 32)
+        return data[:, 0] >> (32 - bits), np.int32(rate), np.float32(2 ** (bits - 1))
+
+    def decode_other(path):
+        samples, rate, scale = tf.numpy_function(
+            read_other, [path], (tf.int32, tf.int32, tf.float32), stateful=False
+        )
+        return windows_of(path, tf.ensure_shape(samples, [None]), scale, rate)
+
+    parts = [
+        tf.data.Dataset.from_tensor_slices(paths).map(fn, num_parallel_calls=tf.data.AUTOTUNE)
+        for paths, fn in ((pcm16, decode16), (other, decode_other))
+        if paths
+    ]
+    ds = parts[0]
+    for part in parts[1:]:
+        ds = ds.concatenate(part)
+    return ds.unbatch().prefetch(tf.data.AUTOTUNE)
+
+
+def run_tfrecord(input_dir: str, output_dir: str, *, shard_bytes: int = 128 << 20) -> dict:
+    """The familiar helper: iterate the dataset, build Examples in Python, TFRecordWriter."""
+    import tensorflow as tf
+
+    os.makedirs(output_dir, exist_ok=True)
+    start = time.perf_counter()
+    ds = tf_dataset(input_dir)
+    count, written, shard, writer = 0, 0, 0, None
+    for e in ds.as_numpy_iterator():
+        if writer is None or written >= shard_bytes * (shard + 1):
+            if writer is not None:
+                writer.close()
+            writer = tf.io.TFRecordWriter(os.path.join(output_dir, f"data-{shard:05d}.tfrecord"))
+            shard += 1
+        feature = {
+            "class": tf.train.Feature(bytes_list=tf.train.BytesList(value=[e["class"]])),
+            "filepath": tf.train.Feature(bytes_list=tf.train.BytesList(value=[e["filepath"]])),
+            "win_start_idx": tf.train.Feature(
+                int64_list=tf.train.Int64List(value=[e["win_start_idx"]])
+            ),
+            "sample_rate": tf.train.Feature(
+                int64_list=tf.train.Int64List(value=[e["sample_rate"]])
+            ),
+            "signal": tf.train.Feature(
+                bytes_list=tf.train.BytesList(value=[e["signal"].astype("<i4").tobytes()])
+            ),
+            "log_mel": tf.train.Feature(
+                float_list=tf.train.FloatList(value=e["log_mel"].reshape(-1))
+            ),
+        }
+        record = tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString()
+        writer.write(record)
+        written += len(record)
+        count += 1
+    if writer is not None:
+        writer.close()
+    return {"windows": count, "seconds": time.perf_counter() - start, "bytes": _du(output_dir)}
+
+
+def run_save(input_dir: str, output_dir: str) -> dict:
+    """`tf.data.Dataset.save` with GZIP of the same dataset."""
+    import tensorflow as tf
+
+    start = time.perf_counter()
+    ds = tf_dataset(input_dir)
+    ds.save(output_dir, compression="GZIP")
+    seconds = time.perf_counter() - start
+    count = int(tf.data.Dataset.load(output_dir, compression="GZIP").cardinality())
+    return {"windows": count, "seconds": seconds, "bytes": _du(output_dir)}
+
+
+_WINDOWS: dict = {}
+
+
+def _numpy_chunk(args: tuple[int, int, int]) -> int:
+    from transforms.features import FeatureConfig, compute_features_numpy
+
+    rate, lo, hi = args
+    x = _WINDOWS[rate][lo:hi]
+    compute_features_numpy(x, sample_rate=rate, config=FeatureConfig(names=("log_mel",)))
+    return hi - lo
+
+
+def run_limit(input_dir: str, *, chunk: int = 256, repeats: int = 3) -> dict:
+    """Best of `repeats` passes of the features alone: numpy x cores processes, or tf threads."""
+    import multiprocessing as mp
+
+    import numpy as np
+    import soundfile as sf
+
+    for path in sorted(glob.glob(os.path.join(input_dir, "*.wav"))):
+        data, rate = sf.read(path, dtype="float32", always_2d=True)
+        k = len(data) // WIN
+        _WINDOWS.setdefault(rate, []).append(data[: k * WIN, 0].reshape(k, WIN))
+    for rate in list(_WINDOWS):
+        _WINDOWS[rate] = np.ascontiguousarray(np.concatenate(_WINDOWS[rate]))
+    windows = sum(len(v) for v in _WINDOWS.values())
+    tasks = [
+        (rate, lo, min(lo + chunk, len(x)))
+        for rate, x in _WINDOWS.items()
+        for lo in range(0, len(x), chunk)
+    ]
+    cores = os.cpu_count() or 1
+    env = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    os.environ.update(env)  # for the forked workers' first numeric call
+    ctx = mp.get_context("fork")
+    best = {"numpy": float("inf"), "tf": float("inf")}
+    with ctx.Pool(cores) as pool:
+        pool.map(_numpy_chunk, tasks[: cores * 2])  # warm-up (imports, caches)
+        from transforms.features import FeatureConfig, compute_features_tf
+
+        config = FeatureConfig(names=("log_mel",))
+        for rate, x in _WINDOWS.items():
+            compute_features_tf(x[:chunk], sample_rate=rate, config=config)
+        for _ in range(repeats):
+            start = time.perf_counter()
+            assert sum(pool.map(_numpy_chunk, tasks, chunksize=1)) == windows
+            best["numpy"] = min(best["numpy"], time.perf_counter() - start)
+            start = time.perf_counter()
+            for rate, x in _WINDOWS.items():
+                for lo in range(0, len(x), 2048):
+                    compute_features_tf(x[lo : lo + 2048], sample_rate=rate, config=config)
+            best["tf"] = min(best["tf"], time.perf_counter() - start)
+    path = min(best, key=best.get)
+    return {
+        "windows": windows,
+        "seconds": best[path],
+        "bytes": 0,
+        "path": path,
+        "numpy_windows_per_s": windows / best["numpy"],
+        "tf_windows_per_s": windows / best["tf"],
+    }
+
+
+def _du(path: str) -> int:
+    total = 0
+    for root, _, names in os.walk(path):
+        total += sum(os.path.getsize(os.path.join(root, n)) for n in names)
+    return total
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("mode", choices=("tfdata", "save", "limit"))
+    parser.add_argument("--input_dir", required=True)
+    parser.add_argument("--output_dir", default=None)
+    args = parser.parse_args(argv)
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    if args.mode == "tfdata":
+        result = run_tfrecord(args.input_dir, args.output_dir)
+    elif args.mode == "save":
+        result = run_save(args.input_dir, args.output_dir)
+    else:
+        result = run_limit(args.input_dir)
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()

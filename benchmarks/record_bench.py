@@ -1,0 +1,184 @@
+"""Record benchmark: our record job against a plain tf.data script, Dataset.save and the limit.
+
+    python benchmarks/record_bench.py --minutes 60 [--scales 1,2,4] [--repeats 1]
+    python benchmarks/record_bench.py --minutes 5                     # quick run
+
+On the corpus of `benchmarks/corpus.py` (generated on first use into $AUDIORECORDS_BENCH_DIR,
+default /tmp/audiorecords-bench), each system runs as its own command, one after the other in
+this run (order rotated between repeats), and is timed end to end (wall time of the command,
+imports included) while its whole process tree's memory is sampled (`_measure`):
+
+- ours:     ``python -m pipelines.record --win_len 16000 --features log_mel`` (defaults: the
+            DirectRunner, multi-processing on every core above 64 MiB of input, AUTO
+            compression, TFT normalisation: writes log_mel and log_mel_norm);
+- tfdata:   `baselines.py tfdata` (a): tf.data + TFRecordWriter, writes log_mel only;
+- save:     `baselines.py save` (b): ``tf.data.Dataset.save(compression="GZIP")``;
+- limit:    `baselines.py limit` (c): the log-mel computation alone on all cores (its own timer:
+            the windows are decoded into memory first, untimed).
+
+Prints a table (audio-seconds per wall second, windows/s, MB written, peak PSS of the process
+tree, peak RSS of the launcher process) and our ratios; at several `--scales` (1x, 2x, 4x the
+corpus) also the scaling of our wall time and memory. `--json PATH` saves the rows.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+from pathlib import Path
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from _measure import Measured, last_json, mib, run_measured  # noqa: E402
+from corpus import DEFAULT_DIR, corpus, corpus_stats  # noqa: E402
+
+PY = sys.executable
+HERE = os.path.dirname(os.path.abspath(__file__))
+RECORD_ARGS = ["--win_len", "16000", "--features", "log_mel"]
+QUIET = {"TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONWARNINGS": "ignore"}
+# Variants of our job: extra flags (``--systems ours,ours_none,...`` to compare them).
+OURS = {"ours": [], "ours_none": ["--compression", "NONE"], "ours_gzip": ["--compression", "GZIP"]}
+
+
+def run_ours(input_dir: Path, out: Path, extra: list[str]) -> tuple[Measured, dict]:
+    cmd = [PY, "-m", "pipelines.record", "--input_pattern", f"{input_dir}/*.wav"]
+    cmd += ["--output_dir", str(out), "--overwrite", *RECORD_ARGS, *extra]
+    m = run_measured(cmd, env=QUIET)
+    manifest = json.loads((out / "manifest.json").read_text())
+    size = sum(s["num_bytes"] for sp in manifest["splits"].values() for s in sp["shards"])
+    return m, {"windows": manifest["num_examples"], "bytes": size, "seconds": None}
+
+
+def run_baseline(mode: str, input_dir: Path, out: Path | None) -> tuple[Measured, dict]:
+    cmd = [PY, os.path.join(HERE, "baselines.py"), mode, "--input_dir", str(input_dir)]
+    if out is not None:
+        if out.exists():
+            shutil.rmtree(out)
+        cmd += ["--output_dir", str(out)]
+    m = run_measured(cmd, env=QUIET)
+    return m, last_json(m.stdout)
+
+
+def measure(system: str, scale: int, input_dir: Path, work: Path, extra: list[str]) -> dict:
+    """One measured run of `system` on `input_dir`; a result row."""
+    out = work / f"{system}-{scale}x"
+    if system in OURS:
+        m, res = run_ours(input_dir, out, extra + OURS[system])
+    else:
+        m, res = run_baseline(system, input_dir, None if system == "limit" else out)
+    if out.exists():
+        shutil.rmtree(out)
+    seconds = res["seconds"] if system == "limit" else m.wall
+    return {
+        "system": system,
+        "scale": scale,
+        "wall": m.wall,
+        "seconds": seconds,
+        "windows": res["windows"],
+        "bytes": res["bytes"],
+        "peak_pss_tree": m.peak_pss_tree,
+        "peak_rss_tree": m.peak_rss_tree,
+        "peak_rss_root": m.peak_rss_root,
+        "processes": m.peak_processes,
+        "extra": {k: v for k, v in res.items() if k not in ("windows", "bytes", "seconds")},
+    }
+
+
+def best(rows: list[dict], system: str, scale: int) -> dict | None:
+    """The fastest repeat of `system` at `scale` (memory: the max over repeats)."""
+    mine = [r for r in rows if r["system"] == system and r["scale"] == scale]
+    if not mine:
+        return None
+    row = dict(min(mine, key=lambda r: r["seconds"]))
+    for key in ("peak_pss_tree", "peak_rss_tree", "peak_rss_root"):
+        row[key] = max(r[key] for r in mine)
+    return row
+
+
+def report(rows: list[dict], audio: dict[int, float]) -> str:
+    """The results table and ratios as text."""
+    lines = [
+        f"{'system':8} {'scale':>5} {'seconds':>8} {'audio-s/s':>9} {'windows/s':>9} "
+        f"{'MB out':>7} {'PSS tree MiB':>12} {'RSS launcher MiB':>16} {'procs':>5}"
+    ]
+    systems = (*OURS, "tfdata", "save", "limit")
+    for scale in sorted(audio):
+        for system in systems:
+            r = best(rows, system, scale)
+            if r is None:
+                continue
+            lines.append(
+                f"{system:8} {scale:>4}x {r['seconds']:8.1f} {audio[scale] / r['seconds']:9.0f} "
+                f"{r['windows'] / r['seconds']:9.0f} {r['bytes'] / 1e6:7.0f} "
+                f"{mib(r['peak_pss_tree']):>12} {mib(r['peak_rss_root']):>16} {r['processes']:>5}"
+            )
+    baselines = [r for r in (best(rows, s, 1) for s in ("tfdata", "save")) if r]
+    limit = best(rows, "limit", 1)
+    for variant in OURS:
+        ours = best(rows, variant, 1)
+        if ours is None:
+            continue
+        for other in [*baselines, limit]:
+            if other:
+                ratio = other["seconds"] / ours["seconds"]
+                lines.append(f"{variant} / {other['system']}: {ratio:.2f}x (>1: {variant} faster)")
+        if baselines:
+            f = min(baselines, key=lambda r: r["seconds"])
+            ratio = f["seconds"] / ours["seconds"]
+            lines.append(
+                f"{variant} / faster of (a),(b) [{f['system']}]: {ratio:.2f}x (target 1.2)"
+            )
+    ours = best(rows, "ours", min(audio))
+    for scale in sorted(audio)[1:]:
+        r = best(rows, "ours", scale)
+        if ours and r:
+            lines.append(
+                f"scaling {scale}x: wall {r['seconds'] / ours['seconds']:.2f}x "
+                f"(efficiency {scale * ours['seconds'] / r['seconds']:.2f}), peak PSS "
+                f"{r['peak_pss_tree'] / ours['peak_pss_tree']:.2f}x, launcher RSS "
+                f"{r['peak_rss_root'] / ours['peak_rss_root']:.2f}x of {min(audio)}x"
+            )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--minutes", type=float, default=60.0, help="1x corpus length")
+    parser.add_argument("--scales", default="1", help="comma list of corpus multiples")
+    parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument(
+        "--systems", default="ours,tfdata,save,limit", help="systems run at 1x (others: ours)"
+    )
+    parser.add_argument("--dir", default=DEFAULT_DIR, help="corpus and output cache dir")
+    parser.add_argument("--ours_args", default="", help="extra flags for pipelines.record")
+    parser.add_argument("--json", default=None, help="append the rows to this JSON file")
+    args = parser.parse_args(argv)
+    scales = [int(s) for s in args.scales.split(",")]
+    work = Path(args.dir) / "work"
+    work.mkdir(parents=True, exist_ok=True)
+    dirs = {s: corpus(args.minutes * s, root=args.dir) for s in scales}
+    stats = {s: corpus_stats(d) for s, d in dirs.items()}
+    for s, st in stats.items():
+        print(f"corpus {s}x: {dirs[s]} {st}", flush=True)
+    plan = []
+    for s in scales:
+        plan += [(sys_, s) for sys_ in (args.systems.split(",") if s == scales[0] else ["ours"])]
+    rows = []
+    for rep in range(args.repeats):
+        order = plan[rep % len(plan) :] + plan[: rep % len(plan)]
+        for system, scale in order:
+            row = measure(system, scale, dirs[scale], work, args.ours_args.split())
+            row["repeat"] = rep
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    if args.json:
+        previous = json.loads(Path(args.json).read_text()) if Path(args.json).exists() else []
+        Path(args.json).write_text(json.dumps(previous + rows, indent=1))
+    print(report(rows, {s: st["audio_seconds"] for s, st in stats.items()}))
+
+
+if __name__ == "__main__":
+    main()
