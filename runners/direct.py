@@ -7,9 +7,9 @@ download attempt), so the run would depend on the network.
 
 Running mode, unless ``--direct_running_mode`` / ``--direct_num_workers`` are given:
 
-- ``in_memory`` (one process) by default: every record crossing a stage boundary goes through
-  the runner's gRPC data plane in multi-processing mode, which on 2 cores cost more than the
-  parallel feature computation gained (numbers at `MULTIPROCESS_MIN_BYTES`).
+- ``in_memory`` (one process) by default: on 2 cores worker processes did not pay for their
+  start-up (each imports TensorFlow), even once the record job stopped sending records through
+  the runner's data plane (numbers at `MULTIPROCESS_MIN_BYTES`).
 - ``multi_processing`` with one worker per core with `MULTIPROCESS_MIN_CORES` cores and
   `MULTIPROCESS_MIN_BYTES` of input (``multi_threading`` gains nothing: the GIL).
 
@@ -31,10 +31,10 @@ from runners import threads
 from runners.support import add_plugin
 
 # Worker processes only by default with >= 4 cores and >= 1 GiB of input. Measured on 2 cores
-# (shared, loaded): multi-processing was slower at every size tried (118 MiB: 43.8 s vs 14.4 s in
-# memory; 236 MiB: 79.7 s vs 55.0 s) because all records cross the runner's gRPC data plane at
-# each stage boundary. With more cores the feature computation can outrun that cost, and 1 GiB
-# makes the ~2-10 s worker start-up (TensorFlow import) negligible: an estimate, not a measurement.
+# (shared, loaded): multi-processing was slower at every size tried. With records crossing the
+# data plane: 118 MiB 43.8 s vs 14.4 s in memory, 236 MiB 79.7 s vs 55.0 s; with the part-file
+# record job: 121 MiB 18.9 s vs 8.9 s (worker start-up imports TensorFlow). With more cores and
+# 1 GiB the start-up is amortised: an estimate, not a measurement.
 MULTIPROCESS_MIN_BYTES = 1 << 30
 MULTIPROCESS_MIN_CORES = 4
 RUNNING_MODES = ("in_memory", "multi_threading", "multi_processing")
