@@ -1,7 +1,7 @@
 """Test-only fault injection: make a stage fail once, mid-work, to test retries and re-runs.
 
 Off unless the environment variable ``AUDIORECORDS_FAULT_INJECTION`` names a directory (never
-set it in production; see docs/guarantees.md). Then each wrapped stage ("read": a file's
+set it in production; see README "Guarantees"). Then each wrapped stage ("read": a file's
 windows, "write": a shard's records) fails exactly once per directory, across every process of
 the job: the first time one of its iterables is asked for the item after its first,
 `InjectedFault` is raised, so a shard write leaves a partial temporary file and a file read has
