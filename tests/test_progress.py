@@ -20,7 +20,12 @@ def test_totals_from_several_workers_and_the_live_line(tmp_path, monkeypatch):
     b.add(files=0, failed=1, windows=0)
     b.add(bytes=5_000_000, shards=1)
     assert progress.read_totals(str(tmp_path)) == {
-        "files": 2, "failed": 1, "windows": 30, "bytes": 5_000_000, "shards": 1}
+        "files": 2,
+        "failed": 1,
+        "windows": 30,
+        "bytes": 5_000_000,
+        "shards": 1,
+    }
     stream = _Terminal()
     with progress.ProgressReporter(str(tmp_path), total_files=10, stream=stream):
         time.sleep(0.4)

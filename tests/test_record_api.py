@@ -109,8 +109,14 @@ def test_splits_keep_files_whole_and_replay_reads_one_split(tmp_path):
 
 def test_shard_by_class_gives_each_class_its_own_shards(tmp_path):
     out = tmp_path / "k"
-    record_dataset(input_pattern=PATTERN, output_dir=str(out), win_len=WIN, features="none",
-                   shard_by="class", num_shards=2)  # raised to one shard per class (3)
+    record_dataset(
+        input_pattern=PATTERN,
+        output_dir=str(out),
+        win_len=WIN,
+        features="none",
+        shard_by="class",
+        num_shards=2,
+    )  # raised to one shard per class (3)
     m = load_manifest(out)
     assert len(m["splits"]["all"]["shards"]) == 3
     classes_per_shard, records = [], iter(read_records(out))
