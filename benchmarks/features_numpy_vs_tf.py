@@ -9,11 +9,16 @@ environment takes effect before numpy / BLAS / tensorflow start:
 
 - single: OMP_NUM_THREADS=OPENBLAS_NUM_THREADS=MKL_NUM_THREADS=1 and tf.config.threading
   intra=inter=1, as in a Beam multi-process worker (one worker process per core);
-- default: no limits (BLAS and TF use every core).
+- default: no limits (BLAS and TF use every core);
+- 2procs: two default processes at once, like a 2-worker Beam pool whose environment sets no
+  thread limits (per-process windows/s, averaged).
 
 Each number is the best of `--repeats` timed passes over all windows after one warm-up call (tf
-graph tracing and constant caches are not timed). The workload is synthetic speech-like audio:
-a few harmonics with random pitch plus noise at random levels, 1 window in 20 silent.
+graph tracing and constant caches are not timed), as windows per wall-clock second and per CPU
+second of the process (all its threads): on a shared machine the CPU figure is the stable one,
+and with one thread per worker it is the throughput a Beam worker gets from a core. The workload
+is synthetic speech-like audio: a few harmonics with random pitch plus noise at random levels,
+1 window in 20 silent.
 """
 
 from __future__ import annotations
@@ -26,10 +31,8 @@ import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SETTINGS = {
-    "single": {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"},
-    "default": {},
-}
+SINGLE_THREAD_ENV = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+SETTINGS = {"single": 1, "default": 1, "2procs": 2}  # setting -> concurrent worker processes
 FEATURE_SETS = {"log_mel": ("log_mel",), "all3": ("spectrogram", "log_mel", "mfcc")}
 
 
@@ -68,19 +71,47 @@ def _worker(args: argparse.Namespace) -> None:
     for set_name, names in FEATURE_SETS.items():
         config = features.FeatureConfig(names=names, num_mel_bins=64)
         for batch in (args.windows, 256, 16):
-            best = {path: float("inf") for path in paths}
+            wall = {path: float("inf") for path in paths}
+            cpu = dict(wall)
             for fn in paths.values():  # warm-up: traces the tf graph, caches constants
                 fn(waveforms[:batch], sample_rate=args.sample_rate, config=config)
             for _ in range(args.repeats):
                 for path, fn in paths.items():  # interleaved, so drift hits both paths alike
-                    start = time.perf_counter()
+                    start, start_cpu = time.perf_counter(), time.process_time()
                     for i in range(0, args.windows, batch):
                         fn(waveforms[i : i + batch], sample_rate=args.sample_rate, config=config)
-                    best[path] = min(best[path], time.perf_counter() - start)
+                    wall[path] = min(wall[path], time.perf_counter() - start)
+                    cpu[path] = min(cpu[path], time.process_time() - start_cpu)
             row = {"setting": args.setting, "features": set_name, "batch": batch}
-            row.update({path: args.windows / seconds for path, seconds in best.items()})
+            row.update({path: args.windows / seconds for path, seconds in wall.items()})
+            row.update({f"{path}_cpu": args.windows / seconds for path, seconds in cpu.items()})
             results.append(row)
     print(json.dumps(results))
+
+
+def _run_setting(setting: str, argv: list[str]) -> list[dict]:
+    """Run the worker(s) of one setting; rows averaged over its concurrent processes."""
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+    for key in SINGLE_THREAD_ENV:
+        env.pop(key, None)
+    if setting == "single":
+        env.update(SINGLE_THREAD_ENV)
+    cmd = [sys.executable, os.path.abspath(__file__), *argv, "--setting", setting]
+    procs = [
+        subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for _ in range(SETTINGS[setting])
+    ]
+    runs = []
+    for proc in procs:
+        stdout, stderr = proc.communicate()
+        if proc.returncode:
+            sys.exit(f"worker {setting} failed:\n{stderr}")
+        runs.append(json.loads(stdout.strip().splitlines()[-1]))
+    rows = runs[0]
+    for row, *others in zip(*runs, strict=True):
+        for path in ("numpy", "tf", "numpy_cpu", "tf_cpu"):
+            row[path] = sum(r[path] for r in (row, *others)) / len(runs)
+    return rows
 
 
 def main() -> None:
@@ -100,22 +131,19 @@ def main() -> None:
     print(
         f"{args.windows} windows x {args.win_len} samples at {args.sample_rate} Hz, "
         f"frames 400/160, fft 512, 64 mel bins, 13 mfccs; best of {args.repeats}; "
-        f"{os.cpu_count()} cores"
+        f"{os.cpu_count()} cores; win/s per process"
     )
-    print(f"{'setting':8} {'features':8} {'batch':>5} {'numpy win/s':>12} {'tf win/s':>9} ratio")
+    print(
+        f"{'':24} {'windows / wall second':^27}   {'windows / CPU second':^27}\n"
+        f"{'setting':8} {'features':8} {'batch':>5}   {'numpy':>8} {'tf':>8} {'ratio':>7}   "
+        f"{'numpy':>8} {'tf':>8} {'ratio':>7}"
+    )
     for setting in args.settings:
-        env = {**os.environ, **SETTINGS[setting], "TF_CPP_MIN_LOG_LEVEL": "3"}
-        for key in SETTINGS["single"]:
-            if key not in SETTINGS[setting]:
-                env.pop(key, None)
-        cmd = [sys.executable, os.path.abspath(__file__), *sys.argv[1:], "--setting", setting]
-        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
-        if proc.returncode:
-            sys.exit(f"worker {setting} failed:\n{proc.stderr}")
-        for row in json.loads(proc.stdout.strip().splitlines()[-1]):
+        for row in _run_setting(setting, sys.argv[1:]):
             print(
-                f"{row['setting']:8} {row['features']:8} {row['batch']:>5} {row['numpy']:>12.0f} "
-                f"{row['tf']:>9.0f} {row['numpy'] / row['tf']:5.2f}"
+                f"{setting:8} {row['features']:8} {row['batch']:>5}   {row['numpy']:>8.0f} "
+                f"{row['tf']:>8.0f} {row['numpy'] / row['tf']:>7.2f}   {row['numpy_cpu']:>8.0f} "
+                f"{row['tf_cpu']:>8.0f} {row['numpy_cpu'] / row['tf_cpu']:>7.2f}"
             )
 
 

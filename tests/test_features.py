@@ -233,6 +233,7 @@ def test_feature_shapes_values() -> None:
     assert shapes == {"spectrogram": (98, 257), "log_mel": (98, 64), "mfcc": (98, 13)}
     only = FeatureConfig(names=["log_mel"], frame_length=400, frame_step=400)  # list -> tuple
     assert only.names == ("log_mel",) and hash(only)
+    assert FeatureConfig(names="mfcc").names == ("mfcc",)
     assert features.feature_shapes(only, win_len=1600, sample_rate=SR) == {"log_mel": (4, 64)}
     assert (
         features.compute_features(_waveforms(3, 1600, SR), sample_rate=SR, config=FeatureConfig())

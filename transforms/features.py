@@ -3,23 +3,27 @@
 Two implementations of the same computation, which agree to float32 rounding (tests check 1e-5):
 
 - `compute_features_numpy`: frames are strided views of the windows
-  (`np.lib.stride_tricks.sliding_window_view`), `scipy.fft.rfft` in float32, one BLAS matmul
-  with the mel matrix and one with a DCT-II matrix; processed in blocks of about
-  `_BLOCK_FRAMES` frames into preallocated buffers, so memory stays bounded for any chunk size.
-  No tensorflow import.
+  (`np.lib.stride_tricks.sliding_window_view`), `scipy.fft.rfft` in float32, BLAS matmuls with
+  the mel matrix and a DCT-II matrix; blocks of ~`_BLOCK_FRAMES` frames through preallocated
+  buffers, so memory stays bounded for any chunk size. No tensorflow import.
 - `compute_features_tf`: `tf.signal.stft` / `tf.signal.mfccs_from_log_mel_spectrograms` in the
   graph of `tf_feature_module` (the exported serving graph: raw audio -> features).
 
-`compute_features`, what the Beam pipeline calls, is the numpy path: it is the faster one with
-one thread (OMP_NUM_THREADS=1 / OPENBLAS_NUM_THREADS=1 / TF intra=inter=1), which is how Beam
-multi-process workers run. `python benchmarks/features_numpy_vs_tf.py`; measured on 2 cores,
-2026-11-21, 2000 windows x 16000 samples at 16 kHz, 400/160/512, 64 mel bins, 13 MFCCs,
-windows/s in calls of 2000 / 256 / 16 windows:
+`compute_features`, what the Beam pipeline calls, is the numpy path: faster in every setting
+measured, in particular with one thread (OMP_NUM_THREADS=OPENBLAS_NUM_THREADS=1, TF intra=inter=1)
+as in a Beam multi-process worker. `python benchmarks/features_numpy_vs_tf.py`, measured on
+2 cores, 2026-11-21: 2000 windows x 16000 samples at 16 kHz, frames 400/160, fft 512, 64 mel
+bins, 13 MFCCs; windows/s (wall clock, per process) in calls of 2000 / 256 / 16 windows:
 
-    single-threaded  log_mel  numpy 5288 / 5346 / 5197   tf 3102 / 3136 / 2839   ratio 1.70-1.83
-                     all 3    numpy 4346 / 4411 / 4371   tf 2373 / 2370 / 2226   ratio 1.83-1.96
-    default threads  log_mel  numpy 5312 / 5338 / 5224   tf 4016 / 3812 / 3226   ratio 1.32-1.62
-                     all 3    numpy 4398 / 4430 / 4346   tf 2825 / 2795 / 2668   ratio 1.56-1.63
+    single thread  log_mel  numpy 5146 / 5266 / 4923   tf 3458 / 3646 / 3541   x1.39-1.49
+                   all 3    numpy 4653 / 4981 / 4917   tf 2483 / 2903 / 3108   x1.58-1.87
+    default        log_mel  numpy 5401 / 5305 / 4993   tf 3037 / 2737 / 2881   x1.73-1.94
+                   all 3    numpy 4829 / 5461 / 4858   tf 2327 / 2800 / 2552   x1.90-2.08
+    2 processes    log_mel  numpy 4556 / 4916 / 4820   tf 2789 / 2620 / 3460   x1.39-1.88
+    (default)      all 3    numpy 4210 / 4420 / 4063   tf 1770 / 2544 / 2491   x1.63-2.38
+
+TF gains nothing from a 2nd core here; the numpy path is single-threaded by design (see
+`_single_thread_matmul`). Ratios per CPU second, also printed, are within 0.3 of these.
 
 The mel matrix is a numpy port of `tf.signal.linear_to_mel_weight_matrix` (HTK mel scale
 mel(f) = 1127 ln(1 + f / 700), triangles in mel space, DC bin zeroed) computed in float64 and
@@ -52,8 +56,8 @@ FEATURE_NAMES = (SPECTROGRAM, LOG_MEL, MFCC)
 # Frames per block of the numpy path: ~10 windows of 98 frames, ~2 MB of FFT buffers that stay in
 # cache (measured: 512..1024 frames ~10% faster than 4096..8192, within noise of each other).
 _BLOCK_FRAMES = 1024
-# Frames per graph call of `compute_features_tf` (~83 windows: tf measured fastest near 64).
-_TF_BLOCK_FRAMES = 8192
+# Frames per graph call of `compute_features_tf` (~42 windows; 2048..8192 measured fastest).
+_TF_BLOCK_FRAMES = 4096
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,7 +65,7 @@ class FeatureConfig:
     """Which features to compute and how (tf.signal parameters; lengths in samples).
 
     Attributes:
-      names: subset of FEATURE_NAMES, in output order (a list is converted to a tuple).
+      names: subset of FEATURE_NAMES, in output order (a list or one str becomes a tuple).
       frame_length: STFT frame length (25 ms at 16 kHz); periodic Hann window of this length.
       frame_step: hop between frames (10 ms at 16 kHz).
       fft_length: rFFT size (>= frame_length; frames are zero-padded at the end).
@@ -82,9 +86,9 @@ class FeatureConfig:
     num_mfccs: int = 13
     log_offset: float = 1e-6
 
-    def __post_init__(self) -> None:
-        if not isinstance(self.names, tuple):
-            object.__setattr__(self, "names", tuple(self.names))
+    def __post_init__(self) -> None:  # hashable (an lru_cache key) even when given a list / str
+        names = (self.names,) if isinstance(self.names, str) else tuple(self.names)
+        object.__setattr__(self, "names", names)
 
     def upper_edge(self, sample_rate: float) -> float:
         """The upper mel edge in Hz for `sample_rate` (upper_edge_hz, or the Nyquist frequency)."""
@@ -286,7 +290,9 @@ def compute_features_numpy(
     need_mel = LOG_MEL in out or MFCC in out
     window = periodic_hann_window(length)
     mel_matrix = _mel_matrix_for(config, sample_rate) if need_mel else None
-    dct = mfcc_dct_matrix(num_mel_bins=config.num_mel_bins, num_mfccs=config.num_mfccs)
+    dct = None
+    if MFCC in out:
+        dct = mfcc_dct_matrix(num_mel_bins=config.num_mel_bins, num_mfccs=config.num_mfccs)
 
     block = min(n, max(1, _BLOCK_FRAMES // num_frames))
     padded = np.zeros((block, num_frames, fft_length), dtype=np.float32)  # tail stays zero
@@ -311,12 +317,37 @@ def compute_features_numpy(
             continue
         log_mel = out[LOG_MEL][start:stop] if LOG_MEL in out else log_mel_buf[:rows]
         log_mel_2d = log_mel.reshape(-1, config.num_mel_bins)  # a view: both are C-contiguous
-        np.matmul(magnitude.reshape(-1, num_bins), mel_matrix, out=log_mel_2d)
+        _single_thread_matmul(magnitude.reshape(-1, num_bins), mel_matrix, out=log_mel_2d)
         log_mel_2d += np.float32(config.log_offset)
         np.log(log_mel_2d, out=log_mel_2d)
         if MFCC in out:
-            np.matmul(log_mel_2d, dct, out=out[MFCC][start:stop].reshape(-1, config.num_mfccs))
+            mfcc_2d = out[MFCC][start:stop].reshape(-1, config.num_mfccs)
+            _single_thread_matmul(log_mel_2d, dct, out=mfcc_2d)
     return out
+
+
+# OpenBLAS (numpy's BLAS; 0.3.31 in numpy 2.4 wheels) runs an x86 GEMM of M*N*K multiply-adds
+# on one thread when M*N*K / 262144 < 2, else on up to every core (older releases and some Arm
+# cores: above 262144 / 125000). Worker processes without OPENBLAS_NUM_THREADS=1 then
+# oversubscribe the cores and its spinning threads starve each other: 2 processes on 2 cores
+# with one big GEMM per block measured 5x slower end to end (~950 vs ~5000 windows/s), 15x
+# with other load on the machine.
+_SINGLE_THREAD_MNK = 2 * 262144 - 1
+
+
+def _single_thread_matmul(a: np.ndarray, b: np.ndarray, *, out: np.ndarray) -> None:
+    """out = a @ b ([m, k] @ [k, n]) as a stack of GEMMs small enough to stay single-threaded.
+
+    Costs ~4% of the numpy path against one big single-threaded GEMM; immune to BLAS threads.
+    """
+    m, (k, n) = a.shape[0], b.shape
+    rows = max(1, _SINGLE_THREAD_MNK // (k * n))
+    rows = rows - rows % 8 if rows >= 8 else rows  # multiples of 8 rows: faster SGEMM kernels
+    split = m - m % rows
+    if split:
+        np.matmul(a[:split].reshape(-1, rows, k), b, out=out[:split].reshape(-1, rows, n))
+    if split < m:
+        np.matmul(a[split:], b, out=out[split:])
 
 
 def compute_features_tf(
