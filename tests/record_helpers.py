@@ -26,6 +26,16 @@ def record(input_pattern: str, output_dir: Path, *extra: str) -> dict:
     return record_pipeline.run(argv)
 
 
+def cli_error(capsys, *argv: str) -> str:
+    """Runs the record CLI entry point, which must refuse with exit 2 and one `error:` line."""
+    from pipelines import record as record_pipeline
+
+    assert record_pipeline.main(list(argv)) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: "), err
+    return err[0]
+
+
 def load_manifest(output_dir: Path) -> dict:
     return json.loads((Path(output_dir) / "manifest.json").read_text())
 

@@ -8,17 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from pipelines import record
-from tests.record_helpers import SAMPLE_DIR
+from tests.record_helpers import SAMPLE_DIR, cli_error
 
 SAMPLE = str(SAMPLE_DIR / "*.wav")
-
-
-def _fails(capsys, *argv: str) -> str:
-    assert record.main(list(argv)) == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith("error: "), err
-    return err[0]
 
 
 @pytest.mark.parametrize(
@@ -35,13 +27,13 @@ def _fails(capsys, *argv: str) -> str:
     ],
 )
 def test_bad_arguments(capsys, tmp_path, extra, message):
-    line = _fails(capsys, "--input_pattern", SAMPLE, "--output_dir", str(tmp_path / "o"), *extra)
+    line = cli_error(capsys, "--input_pattern", SAMPLE, "--output_dir", str(tmp_path / "o"), *extra)
     assert message in line
     assert not (tmp_path / "o").exists()  # nothing was written
 
 
 def test_empty_match(capsys, tmp_path):
-    line = _fails(
+    line = cli_error(
         capsys,
         "--input_pattern",
         str(tmp_path / "none" / "*.wav"),
@@ -54,9 +46,9 @@ def test_empty_match(capsys, tmp_path):
 def test_existing_output_needs_overwrite_and_foreign_dirs_are_never_replaced(capsys, tmp_path):
     (tmp_path / "o").mkdir()
     (tmp_path / "o" / "thesis.tex").write_text("precious")
-    line = _fails(capsys, "--input_pattern", SAMPLE, "--output_dir", str(tmp_path / "o"))
+    line = cli_error(capsys, "--input_pattern", SAMPLE, "--output_dir", str(tmp_path / "o"))
     assert "exists; pass --overwrite" in line
-    line = _fails(
+    line = cli_error(
         capsys, "--input_pattern", SAMPLE, "--output_dir", str(tmp_path / "o"), "--overwrite"
     )
     assert "not an audiorecords dataset" in line

@@ -16,17 +16,10 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 from pipelines import record
 from pipelines.plan import UsageError, plan_record
-from tests.record_helpers import SAMPLE_DIR
+from tests.record_helpers import SAMPLE_DIR, cli_error
 from tests.test_reliability_support import NASTY_FILES, reference_run
 
 SAMPLE = str(SAMPLE_DIR / "*.wav")
-
-
-def _refused(capsys, *argv: str) -> str:
-    assert record.main(list(argv)) == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith("error: "), err
-    return err[0]
 
 
 @pytest.mark.parametrize(
@@ -34,7 +27,7 @@ def _refused(capsys, *argv: str) -> str:
 )
 def test_dataset_name_that_could_leave_the_output_dir_is_rejected_up_front(capsys, tmp_path, name):
     out = tmp_path / "nested" / "out"
-    line = _refused(
+    line = cli_error(
         capsys, "--input_pattern", SAMPLE, "--output_dir", str(out), "--dataset_name", name
     )
     assert "--dataset_name" in line
@@ -104,7 +97,7 @@ def test_a_foreign_directory_is_never_written_or_deleted(
     before = _tree(tmp_path)
     out = spelling.format(d, name=d.name)
     flags = ["--overwrite"] if overwrite else []
-    line = _refused(capsys, "--input_pattern", SAMPLE, "--output_dir", out, *flags)
+    line = cli_error(capsys, "--input_pattern", SAMPLE, "--output_dir", out, *flags)
     assert ("not an audiorecords dataset" if overwrite else "pass --overwrite") in line
     assert _tree(tmp_path) == before
 
@@ -113,7 +106,7 @@ def test_a_foreign_directory_is_never_written_or_deleted(
 def test_an_existing_file_is_never_replaced(capsys, tmp_path, overwrite):
     victim = tmp_path / "thesis.tex"
     victim.write_text("precious")
-    line = _refused(capsys, "--input_pattern", SAMPLE, "--output_dir", str(victim), *overwrite)
+    line = cli_error(capsys, "--input_pattern", SAMPLE, "--output_dir", str(victim), *overwrite)
     assert str(victim) in line
     assert victim.read_text() == "precious"
 
