@@ -130,12 +130,10 @@ class ReadTaskFn(beam.DoFn):
                     self._segment_batches(seg), stage="read", key=seg.file.path
                 ):  # fault injection: tests only
                     shards = _route(batch, seg, seg.row_start + rows, self._sharding)
-                    for shard in np.unique(shards):
-                        part = (
-                            batch
-                            if len(np.unique(shards)) == 1
-                            else batch.filter(pa.array(shards == shard))
-                        )
+                    targets = np.unique(shards)
+                    for shard in targets:
+                        one = len(targets) == 1
+                        part = batch if one else batch.filter(pa.array(shards == shard))
                         parts.write(seg.file.split, int(shard), part)
                     if samples < _SAMPLE_ROWS:
                         samples += 1

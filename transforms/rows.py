@@ -173,7 +173,8 @@ def file_rows(
         yield np.repeat(starts, channels)[lo:hi], channel[lo:hi], signal[lo:hi]
 
 
-def _list_column(values: np.ndarray, per_row: int, value_type: pa.DataType) -> pa.ListArray:
+def list_column(values: np.ndarray, per_row: int, value_type: pa.DataType) -> pa.ListArray:
+    """Flat `values` -> a list<value_type> column of `per_row` values per row."""
     rows = len(values) // per_row if per_row else 0
     offsets = pa.array(np.arange(rows + 1, dtype=np.int32) * per_row, pa.int32())
     return pa.ListArray.from_arrays(offsets, pa.array(values, value_type))
@@ -209,19 +210,19 @@ def rows_to_batch(
     k = len(starts)
     rate = output_rate(f.info, config)
     columns = {
-        fmt.CLASS_KEY: _list_column(np.full(k, f.label.encode(), dtype=object), 1, pa.binary()),
-        fmt.FILEPATH_KEY: _list_column(np.full(k, f.path.encode(), dtype=object), 1, pa.binary()),
-        fmt.INDEX_KEY: _list_column(np.full(k, f.index, np.int64), 1, pa.int64()),
-        fmt.WIN_START_KEY: _list_column(starts.astype(np.int64), 1, pa.int64()),
-        fmt.SAMPLE_RATE_KEY: _list_column(np.full(k, rate, np.int64), 1, pa.int64()),
-        fmt.CHANNEL_KEY: _list_column(channels.astype(np.int64), 1, pa.int64()),
+        fmt.CLASS_KEY: list_column(np.full(k, f.label.encode(), dtype=object), 1, pa.binary()),
+        fmt.FILEPATH_KEY: list_column(np.full(k, f.path.encode(), dtype=object), 1, pa.binary()),
+        fmt.INDEX_KEY: list_column(np.full(k, f.index, np.int64), 1, pa.int64()),
+        fmt.WIN_START_KEY: list_column(starts.astype(np.int64), 1, pa.int64()),
+        fmt.SAMPLE_RATE_KEY: list_column(np.full(k, rate, np.int64), 1, pa.int64()),
+        fmt.CHANNEL_KEY: list_column(channels.astype(np.int64), 1, pa.int64()),
         fmt.SIGNAL_KEY: _bytes_rows(signal),
     }
     if config.features.names:
         waveforms = signal.astype(np.float32) / np.float32(f.info.full_scale)
         computed = feats.compute_features(waveforms, sample_rate=rate, config=config.features)
         for name, shape in config.layout.feature_shapes.items():
-            columns[name] = _list_column(
+            columns[name] = list_column(
                 computed[name].reshape(-1), int(np.prod(shape)), pa.float32()
             )
     schema = config.layout.arrow_schema()

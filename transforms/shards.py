@@ -24,6 +24,7 @@ from replay import format as fmt
 from transforms import faults
 from transforms.preprocessing import RecordLayout
 from transforms.progress import ProgressFile
+from transforms.rows import list_column
 
 TARGET_SHARD_BYTES = 128 << 20  # 128 MiB per shard when --num_shards is not given
 MAX_AUTO_SHARDS = 4096
@@ -89,20 +90,14 @@ class _Transform:
         out = self._loaded.transform_fn(inputs)
         arrays, names = list(batch.columns), list(batch.schema.names)
         for key in (fmt.TARGET_KEY, fmt.NUM_CLASSES_KEY):
-            arrays.append(_list(out[key].numpy().reshape(-1).astype(np.int64), 1, pa.int64()))
+            arrays.append(list_column(out[key].numpy().reshape(-1).astype(np.int64), 1, pa.int64()))
             names.append(key)
         if self._layout.normalize:
             for name, shape in self._layout.feature_shapes.items():
                 norm = out[name + fmt.NORMALIZED_SUFFIX].numpy().reshape(-1)
-                arrays.append(_list(norm, int(np.prod(shape)), pa.float32()))
+                arrays.append(list_column(norm, int(np.prod(shape)), pa.float32()))
                 names.append(name + fmt.NORMALIZED_SUFFIX)
         return pa.RecordBatch.from_arrays(arrays, names=names)
-
-
-def _list(values: np.ndarray, per_row: int, value_type: pa.DataType) -> pa.ListArray:
-    rows = len(values) // per_row
-    offsets = pa.array(np.arange(rows + 1, dtype=np.int32) * per_row, pa.int32())
-    return pa.ListArray.from_arrays(offsets, pa.array(values, value_type))
 
 
 class WriteShardFn(beam.DoFn):
