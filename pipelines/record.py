@@ -18,8 +18,11 @@ Stages (each a Beam step with its own counters), planned in `pipelines.plan`:
 
 from __future__ import annotations
 
+import atexit
+import dataclasses
 import functools
 import logging
+import os
 import sys
 import time
 
@@ -159,7 +162,7 @@ def build_pipeline(p: beam.Pipeline, plan: RecordPlan) -> None:
         | "GroupByShard" >> beam.GroupByKey()
         | "WriteShards"
         >> beam.ParDo(
-            shards.WriteShardFn(spec, layout),
+            shards.WriteShardFn(spec, layout, compute_threads=plan.read.compute_threads),
             beam.pvalue.AsSingleton(compression),
             num_shards,
             beam.pvalue.AsList(errors),
@@ -228,6 +231,8 @@ def run(argv: list[str] | None = None, *, shard_func=None) -> dict:
         runners.configure(options, input_bytes=plan.input_bytes, argv=argv)
     except runners.RunnerError as e:
         raise UsageError(str(e)) from e
+    threads = runners.compute_threads(options)
+    plan = dataclasses.replace(plan, read=dataclasses.replace(plan.read, compute_threads=threads))
     if runners.translation_only(options):  # Dataflow template: write the job description only
         p = beam.Pipeline(options=options)
         build_pipeline(p, plan)
@@ -308,5 +313,20 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def exit_now(code: int) -> None:
+    """Ends the command without the interpreter's teardown (the job is done and closed).
+
+    With TensorFlow, Beam and TFT loaded, tearing down modules and C++ libraries costs 1-2 s of
+    CPU after the last file is closed (measured: ``import tensorflow_transform.beam`` then a
+    normal exit vs `exit_now`, 8.5 vs 6.7 s, 2026-11-21). atexit handlers still run (Beam stops
+    the job servers it started there); buffered output is flushed.
+    """
+    atexit._run_exitfuncs()  # CPython's own at-exit step, kept; only the teardown is skipped
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_now(main())

@@ -29,6 +29,7 @@ __all__ = [
     "Engine",
     "RunnerError",
     "check",
+    "compute_threads",
     "configure",
     "engine_for",
     "runner_name",
@@ -177,6 +178,17 @@ def configure(options: PipelineOptions, *, input_bytes: int, argv: list[str]) ->
     if engine.name != "DirectRunner":
         options.view_as(_Standard).runner = engine.beam_runner
     return options
+
+
+def compute_threads(options: PipelineOptions) -> int:
+    """Threads a worker process may use for features (after `configure`).
+
+    The DirectRunner's share of this machine's cores (`direct.compute_threads`); 1 elsewhere:
+    Flink, Spark and Dataflow run one SDK worker (or more) per core, each with many DoFn threads.
+    """
+    if runner_name(options) == "DirectRunner":
+        return direct.compute_threads(options)
+    return 1
 
 
 def translation_only(options: PipelineOptions) -> bool:

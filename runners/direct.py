@@ -69,6 +69,21 @@ def auto_running_mode(input_bytes: int, cores: int) -> str:
     return "in_memory"
 
 
+def compute_threads(options: PipelineOptions) -> int:
+    """Threads one process may use for numeric work (features): its share of the cores.
+
+    In memory one process runs every DoFn, so it gets every core; ``multi_processing`` workers
+    get ``cores // workers`` each; ``multi_threading`` already runs bundles in parallel: 1.
+    """
+    cores = os.cpu_count() or 1
+    direct = options.view_as(DirectOptions)
+    if direct.direct_running_mode == "in_memory":
+        return cores
+    if direct.direct_running_mode == "multi_processing":
+        return max(1, cores // max(1, direct.direct_num_workers or cores))
+    return 1
+
+
 def check(options: PipelineOptions, given: set[str]) -> list[str]:
     """Problems with the DirectRunner flags (static: no I/O)."""
     del given  # Beam's parser already restricts --direct_running_mode to RUNNING_MODES

@@ -16,9 +16,11 @@ stays bounded and worker processes pay off (the runner's data plane never carrie
 
 from __future__ import annotations
 
+import functools
 import logging
 import uuid
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 
 import apache_beam as beam
 import numpy as np
@@ -27,6 +29,7 @@ from apache_beam.io.filesystems import FileSystems
 
 from replay import format as fmt
 from transforms import faults, sharding, wav
+from transforms.prefetch import prefetch
 from transforms.progress import ProgressFile
 from transforms.rows import ReadConfig, file_rows, output_rate, rows_to_batch
 from transforms.sharding import ReadTask, Segment, Sharding
@@ -37,6 +40,7 @@ PARTS_TAG = "parts"
 SAMPLES_TAG = "samples"
 PARTS_DIR = ".tmp/parts"
 _SAMPLE_ROWS = 2  # rows per task kept to decide AUTO compression
+_AHEAD_CHUNKS = 4  # chunks decoded / in the feature pool ahead of the writer (8 MiB each)
 
 
 def part_path(output_dir: str, *, split: str, shard: int, task: int) -> str:
@@ -106,6 +110,36 @@ def _route(batch: pa.RecordBatch, seg: Segment, first_row: int, sh: Sharding) ->
     )
 
 
+class _SegmentStream:
+    """Splits the (segment, batch | None | error) items of `ReadTaskFn._task_batches` by segment."""
+
+    def __init__(self, items: Iterator[tuple[int, object]]):
+        self._items = items
+        self._ended = -1  # the last segment whose end item was consumed
+
+    def batches(self, i: int) -> Iterator[pa.RecordBatch]:
+        """Segment `i`'s batches; raises the error that ended it, if one did."""
+        for seg, item in self._items:
+            if item is None or isinstance(item, Exception):
+                self._ended = seg
+                if isinstance(item, Exception):
+                    raise item
+                return
+            yield item.result() if isinstance(item, Future) else item
+
+    def skip(self, i: int) -> None:
+        """Drops the rest of segment `i` (its consumer failed part-way)."""
+        if self._ended < i:
+            try:
+                for _ in self.batches(i):
+                    pass
+            except Exception:  # noqa: BLE001, S110 - the segment is already reported as failed
+                pass
+
+    def close(self) -> None:
+        self._items.close()
+
+
 class ReadTaskFn(beam.DoFn):
     """ReadTask -> RecordBatches (for TFT analysis) + tagged parts/files/errors/samples."""
 
@@ -117,45 +151,63 @@ class ReadTaskFn(beam.DoFn):
         self._audio_frames = beam.metrics.Metrics.counter("record", "audio_frames")
         self._progress = ProgressFile(output_dir)
 
+    def setup(self) -> None:
+        threads = self._config.compute_threads
+        self._pool = ThreadPoolExecutor(threads, "audiorecords-features") if threads > 1 else None
+
+    def teardown(self) -> None:
+        if getattr(self, "_pool", None) is not None:
+            self._pool.shutdown(cancel_futures=True)
+
     def finish_bundle(self) -> None:
         self._progress.flush()
 
     def process(self, task: ReadTask) -> Iterator:
         parts = _Parts(self._output_dir, task.task_id, self._config.layout.arrow_schema())
         samples = 0
-        for seg in task.segments:
-            rows = 0
-            try:
-                for batch in faults.fail_once(
-                    self._segment_batches(seg), stage="read", key=seg.file.path
-                ):  # fault injection: tests only
-                    shards = _route(batch, seg, seg.row_start + rows, self._sharding)
-                    targets = np.unique(shards)
-                    for shard in targets:
-                        one = len(targets) == 1
-                        part = batch if one else batch.filter(pa.array(shards == shard))
-                        parts.write(seg.file.split, int(shard), part)
-                    if samples < _SAMPLE_ROWS:
-                        samples += 1
-                        yield beam.pvalue.TaggedOutput(SAMPLES_TAG, _sample_bytes(batch))
-                    rows += batch.num_rows
-                    yield batch
-            except Exception as e:  # noqa: BLE001 - a bad file becomes an error entry
-                if self._config.strict or isinstance(e, faults.InjectedFault):
-                    raise
-                reason = (
-                    e.reason if isinstance(e, wav.WavDecodeError) else (f"{type(e).__name__}: {e}")
-                )
-                logging.getLogger("audiorecords").warning("skipping %s: %s", seg.file.path, reason)
-                self._failed.inc()
-                self._progress.add(failed=1)
-                yield beam.pvalue.TaggedOutput(
-                    ERRORS_TAG, {"path": seg.file.path, "reason": reason}
-                )
-                continue
-            yield beam.pvalue.TaggedOutput(FILES_TAG, self._summary(seg, rows))
+        # Decoding runs ahead in a thread, across the task's files, and features in a pool of
+        # `compute_threads`, while this thread routes, writes and analyses earlier chunks.
+        stream = _SegmentStream(prefetch(self._task_batches(task), depth=_AHEAD_CHUNKS))
+        try:
+            for i, seg in enumerate(task.segments):
+                rows = 0
+                try:
+                    for batch in faults.fail_once(
+                        stream.batches(i), stage="read", key=seg.file.path
+                    ):  # fault injection: tests only
+                        shards = _route(batch, seg, seg.row_start + rows, self._sharding)
+                        targets = np.unique(shards)
+                        for shard in targets:
+                            one = len(targets) == 1
+                            part = batch if one else batch.filter(pa.array(shards == shard))
+                            parts.write(seg.file.split, int(shard), part)
+                        if samples < _SAMPLE_ROWS:
+                            samples += 1
+                            yield beam.pvalue.TaggedOutput(SAMPLES_TAG, _sample_bytes(batch))
+                        rows += batch.num_rows
+                        yield batch
+                except Exception as e:  # noqa: BLE001 - a bad file becomes an error entry
+                    if self._config.strict or isinstance(e, faults.InjectedFault):
+                        raise
+                    stream.skip(i)
+                    yield self._error(seg, e)
+                    continue
+                yield beam.pvalue.TaggedOutput(FILES_TAG, self._summary(seg, rows))
+        finally:
+            stream.close()
         for part in parts.commit():
             yield beam.pvalue.TaggedOutput(PARTS_TAG, part)
+
+    def _task_batches(self, task: ReadTask) -> Iterator[tuple[int, object]]:
+        """(segment, RecordBatch or its Future); a segment ends with (i, None) | (i, error)."""
+        for i, seg in enumerate(task.segments):
+            try:
+                for batch in self._segment_batches(seg):
+                    yield i, batch
+            except Exception as e:  # noqa: BLE001 - raised in the consuming thread
+                yield i, e
+                continue
+            yield i, None
 
     def _segment_batches(self, seg: Segment) -> Iterator[pa.RecordBatch]:
         if seg.row_stop <= seg.row_start:
@@ -171,9 +223,23 @@ class ReadTaskFn(beam.DoFn):
                 row_stop=seg.row_stop,
             )
             for starts, channels, signal in chunks:
-                yield rows_to_batch(
-                    f=f, starts=starts, channels=channels, signal=signal, config=self._config
+                job = functools.partial(
+                    rows_to_batch,
+                    f=f,
+                    starts=starts,
+                    channels=channels,
+                    signal=signal,
+                    config=self._config,
                 )
+                pool = getattr(self, "_pool", None)  # None: not set up, or one thread
+                yield job() if pool is None else pool.submit(job)
+
+    def _error(self, seg: Segment, e: Exception) -> beam.pvalue.TaggedOutput:
+        reason = e.reason if isinstance(e, wav.WavDecodeError) else f"{type(e).__name__}: {e}"
+        logging.getLogger("audiorecords").warning("skipping %s: %s", seg.file.path, reason)
+        self._failed.inc()
+        self._progress.add(failed=1)
+        return beam.pvalue.TaggedOutput(ERRORS_TAG, {"path": seg.file.path, "reason": reason})
 
     def _summary(self, seg: Segment, rows: int) -> dict:
         f, info = seg.file, seg.file.info

@@ -55,6 +55,7 @@ class ReadConfig:
     sample_rate: int | None = None  # resample every file to this rate (scipy resample_poly)
     strict: bool = False
     signal_dtype: str = "int16"  # resolved at planning ("auto" -> widest over the headers)
+    compute_threads: int = 1  # threads per process for features (set from the runner)
 
 
 def widest_dtype(dtypes) -> str:

@@ -11,9 +11,11 @@ graph (`transform_fn/`, vocabulary and z-score statistics) is applied here with
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import zlib
 from collections.abc import Iterable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 
 import apache_beam as beam
 import numpy as np
@@ -22,6 +24,7 @@ from apache_beam.io.filesystems import FileSystems
 
 from replay import format as fmt
 from transforms import faults
+from transforms.prefetch import prefetch
 from transforms.preprocessing import RecordLayout
 from transforms.progress import ProgressFile
 from transforms.rows import list_column
@@ -34,6 +37,7 @@ COMPRESSION_LEVEL = 1  # zlib level 1: same ratio as level 6 on PCM (0.639 vs 0.
 # writer: ~27 MB/s) and 2.8x the replay time; PCM and float features rarely do better.
 AUTO_MIN_SAVING = 0.5
 AUTO_SAMPLE_SIZE = 64  # examples sampled to decide AUTO compression
+_AHEAD_BATCHES = 4  # part batches read / being encoded ahead of the shard writer
 COMPRESSIONS = ("AUTO", "GZIP", "ZLIB", "NONE")
 
 
@@ -104,17 +108,26 @@ class WriteShardFn(beam.DoFn):
     """((split, shard), [part]) -> one shard file: parts in task order, transformed, encoded.
 
     Rows of files that failed (side input `errors`) are dropped, so a file is either wholly in
-    the dataset or in the error list. The shard is streamed: memory holds one part batch. It is
-    written under a temporary name and renamed, so a retry or a killed worker never leaves a
-    half-written shard under its final name.
+    the dataset or in the error list. The shard is streamed: memory holds a few part batches.
+    It is written under a temporary name and renamed, so a retry or a killed worker never leaves
+    a half-written shard under its final name.
     """
 
-    def __init__(self, spec: ShardSpec, layout: RecordLayout):
-        self._spec, self._layout = spec, layout
+    def __init__(self, spec: ShardSpec, layout: RecordLayout, *, compute_threads: int = 1):
+        self._spec, self._layout, self._threads = spec, layout, compute_threads
         self._bytes = beam.metrics.Metrics.counter("record", "bytes_written")
         self._shards = beam.metrics.Metrics.counter("record", "shards_written")
         self._progress = ProgressFile(spec.output_dir)
         self._transform = None
+        self._pool = None
+
+    def setup(self) -> None:
+        if self._threads > 1:
+            self._pool = ThreadPoolExecutor(self._threads, "audiorecords-encode")
+
+    def teardown(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(cancel_futures=True)
 
     def process(
         self, element, compression: str, num_shards: dict, errors: list, transform_written: list
@@ -140,10 +153,16 @@ class WriteShardFn(beam.DoFn):
         yield info
 
     def _records(self, parts: list[dict], failed: set[bytes]) -> Iterator[bytes]:
-        from tensorflow.core.example import example_pb2
-        from tfx_bsl.coders import example_coder
+        """The shard's serialized Examples, in part order.
 
-        encoder = example_coder.RecordBatchToExamplesEncoder()
+        Part batches are read in a thread and transformed + encoded in the pool (TF ops and
+        the encoder release the GIL) while this thread writes earlier ones
+        (`transforms.prefetch`); memory holds a few part batches.
+        """
+        for encoded in prefetch(self._encoded_batches(parts, failed), depth=_AHEAD_BATCHES):
+            yield from encoded.result() if isinstance(encoded, Future) else encoded
+
+    def _encoded_batches(self, parts: list[dict], failed: set[bytes]) -> Iterator:
         for part in parts:
             with FileSystems.open(part["path"], compression_type="uncompressed") as fh:
                 for batch in pa.ipc.open_stream(fh):
@@ -153,12 +172,21 @@ class WriteShardFn(beam.DoFn):
                         batch = batch.filter(pa.array(keep))
                     if batch.num_rows == 0:
                         continue
-                    # The C++ encoder writes the feature map in hash order, which varies
-                    # between processes; deterministic re-serialisation sorts the keys.
-                    for e in encoder.encode(self._transform(batch)):
-                        yield example_pb2.Example.FromString(e).SerializeToString(
-                            deterministic=True
-                        )
+                    job = functools.partial(self._encode, batch)
+                    yield job() if self._pool is None else self._pool.submit(job)
+
+    def _encode(self, batch: pa.RecordBatch) -> list[bytes]:
+        """Raw batch -> transformed -> serialized Examples (deterministic: sorted feature map)."""
+        from tensorflow.core.example import example_pb2
+        from tfx_bsl.coders import example_coder
+
+        encoder = example_coder.RecordBatchToExamplesEncoder()
+        # The C++ encoder writes the feature map in hash order, which varies between
+        # processes; deterministic re-serialisation sorts the keys.
+        return [
+            example_pb2.Example.FromString(e).SerializeToString(deterministic=True)
+            for e in encoder.encode(self._transform(batch))
+        ]
 
 
 def write_shard(
