@@ -45,6 +45,10 @@ from replay.parsing import batch_parser
 AUTOTUNE = tf.data.AUTOTUNE
 PARSE_BATCH = 64  # records decoded per tf.io.parse_example call
 READ_BUFFER_BYTES = 256 * 1024  # TFRecordDataset read buffer per open shard (TF's default)
+# Shards read at once by the default reader (TFDS's default interleave_cycle_length). With one per
+# core, the last shards of an epoch were read by fewer threads than cores: on 2 cores and 3
+# shards, 16 gave 1.18x the windows/s of 2 (benchmarks/RESULTS.md).
+CYCLE_LENGTH = 16
 
 ReaderFunc = Callable[[tf.data.Dataset], tf.data.Dataset]
 
@@ -61,7 +65,7 @@ def default_reader_func(
 
     Args:
       datasets: a Dataset of per-shard Datasets (the `reader_func` argument).
-      cycle_length: shards read at once (default: the number of CPU cores).
+      cycle_length: shards read at once (default `CYCLE_LENGTH`, 16).
       block_length: consecutive elements taken from one shard before moving on.
       num_parallel_calls: interleave parallelism (AUTOTUNE by default).
       deterministic: whether the output order is deterministic (None: tf.data's option).
@@ -71,7 +75,7 @@ def default_reader_func(
     """
     return datasets.interleave(
         lambda shard: shard,
-        cycle_length=cycle_length or os.cpu_count() or 1,
+        cycle_length=cycle_length or CYCLE_LENGTH,
         block_length=block_length,
         num_parallel_calls=num_parallel_calls,
         deterministic=deterministic,
@@ -136,7 +140,7 @@ def replay_dataset(
       seed: seed of the shard and `shuffle_buffer` shuffles; with a seed the order is the same
         from run to run (and `deterministic` defaults to True).
       reshuffle_each_iteration: a new shuffle order each epoch.
-      cycle_length: default reader: shards read at once (default: CPU cores).
+      cycle_length: default reader: shards read at once (default 16).
       block_length: default reader: consecutive elements from one shard.
       num_parallel_reads: default reader: interleave parallelism.
       shuffle_buffer: element shuffle buffer size after reading (0: no shuffle).
