@@ -131,6 +131,10 @@ def report(rows: list[dict], audio: dict[int, float]) -> str:
             lines.append(
                 f"{variant} / faster of (a),(b) [{f['system']}]: {ratio:.2f}x (target 1.2)"
             )
+    for scale in sorted(audio)[1:]:
+        r, a = best(rows, "ours", scale), best(rows, "tfdata", scale)
+        if r and a:
+            lines.append(f"ours / tfdata at {scale}x: {a['seconds'] / r['seconds']:.2f}x")
     ours = best(rows, "ours", min(audio))
     for scale in sorted(audio)[1:]:
         r = best(rows, "ours", scale)
@@ -152,6 +156,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--systems", default="ours,tfdata,save,limit", help="systems run at 1x (others: ours)"
     )
+    parser.add_argument(
+        "--every_scale", default="", help="systems also run at every other scale (e.g. tfdata)"
+    )
     parser.add_argument("--dir", default=DEFAULT_DIR, help="corpus and output cache dir")
     parser.add_argument("--ours_args", default="", help="extra flags for pipelines.record")
     parser.add_argument("--json", default=None, help="append the rows to this JSON file")
@@ -165,7 +172,9 @@ def main(argv: list[str] | None = None) -> None:
         print(f"corpus {s}x: {dirs[s]} {st}", flush=True)
     plan = []
     for s in scales:
-        plan += [(sys_, s) for sys_ in (args.systems.split(",") if s == scales[0] else ["ours"])]
+        others = args.every_scale.split(",")
+        names = args.systems.split(",") if s == scales[0] else ["ours", *others]
+        plan += [(name, s) for name in names if name]
     rows = []
     for rep in range(args.repeats):
         order = plan[rep % len(plan) :] + plan[: rep % len(plan)]
