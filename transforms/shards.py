@@ -156,8 +156,9 @@ class WriteShardFn(beam.DoFn):
         """The shard's serialized Examples, in part order.
 
         Part batches are read in a thread and transformed + encoded in the pool (TF ops and
-        the encoder release the GIL) while this thread writes earlier ones
-        (`transforms.prefetch`); memory holds a few part batches.
+        the record writer release the GIL; the encoder and re-serialisation mostly hold it,
+        which bounds the gain: 1.65 -> 1.42 s on the 60-min corpus) while this thread writes
+        earlier ones (`transforms.prefetch`); memory holds a few part batches.
         """
         for encoded in prefetch(self._encoded_batches(parts, failed), depth=_AHEAD_BATCHES):
             yield from encoded.result() if isinstance(encoded, Future) else encoded
