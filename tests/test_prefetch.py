@@ -11,7 +11,7 @@ import pytest
 from pipelines import record_dataset
 from tests.record_helpers import SAMPLE_DIR, load_manifest, read_records
 from transforms import rows
-from transforms.prefetch import prefetch
+from transforms.prefetch import ComputePool, prefetch
 
 
 def test_items_arrive_in_order_from_another_thread():
@@ -77,6 +77,20 @@ def test_the_producer_runs_ahead_of_a_slow_consumer():
 def test_depth_must_be_positive():
     with pytest.raises(ValueError, match="depth must be >= 1"):
         next(prefetch([1], depth=0))
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_compute_pool_gives_futures_in_threads_or_in_place(threads):
+    pool = ComputePool(threads, name="test-pool")
+    try:
+        where = pool.submit(lambda: threading.current_thread().name).result()
+        assert where.startswith("test-pool") if threads > 1 else where == "MainThread"
+        assert pool.submit(lambda x: x * 2, x=21).result() == 42
+        failed = pool.submit(lambda: 1 / 0)  # the error waits for result(), in both modes
+        with pytest.raises(ZeroDivisionError):
+            failed.result()
+    finally:
+        pool.shutdown()
 
 
 @pytest.mark.slow

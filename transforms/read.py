@@ -16,11 +16,9 @@ stays bounded and worker processes pay off (the runner's data plane never carrie
 
 from __future__ import annotations
 
-import functools
 import logging
 import uuid
 from collections.abc import Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
 
 import apache_beam as beam
 import numpy as np
@@ -29,7 +27,7 @@ from apache_beam.io.filesystems import FileSystems
 
 from replay import format as fmt
 from transforms import faults, sharding, wav
-from transforms.prefetch import prefetch
+from transforms.prefetch import ComputePool, prefetch
 from transforms.progress import ProgressFile
 from transforms.rows import ReadConfig, file_rows, output_rate, rows_to_batch
 from transforms.sharding import ReadTask, Segment, Sharding
@@ -125,7 +123,7 @@ class _SegmentStream:
                 if isinstance(item, Exception):
                     raise item
                 return
-            yield item.result() if isinstance(item, Future) else item
+            yield item.result()
 
     def skip(self, i: int) -> None:
         """Drops the rest of segment `i` (its consumer failed part-way)."""
@@ -152,12 +150,10 @@ class ReadTaskFn(beam.DoFn):
         self._progress = ProgressFile(output_dir)
 
     def setup(self) -> None:
-        threads = self._config.compute_threads
-        self._pool = ThreadPoolExecutor(threads, "audiorecords-features") if threads > 1 else None
+        self._pool = ComputePool(self._config.compute_threads, name="audiorecords-features")
 
     def teardown(self) -> None:
-        if getattr(self, "_pool", None) is not None:
-            self._pool.shutdown(cancel_futures=True)
+        self._pool.shutdown()
 
     def finish_bundle(self) -> None:
         self._progress.flush()
@@ -199,7 +195,7 @@ class ReadTaskFn(beam.DoFn):
             yield beam.pvalue.TaggedOutput(PARTS_TAG, part)
 
     def _task_batches(self, task: ReadTask) -> Iterator[tuple[int, object]]:
-        """(segment, RecordBatch or its Future); a segment ends with (i, None) | (i, error)."""
+        """(segment, Future of a RecordBatch); a segment ends with (i, None) | (i, error)."""
         for i, seg in enumerate(task.segments):
             try:
                 for batch in self._segment_batches(seg):
@@ -223,7 +219,7 @@ class ReadTaskFn(beam.DoFn):
                 row_stop=seg.row_stop,
             )
             for starts, channels, signal in chunks:
-                job = functools.partial(
+                yield self._pool.submit(
                     rows_to_batch,
                     f=f,
                     starts=starts,
@@ -231,8 +227,6 @@ class ReadTaskFn(beam.DoFn):
                     signal=signal,
                     config=self._config,
                 )
-                pool = getattr(self, "_pool", None)  # None: not set up, or one thread
-                yield job() if pool is None else pool.submit(job)
 
     def _error(self, seg: Segment, e: Exception) -> beam.pvalue.TaggedOutput:
         reason = e.reason if isinstance(e, wav.WavDecodeError) else f"{type(e).__name__}: {e}"

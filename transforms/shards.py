@@ -11,11 +11,9 @@ graph (`transform_fn/`, vocabulary and z-score statistics) is applied here with
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
 import zlib
 from collections.abc import Iterable, Iterator, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
 
 import apache_beam as beam
 import numpy as np
@@ -24,7 +22,7 @@ from apache_beam.io.filesystems import FileSystems
 
 from replay import format as fmt
 from transforms import faults
-from transforms.prefetch import prefetch
+from transforms.prefetch import ComputePool, prefetch
 from transforms.preprocessing import RecordLayout
 from transforms.progress import ProgressFile
 from transforms.rows import list_column
@@ -119,15 +117,12 @@ class WriteShardFn(beam.DoFn):
         self._shards = beam.metrics.Metrics.counter("record", "shards_written")
         self._progress = ProgressFile(spec.output_dir)
         self._transform = None
-        self._pool = None
 
     def setup(self) -> None:
-        if self._threads > 1:
-            self._pool = ThreadPoolExecutor(self._threads, "audiorecords-encode")
+        self._pool = ComputePool(self._threads, name="audiorecords-encode")
 
     def teardown(self) -> None:
-        if self._pool is not None:
-            self._pool.shutdown(cancel_futures=True)
+        self._pool.shutdown()
 
     def process(
         self, element, compression: str, num_shards: dict, errors: list, transform_written: list
@@ -161,7 +156,7 @@ class WriteShardFn(beam.DoFn):
         earlier ones (`transforms.prefetch`); memory holds a few part batches.
         """
         for encoded in prefetch(self._encoded_batches(parts, failed), depth=_AHEAD_BATCHES):
-            yield from encoded.result() if isinstance(encoded, Future) else encoded
+            yield from encoded.result()
 
     def _encoded_batches(self, parts: list[dict], failed: set[bytes]) -> Iterator:
         for part in parts:
@@ -173,8 +168,7 @@ class WriteShardFn(beam.DoFn):
                         batch = batch.filter(pa.array(keep))
                     if batch.num_rows == 0:
                         continue
-                    job = functools.partial(self._encode, batch)
-                    yield job() if self._pool is None else self._pool.submit(job)
+                    yield self._pool.submit(self._encode, batch=batch)
 
     def _encode(self, batch: pa.RecordBatch) -> list[bytes]:
         """Raw batch -> transformed -> serialized Examples (deterministic: sorted feature map)."""
