@@ -1,7 +1,9 @@
-"""Invalid arguments stop the record job before any work, with one clear line (exit code 2)."""
+"""The record command line: invalid arguments stop the job before any work, with one clear line
+(exit code 2); the command loads one Keras (TFT's), not two."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -75,3 +77,27 @@ def test_command_line_entry_point_prints_one_line(tmp_path):
     )
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines()[-1] == "error: --win_len must be > 0, got -5"
+
+
+@pytest.mark.slow
+def test_command_loads_only_the_keras_tft_uses(tmp_path):
+    script = (
+        "import sys\n"
+        "from pipelines import record\n"
+        "record.load_one_keras()\n"
+        f"assert record.main(['--input_pattern', {SAMPLE!r}, '--output_dir', {str(tmp_path)!r},"
+        " '--win_len', '16000']) == 0\n"
+        "print(sorted(m for m in ('keras', 'tf_keras', 'matplotlib') if m in sys.modules))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "TF_USE_LEGACY_KERAS"}
+    proc = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        cwd=Path(__file__).resolve().parents[1],
+        env=env,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip().splitlines()[-1] == "['tf_keras']"
+    assert (tmp_path / "manifest.json").exists()
