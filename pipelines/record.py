@@ -121,7 +121,7 @@ def build_pipeline(p: beam.Pipeline, plan: RecordPlan) -> None:
     layout = plan.read.layout
     read_out = (
         p
-        | "ListTasks" >> beam.Create(plan.tasks)
+        | "ListTasks" >> beam.Create(plan.tasks, reshuffle=False)  # one reshuffle is enough
         | "SpreadTasks" >> beam.Reshuffle()
         | "ReadWindows"
         >> beam.ParDo(

@@ -35,7 +35,8 @@ COMPRESSION_LEVEL = 1  # zlib level 1: same ratio as level 6 on PCM (0.639 vs 0.
 # writer: ~27 MB/s) and 2.8x the replay time; PCM and float features rarely do better.
 AUTO_MIN_SAVING = 0.5
 AUTO_SAMPLE_SIZE = 64  # examples sampled to decide AUTO compression
-_AHEAD_BATCHES = 4  # part batches read / being encoded ahead of the shard writer
+_AHEAD_BATCHES = 4  # encode batches read / being encoded ahead of the shard writer
+_ENCODE_ROWS = 64  # part batches (a read chunk split over shards) are joined up to this size
 COMPRESSIONS = ("AUTO", "GZIP", "ZLIB", "NONE")
 
 
@@ -159,6 +160,17 @@ class WriteShardFn(beam.DoFn):
             yield from encoded.result()
 
     def _encoded_batches(self, parts: list[dict], failed: set[bytes]) -> Iterator:
+        pending: list[pa.RecordBatch] = []
+        for batch in self._kept_batches(parts, failed):
+            pending.append(batch)
+            if sum(b.num_rows for b in pending) >= _ENCODE_ROWS:
+                yield self._pool.submit(self._encode, batch=_concat(pending))
+                pending = []
+        if pending:
+            yield self._pool.submit(self._encode, batch=_concat(pending))
+
+    def _kept_batches(self, parts: list[dict], failed: set[bytes]) -> Iterator[pa.RecordBatch]:
+        """The parts' batches in order, without the rows of failed files."""
         for part in parts:
             with FileSystems.open(part["path"], compression_type="uncompressed") as fh:
                 for batch in pa.ipc.open_stream(fh):
@@ -166,9 +178,8 @@ class WriteShardFn(beam.DoFn):
                         paths = batch.column(batch.schema.get_field_index(fmt.FILEPATH_KEY))
                         keep = ~np.isin(paths.flatten().to_numpy(False), list(failed))
                         batch = batch.filter(pa.array(keep))
-                    if batch.num_rows == 0:
-                        continue
-                    yield self._pool.submit(self._encode, batch=batch)
+                    if batch.num_rows:
+                        yield batch
 
     def _encode(self, batch: pa.RecordBatch) -> list[bytes]:
         """Raw batch -> transformed -> serialized Examples (deterministic: sorted feature map)."""
@@ -182,6 +193,12 @@ class WriteShardFn(beam.DoFn):
             example_pb2.Example.FromString(e).SerializeToString(deterministic=True)
             for e in encoder.encode(self._transform(batch))
         ]
+
+
+def _concat(batches: list[pa.RecordBatch]) -> pa.RecordBatch:
+    if len(batches) == 1:
+        return batches[0]
+    return pa.Table.from_batches(batches).combine_chunks().to_batches()[0]
 
 
 def write_shard(
