@@ -78,8 +78,9 @@ def _kind(name: str, value_type: pa.DataType) -> str:
 Pieces = list  # bytes-like pieces of one serialized message, joined once per record
 
 
-def _feature(kind: str, listed: Pieces, listed_len: int) -> tuple[Pieces, int]:
-    """A ``Feature`` whose `kind` list message is `listed` (`listed_len` bytes)."""
+def _feature(kind: str, listed: Pieces) -> tuple[Pieces, int]:
+    """A ``Feature`` whose `kind` list message is `listed`, as (pieces, length)."""
+    listed_len = sum(len(x) for x in listed)
     head = _header(_KIND[kind], listed_len)
     return [head, *listed], len(head) + listed_len
 
@@ -103,20 +104,20 @@ def _column_features(name: str, column: pa.Array) -> list[tuple[Pieces, int]]:
             listed: Pieces = []
             for start, end in zip(ends[lo:hi], ends[lo + 1 : hi + 1], strict=True):
                 listed += [_header(1, end - start), data[start:end]]
-            rows.append(_feature(kind, listed, sum(len(x) for x in listed)))
+            rows.append(_feature(kind, listed))
     elif kind == "float":
         data = memoryview(np.ascontiguousarray(values.to_numpy(zero_copy_only=False), "<f4"))
         data = data.cast("B")
         for lo, hi in bounds:
             n = (hi - lo) * 4
             listed = [_header(1, n), data[lo * 4 : hi * 4]] if n else []
-            rows.append(_feature(kind, listed, n + len(listed[0]) if n else 0))
+            rows.append(_feature(kind, listed))
     else:
         items = values.to_numpy(zero_copy_only=False).astype(np.int64, copy=False).tolist()
         for lo, hi in bounds:
             varints = b"".join(_varint(v) for v in items[lo:hi])
             listed = [_header(1, len(varints)) + varints] if varints else []
-            rows.append(_feature(kind, listed, len(listed[0]) if varints else 0))
+            rows.append(_feature(kind, listed))
     return rows
 
 
