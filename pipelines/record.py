@@ -32,6 +32,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 import runners
 from pipelines.plan import RUN_MARKER, RecordPlan, UsageError, plan_record
 from replay import format as fmt
+from runners.options import JobOptions
 from transforms import manifest, read, rows, sharding, shards
 from transforms.preprocessing import preprocessing_fn
 from transforms.progress import ProgressReporter
@@ -224,7 +225,7 @@ def run(argv: list[str] | None = None, *, shard_func=None) -> dict:
       UsageError: invalid arguments or inputs (before any work).
     """
     argv = list(sys.argv[1:] if argv is None else argv)
-    options = PipelineOptions(argv)
+    options = JobOptions(argv)  # PipelineOptions(argv) with each view built once
     opts = options.view_as(RecordOptions)
     plan = plan_record(opts, shard_func=shard_func)
     try:
