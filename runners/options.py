@@ -5,9 +5,9 @@ command line on every call (~0.45 ms). Beam 2.77 calls it on the pipeline's opti
 thousand times for one record job, mostly for TFT's ~250 transforms: per applied transform
 (`Pipeline._apply_internal`, `_infer_result_type`) and per type-consistency check
 (`typehints.is_consistent_with` asks for `TypeOptions` every time). Measured on the 60-minute
-benchmark corpus (2 cores): 1,018 option parses -> 20, and 1.2-2.0 s less CPU per run
-(benchmarks/RESULTS.md, Update 4). Beam has no switch for this, so this subclass keeps the
-views it has built.
+benchmark corpus (2 cores): 1,018 option parses -> 20, and ~1 s less CPU and wall time per run
+(12.1 -> 11.1 s mean of 4 interleaved CLI pairs; benchmarks/RESULTS.md, Update 4). Beam has
+no switch for this, so this subclass keeps the views it has built.
 
 A cached view is exactly what `view_as` documents: views hold no values of their own, they
 read and write the options' shared value store (`_all_options`), so a value set through any
