@@ -115,8 +115,8 @@ class _SegmentStream:
         self._items = items
         self._ended = -1  # the last segment whose end item was consumed
 
-    def batches(self, i: int) -> Iterator[pa.RecordBatch]:
-        """Segment `i`'s batches; raises the error that ended it, if one did."""
+    def batches(self) -> Iterator[pa.RecordBatch]:
+        """The next segment's batches; raises the error that ended it, if one did."""
         for seg, item in self._items:
             if item is None or isinstance(item, Exception):
                 self._ended = seg
@@ -129,7 +129,7 @@ class _SegmentStream:
         """Drops the rest of segment `i` (its consumer failed part-way)."""
         if self._ended < i:
             try:
-                for _ in self.batches(i):
+                for _ in self.batches():
                     pass
             except Exception:  # noqa: BLE001, S110 - the segment is already reported as failed
                 pass
@@ -169,7 +169,7 @@ class ReadTaskFn(beam.DoFn):
                 rows = 0
                 try:
                     for batch in faults.fail_once(
-                        stream.batches(i), stage="read", key=seg.file.path
+                        stream.batches(), stage="read", key=seg.file.path
                     ):  # fault injection: tests only
                         shards = _route(batch, seg, seg.row_start + rows, self._sharding)
                         targets = np.unique(shards)

@@ -161,11 +161,13 @@ class WriteShardFn(beam.DoFn):
 
     def _encoded_batches(self, parts: list[dict], failed: set[bytes]) -> Iterator:
         pending: list[pa.RecordBatch] = []
+        rows = 0
         for batch in self._kept_batches(parts, failed):
             pending.append(batch)
-            if sum(b.num_rows for b in pending) >= _ENCODE_ROWS:
+            rows += batch.num_rows
+            if rows >= _ENCODE_ROWS:
                 yield self._pool.submit(self._encode, batch=_concat(pending))
-                pending = []
+                pending, rows = [], 0
         if pending:
             yield self._pool.submit(self._encode, batch=_concat(pending))
 
