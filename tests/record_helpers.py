@@ -13,8 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
-SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
-TUG_WAV = SHARED_DATA / "1561971697.731_1561971718.283_24346_tug.wav"
+# A real 24-bit 64 kHz hydrophone recording (5 s excerpt, bytes unchanged): tests/fixtures/audio/.
+TUG_WAV = Path(__file__).resolve().parent / "fixtures" / "audio" / "hydrophone_excerpt_tug.wav"
 SAMPLE_DIR = Path(__file__).resolve().parents[1] / "data" / "sample"
 
 

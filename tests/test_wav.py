@@ -18,10 +18,10 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from tests import wavgen
+from tests.record_helpers import TUG_WAV
 from transforms import wav
 
-TUG = Path(__file__).resolve().parents[2] / "shared" / "data"
-TUG = TUG / "1561971697.731_1561971718.283_24346_tug.wav"
+TUG = TUG_WAV  # the real 24-bit 64 kHz hydrophone excerpt in tests/fixtures/audio/
 
 # The value rule, written out independently of transforms.wav.
 DTYPES = {"PCM_U8": "int16", "PCM_16": "int16", "PCM_24": "int32", "PCM_32": "int32"}
@@ -109,7 +109,6 @@ def test_pcm_and_float_agree_with_scipy(corpus, label):
     np.testing.assert_array_equal(samples, ref.astype(samples.dtype))
 
 
-@pytest.mark.skipif(not TUG.exists(), reason=f"shared sample data not found at {TUG}")
 def test_real_24_bit_recording():
     info, samples = _decode(TUG)
     assert info == wav.WavInfo(64000, 1, 1_315_328, "PCM_24", "int32", 2.0**23)
