@@ -2,9 +2,22 @@
 
 import io
 import logging
-import time
+import threading
+from collections.abc import Callable
 
 from transforms import progress
+
+HANG_GUARD_S = 60  # only ends a hung test; no assertion depends on how long anything took
+
+
+def _wait_for(condition: Callable[[], bool]) -> None:
+    """Returns once `condition()` holds (the reporter thread has done what the test waits for)."""
+    done = threading.Event()
+    for _ in range(HANG_GUARD_S * 100):
+        if condition():
+            return
+        done.wait(0.01)
+    raise AssertionError("the progress thread never produced the expected output")
 
 
 class _Terminal(io.StringIO):
@@ -28,7 +41,7 @@ def test_totals_from_several_workers_and_the_live_line(tmp_path, monkeypatch):
     }
     stream = _Terminal()
     with progress.ProgressReporter(str(tmp_path), total_files=10, stream=stream):
-        time.sleep(0.4)
+        _wait_for(lambda: stream.getvalue().count("\r") >= 2)  # rendered at least twice
     text = stream.getvalue()
     assert "\rfiles 3/10 (1 failed) | 30 windows | 5.0 MB written" in text
     assert text.count("\n") == 1  # one live line, rewritten in place
@@ -37,11 +50,16 @@ def test_totals_from_several_workers_and_the_live_line(tmp_path, monkeypatch):
 def test_off_a_terminal_progress_is_periodic_log_lines(tmp_path, monkeypatch, caplog):
     monkeypatch.setattr(progress, "LOG_SECONDS", 0.1)
     progress.ProgressFile(str(tmp_path)).add(files=1, windows=4)  # first add always flushes
+
+    def lines() -> list[str]:
+        return [r.getMessage() for r in list(caplog.records) if r.getMessage().startswith("prog")]
+
+    stream = io.StringIO()
     with caplog.at_level(logging.INFO, logger="audiorecords"):
-        with progress.ProgressReporter(str(tmp_path), total_files=1, stream=io.StringIO()):
-            time.sleep(0.35)
-    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("progress")]
-    assert 2 <= len(lines) <= 4 and "files 1/1" in lines[0] and "ETA writing" in lines[0]
+        with progress.ProgressReporter(str(tmp_path), total_files=1, stream=stream):
+            _wait_for(lambda: len(lines()) >= 2)  # periodic: a second line follows the first
+    assert "files 1/1" in lines()[0] and "ETA writing" in lines()[0]
+    assert stream.getvalue() == ""  # no live line off a terminal
 
 
 def test_eta_format():

@@ -1,7 +1,8 @@
 """Guarantee 2, atomic output: a record run killed at any point leaves an *incomplete* dataset.
 
 The CLI runs as a subprocess (its own process group) and gets SIGKILL while it reads, while it
-writes shards, and while it finalises (phases detected by watching the output directory). Each
+writes shards, and while it finalises: `tests.pause_points` freezes it (SIGSTOP) at a function
+entry of that phase, so the kill lands there every time, however fast the machine is. Each
 time the directory must be refused by `replay_dataset` / `load_info` / `pipelines.verify` with
 a clear "incomplete" error, never read as a dataset missing shards; re-running the same command
 with ``--overwrite`` then gives exactly the uninterrupted run's dataset. The deletion that
@@ -18,28 +19,36 @@ import pytest
 from pipelines import record, verify
 from pipelines.plan import RUN_MARKER, output_dir_state
 from replay import IncompleteDatasetError, load_info
+from tests.pause_points import PHASES
 from tests.test_reliability_support import (
     assert_same_dataset,
     cli,
     copy_dataset,
-    kill_when,
+    kill,
     record_args,
     reference_run,
+    wait_until_paused,
 )
 
 pytestmark = pytest.mark.slow
 
 
-def _has(directory: Path, pattern: str) -> bool:
-    return any(directory.glob(pattern))
+def _names(directory: Path, pattern: str) -> list[str]:
+    return sorted(str(p.relative_to(directory)) for p in directory.glob(pattern))
 
 
-# phase -> when to kill (the output directory shows the run is in that phase)
-PHASES = {
-    "reading": lambda out: _has(out, ".tmp/progress/*") and not _has(out, "*.tfrecord-*"),
-    "writing shards": lambda out: _has(out, "*.tfrecord-*") or _has(out, ".tmp/*.tfrecord-*"),
-    "finalising": lambda out: (out / "feature_fn").exists(),
-}
+def assert_in_phase(out: Path, phase: str) -> None:
+    """The paused run's output directory is in `phase` (3 shards in these runs)."""
+    shards = _names(out, "*.tfrecord-*")
+    parts = _names(out, ".tmp/parts/**/*.arrow*")
+    if phase == "reading":
+        assert parts and all(".tmp-" in p for p in parts) and not shards, (parts, shards)
+    elif phase == "writing shards":
+        assert len(shards) == 1 and parts, (parts, shards)
+    else:
+        assert len(shards) == 3 and (out / "feature_fn").is_dir(), shards
+        assert (out / "schema.pbtxt").exists()
+    assert not (out / "manifest.json").exists()
 
 
 def assert_refused_as_incomplete(out: Path, capsys) -> None:
@@ -60,13 +69,16 @@ def test_sigkill_in_every_phase_then_overwrite_recovers(tmp_path_factory, capsys
     pattern, labels, reference = reference_run(tmp_path_factory.getbasetemp())
     out = tmp_path_factory.mktemp("killed") / "out"
     args = record_args(pattern, labels, out, "--overwrite")
-    seen = {}
-    for phase, ready in PHASES.items():
-        proc = cli(*args, log=out.parent / f"{phase}.log")
-        waited = kill_when(proc, lambda ready=ready: ready(out))
-        seen[phase] = (round(waited, 1), sorted(p.name for p in out.iterdir()))
+    for phase in PHASES:
+        marker = out.parent / f"{phase}.paused"
+        log = out.parent / f"{phase}.log"
+        proc = cli(phase, str(marker), *args, log=log, module="tests.pause_points")
+        try:
+            wait_until_paused(proc, marker)
+            assert_in_phase(out, phase)
+        finally:
+            kill(proc)
         assert_refused_as_incomplete(out, capsys)
-    assert any("tfrecord" in name for name in seen["finalising"][1]), seen
     record.run(args)  # the same command, uninterrupted this time
     assert_same_dataset(out, reference)
     assert not (out / RUN_MARKER).exists() and not (out / ".tmp").exists()

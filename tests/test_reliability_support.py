@@ -16,7 +16,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 from tests import wavgen
@@ -112,11 +111,11 @@ def assert_same_dataset(got: Path, want: Path) -> None:
     assert (got / "schema.pbtxt").read_bytes() == (want / "schema.pbtxt").read_bytes()
 
 
-def cli(*argv: str, log: Path, env: dict | None = None) -> subprocess.Popen:
-    """Starts ``python -m pipelines.record argv`` in its own process group, output to `log`."""
+def cli(*argv: str, log: Path, env: dict | None = None, module: str = "pipelines.record"):
+    """Starts ``python -m module argv`` in its own process group, output to `log`."""
     with open(log, "wb") as fh:
         return subprocess.Popen(
-            [sys.executable, "-m", "pipelines.record", *argv],
+            [sys.executable, "-m", module, *argv],
             cwd=ROOT,
             stdout=fh,
             stderr=subprocess.STDOUT,
@@ -125,26 +124,32 @@ def cli(*argv: str, log: Path, env: dict | None = None) -> subprocess.Popen:
         )
 
 
-def kill_when(
-    proc: subprocess.Popen, ready: Callable[[], bool], *, timeout: float = RUN_TIMEOUT
-) -> float:
-    """SIGKILLs `proc`'s whole process group as soon as `ready()`; returns seconds waited.
+def wait_until_paused(proc: subprocess.Popen, marker: Path, *, timeout: float = RUN_TIMEOUT):
+    """Waits until `proc` (run by tests.pause_points) wrote `marker` and stopped itself.
 
-    Raises AssertionError if the process ends, or `timeout` passes, before `ready()`.
+    Raises AssertionError if the process ends first. `timeout` only stops a hung test: whether
+    the pause point is reached never depends on it.
     """
     start = time.monotonic()
+    while not (marker.exists() and _stopped(proc.pid)):
+        assert proc.poll() is None, f"run ended (rc={proc.returncode}) before its pause point"
+        assert time.monotonic() - start < timeout, "pause point not reached (test hung?)"
+        time.sleep(0.01)
+
+
+def _stopped(pid: int) -> bool:
+    """Whether process `pid` is stopped (state T in /proc/<pid>/stat)."""
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    return stat[stat.rindex(")") + 2] == "T"
+
+
+def kill(proc: subprocess.Popen) -> None:
+    """SIGKILLs `proc`'s whole process group and reaps it."""
     try:
-        while not ready():
-            assert proc.poll() is None, f"run ended (rc={proc.returncode}) before the kill point"
-            assert time.monotonic() - start < timeout, "kill point not reached in time"
-            time.sleep(0.01)
-    finally:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        proc.wait(timeout=30)
-    return time.monotonic() - start
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait(timeout=30)
 
 
 def copy_dataset(src: Path, dst: Path) -> Path:

@@ -18,7 +18,6 @@ import faulthandler
 import io
 import os
 import struct
-import time
 import tracemalloc
 from pathlib import Path
 
@@ -27,6 +26,7 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
+from tests.counting_io import CountingBytesIO
 from tests.record_helpers import TUG_WAV
 from transforms import wav
 
@@ -34,7 +34,11 @@ TUG = TUG_WAV  # the real 24-bit 64 kHz hydrophone excerpt in tests/fixtures/aud
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "wav"
 EXAMPLES = int(os.environ.get("AUDIORECORDS_FUZZ_EXAMPLES", "150"))
 HANG_SECONDS = 20  # hard bound per example: the watchdog ends the test process after this
-SLOW_SECONDS = 5.0  # soft bound per example (decoding these inputs takes milliseconds)
+# Work bound per operation (read_info, decode, read_blocks), in bytes read: a small multiple of
+# the input (headers are re-read a few times, blocks overlap) plus a fixed slack for libsndfile's
+# own header probes. Bytes, not seconds: the bound does not move with the machine's load.
+READ_FACTOR = 3
+READ_SLACK = 64 << 10  # 64 KiB
 MEMORY_SLACK = 4 << 20  # bytes allowed beyond the size-proportional bound
 
 # The real recording's header: RIFF(4) size(4) WAVE(4) "fmt "(4) 16(4) + 16-byte fmt body,
@@ -144,7 +148,11 @@ RANDOM_BYTES = st.one_of(
 )
 
 
-def check_contract(raw: bytes, *, slow: float = SLOW_SECONDS) -> str:
+def _read_bound(raw: bytes) -> int:
+    return READ_FACTOR * len(raw) + READ_SLACK
+
+
+def check_contract(raw: bytes) -> str:
     """Runs read_info, decode and read_blocks on `raw`; asserts the contract; returns the outcome.
 
     The outcome is "decoded" or the WavDecodeError reason's first words (for hypothesis events).
@@ -152,14 +160,12 @@ def check_contract(raw: bytes, *, slow: float = SLOW_SECONDS) -> str:
     faulthandler.dump_traceback_later(HANG_SECONDS, exit=True)
     tracemalloc.reset_peak()
     base = tracemalloc.get_traced_memory()[0]
-    start = time.monotonic()
+    files = [CountingBytesIO(raw) for _ in range(3)]
     try:
         try:
-            info = wav.read_info(io.BytesIO(raw), path="fuzz.wav")
-            got, samples = wav.decode(io.BytesIO(raw), path="fuzz.wav")
-            blocks = [
-                b for _, b in wav.read_blocks(io.BytesIO(raw), path="fuzz.wav", block_frames=97)
-            ]
+            info = wav.read_info(files[0], path="fuzz.wav")
+            got, samples = wav.decode(files[1], path="fuzz.wav")
+            blocks = [b for _, b in wav.read_blocks(files[2], path="fuzz.wav", block_frames=97)]
         except wav.WavDecodeError as e:
             assert e.reason and str(e) == f"fuzz.wav: {e.reason}"
             outcome = e.reason.split(" (")[0].split(":")[0]
@@ -174,8 +180,8 @@ def check_contract(raw: bytes, *, slow: float = SLOW_SECONDS) -> str:
         peak = tracemalloc.get_traced_memory()[1] - base
     finally:
         faulthandler.cancel_dump_traceback_later()
-    elapsed = time.monotonic() - start
-    assert elapsed < slow, f"{elapsed:.1f} s for a {len(raw)}-byte input"
+    for fh in files:  # work bounded by the input's size, whatever its header claims
+        assert fh.bytes_read <= _read_bound(raw), f"read {fh.bytes_read} B of a {len(raw)}-B input"
     # Samples are at most 4 bytes per decoded sample; libsndfile expands a compressed byte to at
     # most ~10 samples (GSM 6.10: 65 bytes -> 320). Nothing may scale with a size *field*.
     bound = 2 * max(len(raw), output if outcome == "decoded" else 0) + MEMORY_SLACK
@@ -192,7 +198,7 @@ def _traced():
 
 _SETTINGS = settings(
     max_examples=EXAMPLES,
-    deadline=None,  # time is bounded by check_contract itself (soft and hard limits)
+    deadline=None,  # work is bounded by check_contract in bytes read (and a hang watchdog)
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
     database=None,
 )
@@ -264,16 +270,15 @@ def _hostile(raw: bytes, variant: str) -> bytes:
     "variant", ["data_4gib", "data_4gib_minus_16", "riff_4gib", "rf64_data_2_62", "rf64_ds64_2_40"]
 )
 def test_header_claiming_gigabytes_costs_only_the_file(variant):
-    """The real recording (0.96 MB excerpt) with a header claiming 4 GiB (or 2**62 bytes) of audio."""
+    """The real recording (a 0.96 MB excerpt) with a header claiming 4 GiB (or 2**62 B) of audio."""
     frames = (TUG.stat().st_size - 44) // 3
     hostile = _hostile(TUG.read_bytes(), variant)
     hwm_ok = _reset_hwm()
     rss_before = _vm_hwm()
     tracemalloc.reset_peak()
     base = tracemalloc.get_traced_memory()[0]
-    start = time.monotonic()
-    info, samples = wav.decode(io.BytesIO(hostile), path="tug.wav")
-    elapsed = time.monotonic() - start
+    fh = CountingBytesIO(hostile)
+    info, samples = wav.decode(fh, path="tug.wav")
     peak = tracemalloc.get_traced_memory()[1] - base
     assert info.num_frames == frames and samples.shape == (frames, 1)
     # The output (int32: 4/3 of the file) is the only big allocation; nothing sized by the claim.
@@ -281,7 +286,7 @@ def test_header_claiming_gigabytes_costs_only_the_file(variant):
     if hwm_ok and rss_before is not None:
         grew = _vm_hwm() - rss_before
         assert grew < 2 * len(hostile) + MEMORY_SLACK, f"peak RSS grew {grew / 1e6:.1f} MB"
-    assert elapsed < 10
+    assert fh.bytes_read <= _read_bound(hostile)  # reads the file, not the claimed gigabytes
     with open(TUG, "rb") as f:
         _, expected = wav.decode(f, path="tug.wav")
     np.testing.assert_array_equal(samples, expected)
@@ -292,11 +297,11 @@ def test_header_claiming_gigabytes_costs_only_the_file(variant):
 
 
 def test_chunk_loop_is_bounded():
-    """100k empty chunks (and 100k chunks of one byte) before the data: rejected in bounded time."""
+    """100k empty chunks (and 100k chunks of one byte) before the data: rejected in bounded work."""
     fmt = b"fmt " + struct.pack("<IHHIIHH", 16, 1, 1, 8000, 16000, 2, 16)
     for filler in (b"JUNK\0\0\0\0", b"JUNK\x01\0\0\0\0"):
         raw = b"RIFF\0\0\0\0WAVE" + fmt + filler * 100_000 + b"data\x04\0\0\0\x01\0\x02\0"
-        assert check_contract(raw, slow=15) == "no data chunk"  # three walks of 10,000 chunks
+        assert check_contract(raw) == "no data chunk"  # three walks of 10,000 chunks
 
 
 def check_and_raise(raw: bytes) -> None:
