@@ -21,8 +21,13 @@ def _bash_blocks() -> list[str]:
 
 def test_ci_runs_the_readme_test_command():
     install_run, test = (b.strip() for b in _bash_blocks()[:2])
-    assert test in (ROOT / ".ci" / "run").read_text().splitlines()
+    ci = (ROOT / ".ci" / "run").read_text().splitlines()
+    assert test in ci and ci[-1] == test  # the README's command, last, as it stands
     assert "pytest" in test and "pip install" in test
+    # ... inside a virtualenv .ci/run creates and activates first (nothing installed by hand)
+    made = next(i for i, line in enumerate(ci) if line.startswith("python3 -m venv "))
+    activated = next(i for i, line in enumerate(ci) if line.startswith("source "))
+    assert made < activated < ci.index(test)
     assert "pipelines.record" in install_run and "data/sample" in install_run
 
 
