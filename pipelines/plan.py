@@ -18,7 +18,7 @@ from apache_beam.io.filesystems import FileSystems
 
 from replay import format as fmt
 from transforms import features as feats
-from transforms import labels, sharding, wav
+from transforms import labels, read, sharding, wav
 from transforms.preprocessing import RecordLayout
 from transforms.rows import (
     CHANNEL_MODES,
@@ -56,6 +56,8 @@ class RecordPlan:
     tasks: tuple[sharding.ReadTask, ...]
     input_bytes: int
     params: Mapping[str, Any]
+    classes: tuple[str, ...] = ()  # the class list in `target` order (labels.run_classes)
+    analyze_splits: tuple[str, ...] = (fmt.ALL_SPLIT,)  # splits TFT's statistics come from
 
 
 def _check(condition: bool, message: str) -> None:
@@ -167,6 +169,10 @@ def plan_record(opts: Any, *, shard_func: Callable[[dict], int] | None = None) -
     )
     try:
         label_kind, csv_path = labels.parse_label_source(opts.label_source)
+        fixed_classes = labels.parse_classes(opts.classes, read_text=_read_classes_file)
+        analyze = read.analyzed_splits(
+            opts.analyze_splits, split_names=tuple(n for n, _ in splits) or (fmt.ALL_SPLIT,)
+        )
     except ValueError as e:
         raise UsageError(str(e)) from e
 
@@ -181,12 +187,12 @@ def plan_record(opts: Any, *, shard_func: Callable[[dict], int] | None = None) -
         max_elements=opts.max_elements,
         shard_func=shard_func,
     )
-    inputs = scan_headers(
-        [
-            _input_file(i, p, s, label_kind, csv_labels, shard_plan)
-            for i, (p, s) in enumerate(matched)
-        ]
-    )
+    labelled = [
+        _with_class(_input_file(i, p, s, label_kind, csv_labels, shard_plan), fixed_classes, opts)
+        for i, (p, s) in enumerate(matched)
+    ]  # class ids come from every usable label, known here: never from the data
+    classes = labels.run_classes((f.label for f in labelled if f.error is None), fixed_classes)
+    inputs = scan_headers(labelled)
     infos = [f.info for f in inputs if f.info is not None]
     dtype = opts.signal_dtype
     if dtype == "auto":
@@ -255,6 +261,12 @@ def plan_record(opts: Any, *, shard_func: Callable[[dict], int] | None = None) -
         shard_plan, num_shards=sharding.split_shard_counts(segments, shard_plan, estimated)
     )
     total_rows = sum(kept for _, kept, _ in segments)
+    _check(
+        not (opts.normalize and names and total_rows)
+        or any(kept for f, kept, _ in segments if f.split in analyze),
+        f"--analyze_splits {','.join(analyze)}: no window in the analysed split(s) to compute "
+        "statistics on; choose other splits, weights or --no_normalize",
+    )
     rows_per_task = max(
         MIN_TASK_ROWS,
         min(TASK_BYTES // row_bytes, -(-total_rows // (TASKS_PER_CORE * (os.cpu_count() or 1)))),
@@ -272,6 +284,8 @@ def plan_record(opts: Any, *, shard_func: Callable[[dict], int] | None = None) -
         tasks=sharding.plan_tasks(segments, rows_per_task=rows_per_task),
         input_bytes=input_bytes,
         params=json.loads(json.dumps(params)),
+        classes=classes,
+        analyze_splits=analyze,
     )
 
 
@@ -302,6 +316,9 @@ RECORD_PARAMS = (
     "shard_by",
     "elements_per_shard",
     "max_elements",
+    "classes",
+    "unknown_class",
+    "analyze_splits",
 )
 
 
@@ -320,6 +337,21 @@ def _input_file(
         reason = str(e).split(": ", 1)[-1]
         return InputFile(index=index, path=path, size_bytes=size, error=reason, split=split)
     return InputFile(index=index, path=path, size_bytes=size, label=label, split=split)
+
+
+def _with_class(f: InputFile, classes: tuple[str, ...] | None, opts: Any) -> InputFile:
+    """A file whose label is outside --classes (or no class name) becomes an error entry."""
+    keep = opts.unknown_class == "keep"
+    reason = None if f.error else labels.class_error(f.label, classes, keep_unknown=keep)
+    return f if reason is None else dataclasses.replace(f, error=reason)
+
+
+def _read_classes_file(path: str) -> str:
+    try:
+        with FileSystems.open(path, compression_type="uncompressed") as fh:
+            return fh.read().decode("utf-8-sig")
+    except (OSError, UnicodeDecodeError) as e:
+        raise ValueError(f"--classes @{path}: cannot read the class list ({e})") from e
 
 
 def _read_csv_labels(csv_path: str) -> dict[str, str]:

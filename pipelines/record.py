@@ -33,7 +33,7 @@ import runners
 from pipelines.plan import RUN_MARKER, RecordPlan, UsageError, plan_record
 from replay import format as fmt
 from runners.options import JobOptions
-from transforms import manifest, read, rows, sharding, shards
+from transforms import labels, manifest, read, rows, sharding, shards
 from transforms.preprocessing import preprocessing_fn
 from transforms.progress import ProgressReporter
 
@@ -96,6 +96,25 @@ class RecordOptions(PipelineOptions):
             help="hash: spread windows; file: a file's windows in one shard; class: shard sets",
         )
         add(
+            "--analyze_splits",
+            default=None,
+            help="comma list of the splits TFT's statistics (<feature>_norm) are computed on "
+            "(default: train when --splits is given)",
+        )
+        add(
+            "--classes",
+            default=None,
+            help="fixed class list in target order: a,b,c or @FILE (one per line); default: "
+            "every label, sorted by name",
+        )
+        add(
+            "--unknown_class",
+            default="error",
+            choices=labels.UNKNOWN_CLASS_MODES,
+            help="a label outside --classes: error (the file is listed in errors) or keep "
+            "(target -1)",
+        )
+        add(
             "--elements_per_shard",
             type=int,
             default=None,
@@ -126,7 +145,12 @@ def build_pipeline(p: beam.Pipeline, plan: RecordPlan) -> None:
         | "SpreadTasks" >> beam.Reshuffle()
         | "ReadWindows"
         >> beam.ParDo(
-            read.ReadTaskFn(plan.read, plan.sharding, output_dir=plan.output_dir)
+            read.ReadTaskFn(
+                plan.read,
+                plan.sharding,
+                output_dir=plan.output_dir,
+                analyze_splits=plan.analyze_splits,
+            )
         ).with_outputs(
             read.FILES_TAG, read.ERRORS_TAG, read.PARTS_TAG, read.SAMPLES_TAG, main="rows"
         )
@@ -141,7 +165,10 @@ def build_pipeline(p: beam.Pipeline, plan: RecordPlan) -> None:
         TensorAdapterConfig(layout.arrow_schema(), layout.tensor_representations()),
     )
     fn = functools.partial(
-        preprocessing_fn, feature_names=tuple(layout.feature_shapes), normalize=layout.normalize
+        preprocessing_fn,
+        feature_names=tuple(layout.feature_shapes),
+        normalize=layout.normalize,
+        classes=plan.classes,
     )
     with tft_beam.Context(
         temp_dir=f"{plan.output_dir}/.tmp/tft", passthrough_keys=set(layout.passthrough_keys)
@@ -187,6 +214,8 @@ def build_pipeline(p: beam.Pipeline, plan: RecordPlan) -> None:
             compression=beam.pvalue.AsSingleton(compression),
             signal_dtype=plan.read.signal_dtype,
             num_shards=num_shards,
+            classes=plan.classes,
+            analyzed_splits=plan.analyze_splits,
             transform_written=beam.pvalue.AsList(transform_written),
         )
     )

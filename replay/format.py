@@ -12,6 +12,7 @@ Layout of an output directory (also documented in README "Output layout")::
       <name>-train.tfrecord-00000-of-00003   shards of split "train" (with --splits)
       transform_fn/                          TFT SavedModel: vocabulary + normalisation
       transformed_metadata/                  TFT schema of the transformed records
+      metadata/schema.pbtxt                  schema of the raw keys (TFT's raw metadata)
       feature_fn/                            SavedModel: raw waveform -> raw features
 
 Each record is a serialized `tf.train.Example`. Keys, dtypes and shapes of the decoded element
@@ -37,6 +38,7 @@ MANIFEST_FILENAME = "manifest.json"
 SCHEMA_FILENAME = "schema.pbtxt"
 TRANSFORM_FN_DIR = "transform_fn"  # tft.TFTransformOutput.TRANSFORM_FN_DIR
 TRANSFORMED_METADATA_DIR = "transformed_metadata"
+RAW_METADATA_DIR = "metadata"  # tft.TFTransformOutput.RAW_METADATA_DIR: raw-key schema.pbtxt
 FEATURE_FN_DIR = "feature_fn"
 
 DEFAULT_NAME = "audiorecords"
@@ -150,10 +152,13 @@ def split_names(manifest: Mapping[str, Any]) -> Sequence[str]:
 #   compression       NONE | GZIP | ZLIB   (what the shards use; tf.data's spelling)
 #   elements          {key: ElementSpec.to_json()}  every key of a decoded element
 #   num_examples      total windows in all splits
-#   classes           the class vocabulary, in `target` order (class i has target i)
+#   classes           the class vocabulary, in `target` order (class i has target i): sorted
+#                      label names, or --classes; fixed at planning (a label outside: -1)
 #   num_classes       len(classes)
 #   splits            {split: {"num_examples": n, "shards": [{"filename", "num_examples",
 #                      "num_bytes"}]}} ; split "all" when the run had no --splits
+#   analyzed_splits   [split]  the splits TFT's statistics (<feature>_norm) were computed on
+#                      (added in 2026-11 without a version bump; older manifests lack it)
 #   files             [{"path", "index", "label", "split", "num_windows", "sample_rate",
 #                       "num_frames", "num_channels", "subtype", "full_scale"}]  every decoded
 #                      input file; features see signal / full_scale (2**(bits-1), 1.0 for float)

@@ -83,10 +83,10 @@ def test_summary_lists_counts_classes_shapes_and_compression(dataset, capsys):
     classes = [line.split() for line in sections["Classes (windows per split)"]]
     assert classes == [
         ["target", "class", "all"],
-        ["0", "rain", "6"],
+        ["0", "bird", "6"],
         ["1", "engine", "6"],
-        ["2", "bird", "6"],
-    ]
+        ["2", "rain", "6"],
+    ]  # class ids are the labels sorted by name
     shard = sections["Splits (shard file sizes)"][1].split()
     assert shard[:3] == ["all", "18", "1"] and shard[-1] == "MB"
     for text in ("Parameters:", "win_len=16000", "Versions:", "apache_beam 2.77", "created:"):

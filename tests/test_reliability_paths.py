@@ -148,5 +148,6 @@ def test_nasty_file_names_and_labels_stay_inside_the_output_dir(tmp_path_factory
         "feature_fn",
         "transform_fn",
         "transformed_metadata",
+        "metadata",
         *(n for n in names if n.startswith("audiorecords.tfrecord-")),
     }, names

@@ -1,15 +1,22 @@
-"""Class labels of input files: from the file name, the parent folder, or a CSV (path,label)."""
+"""Class labels of input files (file name, parent folder, or a CSV) and the run's class list.
+
+Class ids are fixed at planning, never learnt from the data: the class list is the sorted set of
+every input's label, or the list given with ``--classes`` (a ``target`` is the label's position
+in it). So ids do not change when windows are added, a corpus is subset, or a split differs.
+"""
 
 from __future__ import annotations
 
 import csv
 import io
 import posixpath
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 FILENAME = "filename"
 DIRNAME = "dirname"
 CSV_PREFIX = "csv:"
+CLASSES_FILE_PREFIX = "@"  # --classes @PATH: one class name per line
+UNKNOWN_CLASS_MODES = ("error", "keep")  # a label outside --classes: error entry, or target -1
 
 
 class LabelError(ValueError):
@@ -99,6 +106,68 @@ def label_for(path: str, *, kind: str, csv_labels: Mapping[str, str] | None = No
     if kind == "csv":
         return lookup_csv_label(path, csv_labels or {})
     raise ValueError(f"unknown label kind {kind!r}")
+
+
+def parse_classes(value: str | None, *, read_text: Callable[[str], str]) -> tuple[str, ...] | None:
+    """``--classes``: ``a,b,c`` or ``@PATH`` (one name per line) -> the names in order.
+
+    Names are stripped of surrounding spaces; blank lines of a file are skipped.
+
+    Args:
+      value: the option value, None when not given.
+      read_text: reads the ``@PATH`` file (planning does the I/O).
+
+    Returns:
+      The fixed class list, or None when `value` is None (classes come from the labels).
+
+    Raises:
+      ValueError: no names, an empty name, a duplicate, or a line break in a name.
+    """
+    if value is None:
+        return None
+    if value.startswith(CLASSES_FILE_PREFIX):
+        source = f"--classes {value}"
+        names = [n.strip() for n in read_text(value[len(CLASSES_FILE_PREFIX) :]).splitlines()]
+        names = [n for n in names if n]
+    else:
+        source = "--classes"
+        names = [n.strip() for n in value.split(",")]
+        if "" in names:
+            raise ValueError(f"--classes {value!r} has an empty class name")
+    if not names:
+        raise ValueError(f"{source}: no class names")
+    seen: set[str] = set()
+    for name in names:
+        if name in seen:
+            raise ValueError(f"{source}: class {name!r} is listed twice")
+        if _has_line_break(name):
+            raise ValueError(f"{source}: class {name!r} contains a line break")
+        seen.add(name)
+    return tuple(names)
+
+
+def class_error(label: str, classes: tuple[str, ...] | None, *, keep_unknown: bool) -> str | None:
+    """Why a file with `label` cannot be recorded under the class rule (None: it can).
+
+    Args:
+      label: the file's label.
+      classes: the ``--classes`` list, or None (every label is a class).
+      keep_unknown: ``--unknown_class keep``: a label outside `classes` is recorded (target -1).
+    """
+    if _has_line_break(label):  # TFT's text vocabulary holds one class per line
+        return f"label {label!r} contains a line break; not usable as a class name"
+    if classes is not None and label not in classes and not keep_unknown:
+        return f"label {label!r} is not in --classes (pass --unknown_class keep for target -1)"
+    return None
+
+
+def run_classes(labels: Iterable[str], classes: tuple[str, ...] | None) -> tuple[str, ...]:
+    """The class list in ``target`` order: `classes` if given, else the labels sorted by name."""
+    return classes if classes is not None else tuple(sorted(set(labels)))
+
+
+def _has_line_break(name: str) -> bool:
+    return "\n" in name or "\r" in name
 
 
 def _basename(path: str) -> str:

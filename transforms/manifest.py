@@ -1,9 +1,11 @@
-"""Finalisation: manifest (built by a pure function), schema.pbtxt, feature_fn/; written last.
+"""Finalisation: manifest (built by a pure function), schemas, feature_fn/; written last.
 
 `finalize` runs once, after every shard and the transform graph are written (it takes them as
 side inputs). It fills in shards no window hashed to (empty files, so names stay ``-of-N``),
-writes ``schema.pbtxt`` and the ``feature_fn`` SavedModel, and writes ``manifest.json`` under a
-temporary name and renames it: a directory with a manifest is a complete dataset.
+writes ``schema.pbtxt``, the raw schema ``metadata/schema.pbtxt`` (where
+``tft.TFTransformOutput`` looks for it: the output directory is a standard TFT output) and the
+``feature_fn`` SavedModel, and writes ``manifest.json`` under a temporary name and renames it: a
+directory with a manifest is a complete dataset.
 """
 
 from __future__ import annotations
@@ -55,10 +57,12 @@ def build_manifest(
     versions: Mapping[str, str],
     created_utc: str,
     split_names: Sequence[str] = (),
+    analyzed_splits: Sequence[str] = (),
 ) -> dict[str, Any]:
     """The manifest.json content (see replay/format.py), deterministic apart from created_utc.
 
     Splits appear in `split_names` order (the order of ``--splits``), then any others sorted.
+    `analyzed_splits` are the splits TFT's statistics were computed on.
     """
     splits: dict[str, dict[str, Any]] = {
         name: {"num_examples": 0, "shards": []} for name in split_names
@@ -79,6 +83,7 @@ def build_manifest(
         "classes": list(classes),
         "num_classes": len(classes),
         "splits": splits,
+        "analyzed_splits": list(analyzed_splits),
         "files": sorted(files, key=lambda f: f["index"]),
         "errors": sorted(errors, key=lambda e: e["path"]),
         "params": dict(params),
@@ -87,7 +92,7 @@ def build_manifest(
 
 
 def read_vocabulary(output_dir: str) -> list[str]:
-    """The class vocabulary TFT wrote, in `target` order."""
+    """The class vocabulary TFT wrote, in `target` order ([] when there is none)."""
     import tensorflow as tf
 
     path = f"{output_dir}/{fmt.TRANSFORM_FN_DIR}/assets/{CLASS_VOCABULARY}"
@@ -121,9 +126,16 @@ def finalize(
     compression: str,
     signal_dtype: str,
     num_shards: Mapping[str, int],
+    classes: Sequence[str],
+    analyzed_splits: Sequence[str],
     transform_written: Any = None,
 ) -> dict[str, Any]:
-    """Writes the empty shards, schema.pbtxt, feature_fn/ and, last, manifest.json."""
+    """Writes the empty shards, the schemas, feature_fn/ and, last, manifest.json.
+
+    Raises:
+      RuntimeError: TFT's class vocabulary differs from the planned `classes` (a bug: the
+        manifest would contradict the stored ``target`` ids).
+    """
     import tensorflow as tf
 
     del transform_written  # only orders this step after WriteTransformFn
@@ -151,11 +163,15 @@ def finalize(
         export_feature_fn(out, config=feature_config, win_len=win_len, sample_rate=rates[0])
     with tf.io.gfile.GFile(f"{out}/{fmt.SCHEMA_FILENAME}", "w") as fh:
         fh.write(_text_proto(element_schema(elements)))
+    write_raw_metadata(out, layout=layout, elements=elements)
+    vocabulary = read_vocabulary(out)
+    if classes and vocabulary != list(classes):
+        raise RuntimeError(f"{out}: TFT class vocabulary {vocabulary} != planned {list(classes)}")
     manifest = build_manifest(
         name=spec.name,
         compression=compression,
         elements=elements,
-        classes=read_vocabulary(out),
+        classes=classes,
         shards=shards,
         files=files,
         errors=errors,
@@ -163,12 +179,32 @@ def finalize(
         versions=library_versions(),
         created_utc=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         split_names=list(num_shards),
+        analyzed_splits=analyzed_splits,
     )
     tmp = f"{out}/.tmp/{fmt.MANIFEST_FILENAME}"
     with tf.io.gfile.GFile(tmp, "w") as fh:
         fh.write(json.dumps(manifest, indent=1, sort_keys=False))
     tf.io.gfile.rename(tmp, f"{out}/{fmt.MANIFEST_FILENAME}", overwrite=True)
     return {k: manifest[k] for k in ("num_examples", "compression", "num_classes")}
+
+
+def write_raw_metadata(
+    output_dir: str, *, layout: RecordLayout, elements: Mapping[str, fmt.ElementSpec]
+) -> None:
+    """Writes ``metadata/schema.pbtxt``: the schema of the raw keys TFT transforms.
+
+    Those are the transform graph's inputs, ``class`` and the raw features (the other stored keys
+    pass TFT by untransformed; the transform graph refuses them as inputs), so
+    ``TFTransformOutput.raw_feature_spec()`` parses our shards into exactly what
+    ``transform_raw_features`` takes.
+    """
+    import tensorflow as tf
+
+    raw_keys = set(layout.tensor_representations())
+    raw = {key: spec for key, spec in elements.items() if key in raw_keys}
+    tf.io.gfile.makedirs(f"{output_dir}/{fmt.RAW_METADATA_DIR}")
+    with tf.io.gfile.GFile(f"{output_dir}/{fmt.RAW_METADATA_DIR}/{fmt.SCHEMA_FILENAME}", "w") as fh:
+        fh.write(_text_proto(element_schema(raw)))
 
 
 def _text_proto(message) -> str:

@@ -5,10 +5,14 @@ chunk of a file's windows, no per-window Python dicts). Only ``class`` and the r
 tensors TFT sees; every other key is a TFT *passthrough* column that is appended unchanged to the
 transformed batches.
 
-TFT computes, over the whole dataset:
+TFT computes, over the analysed splits (``--analyze_splits``; by default ``train`` when there are
+splits, else everything):
 
-- ``target``: ``tft.compute_and_apply_vocabulary(class)`` (vocabulary file ``class``; ordered by
-  descending frequency, ties by descending class name: TFT's rule) and ``num_classes``;
+- ``target``: the index of ``class`` in the run's class list, fixed at planning (sorted names or
+  ``--classes``; see `transforms.labels`), never TFT's frequency order; -1 for a label outside it.
+  The list is TFT's own vocabulary file ``class`` (``transform_fn/assets/class``), so
+  ``TFTransformOutput.vocabulary_file_by_name("class")`` and serving read the same ids;
+  ``num_classes`` is its length;
 - ``<feature>_norm``: ``tft.scale_to_z_score(<feature>)`` (one mean/variance per feature key) when
   normalisation is on; the raw ``<feature>`` is kept beside it.
 """
@@ -16,7 +20,8 @@ TFT computes, over the whole dataset:
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+import math
+from collections.abc import Mapping, Sequence
 
 import pyarrow as pa
 from tensorflow_metadata.proto.v0 import schema_pb2
@@ -100,13 +105,21 @@ def _dense(column: str, shape: tuple[int, ...]) -> schema_pb2.TensorRepresentati
     return rep
 
 
-def preprocessing_fn(inputs: dict, *, feature_names: tuple[str, ...], normalize: bool) -> dict:
-    """TFT preprocessing: class vocabulary -> target/num_classes; z-scored features.
+def preprocessing_fn(
+    inputs: dict, *, feature_names: tuple[str, ...], normalize: bool, classes: Sequence[str]
+) -> dict:
+    """TFT preprocessing: class -> target (fixed class list)/num_classes; z-scored features.
+
+    The class vocabulary is TFT's (a vocabulary file written by the analysis, applied by a lookup
+    table in the graph) with `classes` as its reserved tokens, in order, and nothing else: no
+    label seen in the data passes an infinite frequency threshold. So ``target`` is the index in
+    `classes` whatever the data holds, and a label outside it maps to -1 (TFT's default value).
 
     Args:
       inputs: {"class": string [batch], <feature>: float32 [batch, frames, bins]}.
       feature_names: the raw feature keys present in `inputs`.
       normalize: also emit ``<feature>_norm``.
+      classes: the class list in ``target`` order (fixed at planning).
 
     Returns:
       {"class", "target" int64 [batch], "num_classes" int64 [batch], <feature>,
@@ -115,13 +128,21 @@ def preprocessing_fn(inputs: dict, *, feature_names: tuple[str, ...], normalize:
     import tensorflow as tf
     import tensorflow_transform as tft
 
-    classes = inputs[fmt.CLASS_KEY]
-    target = tft.compute_and_apply_vocabulary(classes, vocab_filename=CLASS_VOCABULARY)
-    vocab_size = tft.experimental.get_vocabulary_size_by_name(CLASS_VOCABULARY)
+    labels = inputs[fmt.CLASS_KEY]
+    target = tft.compute_and_apply_vocabulary(
+        labels,
+        vocab_filename=CLASS_VOCABULARY,
+        reserved_tokens=list(classes),
+        frequency_threshold=math.inf,
+        default_value=-1,
+    )
+    # len(classes), not tft.experimental.get_vocabulary_size_by_name: with reserved tokens and
+    # everything else pruned, TFT 1.21 counts one entry too many (4 for 3 classes, measured).
+    num_classes = tf.constant(len(classes), tf.int64)
     outputs = {
-        fmt.CLASS_KEY: classes,
+        fmt.CLASS_KEY: labels,
         fmt.TARGET_KEY: target,
-        fmt.NUM_CLASSES_KEY: tf.fill(tf.shape(target), tf.cast(vocab_size, tf.int64)),
+        fmt.NUM_CLASSES_KEY: tf.fill(tf.shape(target), num_classes),
     }
     for name in feature_names:
         outputs[name] = inputs[name]

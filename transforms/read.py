@@ -6,7 +6,10 @@ computes features once per chunk, and
 - streams every row to a *part* file of the shard it belongs to (Arrow IPC under
   ``<output_dir>/.tmp/parts/<split>/<shard>/<task>.arrow``, written under a temporary name and
   renamed when the task is done, so a retried task rewrites identical parts);
-- emits the rows as RecordBatches for tensorflow-transform's analysis (fused in this stage);
+- emits the rows of the analysed splits (`analyzed_splits`: ``train`` by default when there are
+  splits, so test windows never shape the statistics) as RecordBatches for
+  tensorflow-transform's analysis (fused in this stage); every row is still written and later
+  transformed with those statistics;
 - emits small tagged records: written ``parts``, per-segment ``files`` summaries, ``errors``
   (a file that fails to decode, with its reason), and ``samples`` to decide AUTO compression.
 
@@ -18,7 +21,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator, Sequence
 
 import apache_beam as beam
 import numpy as np
@@ -39,6 +42,41 @@ SAMPLES_TAG = "samples"
 PARTS_DIR = ".tmp/parts"
 _SAMPLE_ROWS = 2  # rows per task kept to decide AUTO compression
 _AHEAD_CHUNKS = 4  # chunks decoded / in the feature pool ahead of the writer (8 MiB each)
+
+
+TRAIN_SPLIT = "train"  # the split analysed by default when --splits is given
+
+
+def analyzed_splits(value: str | None, *, split_names: Sequence[str]) -> tuple[str, ...]:
+    """The splits TFT's full pass (z-score statistics) sees, from ``--analyze_splits``.
+
+    Without ``--splits`` (the single split "all") that is everything; with splits, the named
+    ones, by default ``train``: statistics from held-out data would leak into training features.
+
+    Raises:
+      ValueError: an unknown or repeated name, the option without ``--splits``, or splits
+        without a ``train`` split and no ``--analyze_splits``.
+    """
+    if tuple(split_names) == (fmt.ALL_SPLIT,):
+        if value:
+            raise ValueError("--analyze_splits needs --splits")
+        return (fmt.ALL_SPLIT,)
+    if not value:
+        if TRAIN_SPLIT not in split_names:
+            raise ValueError(
+                f"--splits has no split named {TRAIN_SPLIT!r} to compute statistics on; "
+                f"name the analysed splits with --analyze_splits (of {', '.join(split_names)})"
+            )
+        return (TRAIN_SPLIT,)
+    names = [n.strip() for n in value.split(",")]
+    for i, name in enumerate(names):
+        if name not in split_names:
+            raise ValueError(
+                f"--analyze_splits: unknown split {name!r}; --splits has {', '.join(split_names)}"
+            )
+        if name in names[:i]:
+            raise ValueError(f"--analyze_splits: split {name!r} is listed twice")
+    return tuple(names)
 
 
 def part_path(output_dir: str, *, split: str, shard: int, task: int) -> str:
@@ -139,10 +177,21 @@ class _SegmentStream:
 
 
 class ReadTaskFn(beam.DoFn):
-    """ReadTask -> RecordBatches (for TFT analysis) + tagged parts/files/errors/samples."""
+    """ReadTask -> RecordBatches (for TFT analysis) + tagged parts/files/errors/samples.
 
-    def __init__(self, config: ReadConfig, sh: Sharding, *, output_dir: str):
+    Only rows of `analyze_splits` (None: every split) go to the analysis; all rows are written.
+    """
+
+    def __init__(
+        self,
+        config: ReadConfig,
+        sh: Sharding,
+        *,
+        output_dir: str,
+        analyze_splits: Collection[str] | None = None,
+    ):
         self._config, self._sharding, self._output_dir = config, sh, output_dir
+        self._analyze = None if analyze_splits is None else frozenset(analyze_splits)
         self._files = beam.metrics.Metrics.counter("record", "files_read")
         self._failed = beam.metrics.Metrics.counter("record", "files_failed")
         self._windows = beam.metrics.Metrics.counter("record", "windows")
@@ -181,7 +230,8 @@ class ReadTaskFn(beam.DoFn):
                             samples += 1
                             yield beam.pvalue.TaggedOutput(SAMPLES_TAG, _sample_bytes(batch))
                         rows += batch.num_rows
-                        yield batch
+                        if self._analyze is None or seg.file.split in self._analyze:
+                            yield batch
                 except Exception as e:  # noqa: BLE001 - a bad file becomes an error entry
                     if self._config.strict or isinstance(e, faults.InjectedFault):
                         raise
