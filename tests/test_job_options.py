@@ -14,6 +14,7 @@ from apache_beam.options.pipeline_options import (
     StandardOptions,
     TypeOptions,
 )
+from apache_beam.runners.portability.fn_api_runner import fn_runner
 from apache_beam.testing.util import assert_that, equal_to
 
 from pipelines.record import RecordOptions
@@ -79,7 +80,8 @@ def test_pickling_drops_the_impersonated_account_and_keeps_one_value_store():
 
 def test_a_pipeline_runs_on_them_and_keeps_one_view_per_class():
     argv = ["--input_pattern=x", "--output_dir=y", "--runner", "DirectRunner"]  # RecordOptions
-    with beam.Pipeline(options=JobOptions(argv)) as p:
+    # The FnApiRunner by name: "DirectRunner" would first try to download Prism (network).
+    with beam.Pipeline(runner=fn_runner.FnApiRunner(), options=JobOptions(argv)) as p:
         assert type(p.options) is JobOptions  # Beam's own deep copy
         assert p.options.view_as(TypeOptions) is p.options.view_as(TypeOptions)
         squares = p | beam.Create([1, 2, 3]) | beam.Map(lambda x: x * x)

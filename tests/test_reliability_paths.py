@@ -127,13 +127,16 @@ def test_nasty_file_names_and_labels_stay_inside_the_output_dir(tmp_path_factory
     inputs = Path(pattern).parent
     assert sorted(p.name for p in inputs.iterdir()) == sorted(NASTY_FILES)  # inputs untouched
     # What the run wrote: only inside its corpus and output dirs (other tests own the rest of
-    # the base temp dir); an escape ("../../escaped", "a/b") or a shell running "$(touch pwned)"
-    # would land there, next to them, above them, or in the working directory.
+    # this process's temp dir); an escape ("../../escaped", "a/b") or a shell running
+    # "$(touch pwned)" would land there, next to them, above them (still inside this process's
+    # own temp dir: the run sits two levels below it) or in the working directory. Nothing
+    # outside this test process's folders is looked at: the shared /tmp is not ours.
     for top in (inputs.parent, out):
         for root, dirs, files in os.walk(top):
             for name in dirs + files:
                 assert name not in {"pwned", "escaped", "b"}, f"stray {root}/{name}"
-    for place in (base, base.parent, base.parent.parent, Path.cwd()):
+    assert out.parent.parent.parent == base
+    for place in (out.parent, out.parent.parent, base, Path.cwd()):
         assert not {"pwned", "escaped"} & {p.name for p in place.iterdir()}, place
     info = load_info(out)
     assert set(info.classes) == set(NASTY_FILES.values())

@@ -81,9 +81,11 @@ def reference_run(tmp_root: Path) -> tuple[str, Path, Path]:
     if "out" not in _REFERENCE:
         from pipelines import record
 
-        corpus = tmp_root / "corpus"
+        # Two levels below the test process's own temp dir, so that anything escaping the run's
+        # folders by "../.." still lands in folders only this test process uses.
+        corpus = tmp_root / "reliability" / "reference" / "corpus"
         pattern, labels = make_corpus(corpus)
-        out = tmp_root / "reference"
+        out = corpus.parent / "out"
         record.run(record_args(pattern, labels, out))
         _REFERENCE.update(corpus=corpus, labels=labels, out=out)
         _REFERENCE["pattern"] = Path(pattern)
