@@ -17,8 +17,11 @@ instead of after a download attempt with a traceback.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
+import threading
+import urllib.request
 from urllib.parse import urlparse
 
 from apache_beam.options.pipeline_options import (
@@ -28,8 +31,10 @@ from apache_beam.options.pipeline_options import (
     SparkRunnerOptions,
 )
 
-from runners import threads
+from runners import jobserver, threads
+from runners.external import ExternalWorkerOptions, check_worker_pool
 from runners.support import (
+    PROBE_TIMEOUT_S,
     RunnerError,
     add_plugin,
     host_port,
@@ -180,7 +185,12 @@ def _configure_environment(options: PipelineOptions) -> None:
     elif kind in ("DOCKER", "PROCESS"):
         stage_project(options)  # these workers pip-install the staged sdist
         add_plugin(options)
-    # EXTERNAL: the worker pool runs with our package and limits (python -m runners.worker_pool)
+    elif kind == "EXTERNAL":  # the pool runs with our package and limits: can it start workers?
+        config = options.view_as(PortableOptions).environment_config or ""
+        if config.lstrip().startswith("{"):  # Beam's JSON form {"url": "HOST:PORT"}
+            config = json.loads(config).get("url", "")
+        timeout_s = options.view_as(ExternalWorkerOptions).worker_start_timeout_s
+        check_worker_pool(config, timeout_s=timeout_s)
 
 
 def _require_reachable(address: str, default_port: int, flag: str) -> None:
@@ -218,11 +228,23 @@ def _require_jar(
         url = beam_jar_url(gradle_target)
         cache = cached_jar(url)
         if not os.path.isfile(cache) and not _maven_reachable(url):
+            engine = "flink" if "flink" in gradle_target else "spark"
+            ours = jobserver.cached(engine)
+            get = (
+                f"pass {flag} {ours}"
+                if ours
+                else (
+                    f"assemble one with `python -m runners.jobserver {engine}` (Maven) and pass "
+                    f"{flag} PATH"
+                )
+            )
+            if engine == "flink":
+                get += f" with --flink_version {jobserver.FLINK_VERSION}"
             raise RunnerError(
                 f"{runner} needs Beam's job-server jar {os.path.basename(url)}, which Beam "
-                f"downloads from Maven Central, unreachable from here. Download it once "
-                f"({url}) and pass {flag} PATH (or put it at {cache}), or start the job server "
-                f"elsewhere and pass --job_endpoint HOST:{JOB_SERVICE_PORT}"
+                f"downloads from Maven Central, and it cannot be downloaded from here: {get} "
+                f"(or put Beam's jar at {cache}), or start the job server elsewhere and pass "
+                f"--job_endpoint HOST:{JOB_SERVICE_PORT}"
             )
     if not uber_jar and shutil.which("java") is None:
         raise RunnerError(
@@ -233,11 +255,32 @@ def _require_jar(
 
 
 def _maven_reachable(url: str) -> bool:
-    """Whether Beam's download could work: a proxy is configured or Maven answers on TCP."""
-    if any(os.environ.get(v) for v in ("https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY")):
-        return True
+    """Whether Beam's download of `url` can work: Maven Central (or Beam's mirror) serves it.
+
+    One HEAD request per address (through the configured proxy, if any), each bounded by
+    `PROBE_TIMEOUT_S`; DNS included, since it runs in a daemon thread.
+    """
     from apache_beam.utils import subprocess_server
 
     mirror = subprocess_server.JavaJarServer.GOOGLE_MAVEN_MIRROR
-    hosts = (urlparse(url).hostname, urlparse(mirror).hostname)
-    return any(host and unreachable(host, 443) is None for host in hosts)
+    urls = [url]
+    if url.startswith(subprocess_server.JavaJarServer.MAVEN_CENTRAL_REPOSITORY):
+        urls.append(mirror + url[len(subprocess_server.JavaJarServer.MAVEN_CENTRAL_REPOSITORY) :])
+    return any(_serves(u) for u in urls)
+
+
+def _serves(url: str) -> bool:
+    outcome: list[bool] = []
+
+    def head() -> None:
+        request = urllib.request.Request(url, method="HEAD")
+        try:
+            with urllib.request.urlopen(request, timeout=PROBE_TIMEOUT_S) as response:
+                outcome.append(response.status == 200)
+        except (OSError, ValueError):  # HTTPError and URLError are OSErrors
+            outcome.append(False)
+
+    thread = threading.Thread(target=head, daemon=True, name=f"probe-{url}")
+    thread.start()
+    thread.join(PROBE_TIMEOUT_S + 0.5)
+    return bool(outcome and outcome[0])

@@ -2,29 +2,107 @@
 
 The sidecar next to each Flink TaskManager (or the local stand-in for one)::
 
-    python -m runners.worker_pool --service_port 50000
+    /path/to/venv/bin/python -m runners.worker_pool --service_port 50000
 
-is Beam's ``python -m apache_beam.runners.worker.worker_pool_main`` with `runners.threads`'s
-environment exported first, so the SDK worker processes it starts get one numpy/BLAS/TF thread
-each. External workers do not install staged packages: this project must be installed
-(``pip install -e .`` or a container image with it) where the pool runs.
+is Beam's ``python -m apache_beam.runners.worker.worker_pool_main`` with two differences:
+
+- SDK workers are started with this interpreter (`sys.executable`), not a bare ``python`` from
+  ``PATH``: started from a virtualenv that is not activated, Beam's pool starts workers without
+  apache_beam (``ModuleNotFoundError``, visible only in the pool's output);
+- `runners.threads`'s environment is exported first, so every worker gets one numpy/BLAS/TF
+  thread; a worker's output goes to the pool's output, and a worker that exits with an error is
+  logged there with its exit code.
+
+External workers do not install staged packages: this project must be installed (``pip install
+-e .`` or a container image with it) where the pool runs.
 """
 
 from __future__ import annotations
 
+import argparse
+import logging
 import os
+import subprocess
 import sys
+import threading
+import time
+import traceback
+
+from apache_beam.portability.api import beam_fn_api_pb2
+from apache_beam.runners.worker import worker_pool_main
 
 from runners.threads import THREAD_ENV
 
+_LOGGER = logging.getLogger("runners.worker_pool")
 
-def main(argv: list[str] | None = None) -> None:
-    """Runs Beam's worker pool service until interrupted (same flags as worker_pool_main)."""
+
+class WorkerPool(worker_pool_main.BeamFnExternalWorkerPoolServicer):
+    """Beam's worker pool servicer, starting SDK worker processes with `sys.executable`."""
+
+    def StartWorker(self, start_worker_request, unused_context):  # noqa: N802 (gRPC name)
+        """Starts one SDK worker process that connects to the request's control endpoint."""
+        if not self._use_process or self._container_executable:
+            return super().StartWorker(start_worker_request, unused_context)
+        worker_id = start_worker_request.worker_id
+        code = (
+            "from apache_beam.runners.worker.sdk_worker import SdkHarness; "
+            f"SdkHarness({start_worker_request.control_endpoint.url!r}, worker_id={worker_id!r}, "
+            f"state_cache_size={self._state_cache_size:d}, "
+            f"data_buffer_time_limit_ms={self._data_buffer_time_limit_ms:d}).run()"
+        )
+        try:
+            process = subprocess.Popen([sys.executable, "-c", code], close_fds=True)
+        except OSError:
+            return beam_fn_api_pb2.StartWorkerResponse(error=traceback.format_exc())
+        _LOGGER.info("started SDK worker %s (pid %d)", worker_id, process.pid)
+        self._worker_processes[worker_id] = process
+        threading.Thread(
+            target=_report_exit, args=(worker_id, process), daemon=True, name=f"watch-{worker_id}"
+        ).start()
+        return beam_fn_api_pb2.StartWorkerResponse()
+
+
+def _report_exit(worker_id: str, process: subprocess.Popen) -> None:
+    code = process.wait()
+    if code not in (0, -15):  # -15: stopped by StopWorker
+        _LOGGER.error("SDK worker %s (pid %d) exited with code %d", worker_id, process.pid, code)
+
+
+def serve(*, port: int, host: str = "[::]") -> tuple[int, object]:
+    """Starts the pool on ``host:port`` (port 0: a free one); returns (port, gRPC server)."""
     for var, value in THREAD_ENV.items():
         os.environ.setdefault(var, value)
-    from apache_beam.runners.worker import worker_pool_main
+    import grpc
+    from apache_beam.portability.api import beam_fn_api_pb2_grpc
+    from apache_beam.utils import thread_pool_executor
 
-    worker_pool_main.main(sys.argv if argv is None else argv)
+    server = grpc.server(
+        thread_pool_executor.shared_unbounded_instance(),
+        options=[("grpc.http2.max_pings_without_data", 0), ("grpc.http2.max_ping_strikes", 0)],
+    )
+    bound = server.add_insecure_port(f"{host}:{port}")
+    pool = WorkerPool(use_process=True)
+    beam_fn_api_pb2_grpc.add_BeamFnExternalWorkerPoolServicer_to_server(pool, server)
+    server.start()
+    return bound, server
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Runs the worker pool until interrupted (``--service_port``, optional ``--bind_host``)."""
+    parser = argparse.ArgumentParser(prog="python -m runners.worker_pool")
+    parser.add_argument("--service_port", type=int, required=True, help="port (0: any free)")
+    parser.add_argument(
+        "--bind_host", default="[::]", help="address to listen on (default: all interfaces)"
+    )
+    args, _ = parser.parse_known_args(sys.argv[1:] if argv is None else argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    port, server = serve(port=args.service_port, host=args.bind_host)
+    _LOGGER.info("listening on %s:%d; workers run %s", args.bind_host, port, sys.executable)
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        server.stop(0)
 
 
 if __name__ == "__main__":

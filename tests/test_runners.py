@@ -194,6 +194,7 @@ def test_flink_without_the_job_server_jar_fails_in_seconds_with_the_fix(
     from apache_beam.utils import subprocess_server
 
     monkeypatch.setattr(subprocess_server.JavaJarServer, "JAR_CACHE", str(tmp_path / "jars"))
+    monkeypatch.setenv("AUDIORECORDS_JAR_CACHE", str(tmp_path / "assembled"))  # none assembled
     monkeypatch.setattr(portable, "_maven_reachable", lambda url: False)  # offline, everywhere
     start = time.monotonic()
     code = record.main(
@@ -203,6 +204,7 @@ def test_flink_without_the_job_server_jar_fails_in_seconds_with_the_fix(
     assert code == 2 and len(err) == 1, err
     assert err[0].startswith("error: FlinkRunner needs Beam's job-server jar beam-runners-flink-")
     assert "pass --flink_job_server_jar PATH" in err[0] and "--job_endpoint HOST:8099" in err[0]
+    assert "`python -m runners.jobserver flink` (Maven)" in err[0]
     assert time.monotonic() - start < FAIL_FAST_S
 
 
