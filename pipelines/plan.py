@@ -18,17 +18,11 @@ from apache_beam.io.filesystems import FileSystems
 
 from replay import format as fmt
 from transforms import features as feats
-from transforms import labels, read, sharding, wav
+from transforms import formats, labels, read, sharding, wav
+from transforms.dtypes import SIGNAL_DTYPES
+from transforms.dtypes import resolve as resolve_signal_dtype
 from transforms.preprocessing import RecordLayout
-from transforms.rows import (
-    CHANNEL_MODES,
-    SIGNAL_DTYPES,
-    InputFile,
-    ReadConfig,
-    dtype_error,
-    planned_rows,
-    widest_dtype,
-)
+from transforms.rows import CHANNEL_MODES, InputFile, ReadConfig, planned_rows
 from transforms.shards import COMPRESSIONS, plan_num_shards
 from transforms.windows import WindowConfig
 
@@ -66,9 +60,12 @@ def _check(condition: bool, message: str) -> None:
 
 
 def match_inputs(pattern: str) -> list[tuple[str, int]]:
-    """(path, size) of every file `pattern` matches, sorted by path (local, gs://, s3://...)."""
+    """(path, size) of every file `pattern` matches, sorted by path (local, gs://, s3://...).
+
+    ``{a,b}`` alternatives are expanded (``data/**/*.{wav,flac}``); Beam's glob has none.
+    """
     try:
-        results = FileSystems.match([pattern])
+        results = FileSystems.match(formats.expand_braces(pattern))
     except Exception as e:  # noqa: BLE001 - Beam raises BeamIOError / ValueError by scheme
         raise UsageError(f"--input_pattern {pattern!r}: cannot list files ({e})") from e
     found = {m.path: m.size_in_bytes for r in results for m in r.metadata_list}
@@ -194,10 +191,11 @@ def plan_record(opts: Any, *, shard_func: Callable[[dict], int] | None = None) -
     classes = labels.run_classes((f.label for f in labelled if f.error is None), fixed_classes)
     inputs = scan_headers(labelled)
     infos = [f.info for f in inputs if f.info is not None]
-    dtype = opts.signal_dtype
-    if dtype == "auto":
-        dtype = widest_dtype(i.signal_dtype for i in infos)
-    inputs = tuple(_check_dtype(f, dtype) for f in inputs)
+    try:  # from the headers: a dtype that holds every file exactly, or one line saying why not
+        headers = [(f.path, f.info) for f in inputs if f.info is not None]
+        dtype = resolve_signal_dtype(opts.signal_dtype, headers)
+    except ValueError as e:
+        raise UsageError(str(e)) from e
     bad = [f for f in inputs if f.error]
     _check(not (opts.strict and bad), f"--strict: {bad[0].path}: {bad[0].error}" if bad else "")
     if names:
@@ -376,12 +374,6 @@ def _read_header(f: InputFile) -> InputFile:
 
 
 def scan_headers(inputs: list[InputFile]) -> tuple[InputFile, ...]:
-    """Reads every file's WAV header in parallel (a few KB each); bad ones get their `error`."""
+    """Reads every file's header in parallel (a few KB each); bad ones get their `error`."""
     with concurrent.futures.ThreadPoolExecutor(HEADER_THREADS) as pool:
         return tuple(pool.map(_read_header, inputs))
-
-
-def _check_dtype(f: InputFile, dtype: str) -> InputFile:
-    """A file whose samples do not fit a fixed --signal_dtype is an error, never truncated."""
-    reason = None if f.info is None else dtype_error(f.info, dtype)
-    return f if reason is None else dataclasses.replace(f, error=reason)

@@ -33,7 +33,7 @@ import runners
 from pipelines.plan import RUN_MARKER, RecordPlan, UsageError, plan_record
 from replay import format as fmt
 from runners.options import JobOptions
-from transforms import labels, manifest, read, rows, sharding, shards
+from transforms import dtypes, labels, manifest, read, rows, sharding, shards
 from transforms.preprocessing import preprocessing_fn
 from transforms.progress import ProgressReporter
 
@@ -62,7 +62,7 @@ class RecordOptions(PipelineOptions):
         add(
             "--signal_dtype",
             default="auto",
-            choices=rows.SIGNAL_DTYPES,
+            choices=dtypes.SIGNAL_DTYPES,
             help="dtype of `signal`; auto = the narrowest that holds every file exactly",
         )
         add("--features", default="log_mel", help="comma list of spectrogram,log_mel,mfcc or none")

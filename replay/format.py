@@ -19,7 +19,7 @@ Each record is a serialized `tf.train.Example`. Keys, dtypes and shapes of the d
 are in `manifest["elements"]` (an `ElementSpec` per key). Stored encodings:
 
 - ``encoding == "raw"``: one bytes value holding the little-endian tensor bytes (the ``signal``
-  key: int16 / int32 / float32 samples, bit-exact, 2-4 bytes a sample).
+  key: int16 / int32 / float32 / float64 samples, bit-exact, 2-8 bytes a sample).
 - ``encoding == "float_list"`` / ``"int64_list"``: the flattened tensor, row-major.
 - ``encoding == "bytes_list"``: one bytes value (strings, e.g. ``class``, ``filepath``).
 """
@@ -64,7 +64,7 @@ ENCODING_FLOAT_LIST = "float_list"
 ENCODING_INT64_LIST = "int64_list"
 ENCODING_BYTES_LIST = "bytes_list"
 _ENCODINGS = (ENCODING_RAW, ENCODING_FLOAT_LIST, ENCODING_INT64_LIST, ENCODING_BYTES_LIST)
-_DTYPES = ("int16", "int32", "int64", "float32", "string")
+_DTYPES = ("int16", "int32", "int64", "float32", "float64", "string")  # float64: signal only
 
 _SHARD_RE = re.compile(
     r"^(?P<name>[^/]+?)(?:-(?P<split>[A-Za-z0-9_]+))?\.tfrecord-(?P<index>\d{5})-of-(?P<count>\d{5})"
@@ -77,7 +77,7 @@ class ElementSpec:
     """How one key of an element is stored and what it decodes to.
 
     Attributes:
-      dtype: decoded dtype name: int16, int32, int64, float32 or string.
+      dtype: decoded dtype name: int16, int32, int64, float32, float64 or string.
       shape: decoded shape ([] for scalars).
       encoding: one of raw, float_list, int64_list, bytes_list (see module docstring).
     """
@@ -161,7 +161,8 @@ def split_names(manifest: Mapping[str, Any]) -> Sequence[str]:
 #                      (added in 2026-11 without a version bump; older manifests lack it)
 #   files             [{"path", "index", "label", "split", "num_windows", "sample_rate",
 #                       "num_frames", "num_channels", "subtype", "full_scale"}]  every decoded
-#                      input file; features see signal / full_scale (2**(bits-1), 1.0 for float)
+#                      input file; features see signal / full_scale (2**(bits-1), 1.0 for float);
+#                      a lossy one (Ogg Vorbis) also has "lossy": true and "lossy_reason"
 #   errors            [{"path", "reason"}]  every input file that failed, with its reason
 #   params            the run's options (win_len, hop_len, features, ...) as JSON
 #   versions          {"audiorecords", "apache_beam", "tensorflow", "tensorflow_transform",

@@ -26,7 +26,7 @@ TUG = TUG_WAV  # the real 24-bit 64 kHz hydrophone excerpt in tests/fixtures/aud
 
 # The value rule, written out independently of transforms.wav.
 DTYPES = {"PCM_U8": "int16", "PCM_16": "int16", "PCM_24": "int32", "PCM_32": "int32"}
-DTYPES |= {"FLOAT": "float32", "DOUBLE": "float32"}
+DTYPES |= {"FLOAT": "float32", "DOUBLE": "float64"}
 DTYPES |= {s: "int16" for s in ("ULAW", "ALAW", "IMA_ADPCM", "MS_ADPCM", "GSM610")}
 FULL_SCALES = {"PCM_U8": 128.0, "PCM_24": 2.0**23, "PCM_32": 2.0**31, "FLOAT": 1.0, "DOUBLE": 1.0}
 # (block_frames, overlap) for reassembly checks
@@ -187,10 +187,9 @@ def test_float_values_are_kept_as_stored(bits):
     values = np.array([0.0, -0.0, 3.5, -7.25, 1e30, np.inf, -np.inf, np.nan, 2.0**-149])
     stored = values.astype(f"<f{bits // 8}")
     _, samples = wav.decode(io.BytesIO(_raw_wav(3, bits, stored.tobytes())), path="x.wav")
-    assert samples.dtype == np.float32  # same bits as numpy's rounding, NaN / -0.0 included
-    np.testing.assert_array_equal(
-        samples[:, 0].view(np.uint32), stored.astype("<f4").view(np.uint32)
-    )
+    assert samples.dtype == np.dtype(f"float{bits}")  # the stored bits, NaN / -0.0 included
+    uint = np.dtype(f"uint{bits}")
+    np.testing.assert_array_equal(samples[:, 0].view(uint), stored.view(uint))
 
 
 def test_absurd_data_size_is_bounded_by_the_file(tmp_path):

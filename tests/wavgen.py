@@ -8,6 +8,7 @@ walk, numpy, hand-written G.711 / IMA ADPCM / MS ADPCM decoders), so the two can
 
 from __future__ import annotations
 
+import functools
 import io
 import os
 import struct
@@ -90,9 +91,9 @@ def synth(num_frames: int, *, num_channels: int = 1, seed: int = 0) -> np.ndarra
     return out * (0.9 / peak) if peak > 0 else out
 
 
-def _chunk(cid: bytes, body: bytes, size: int | None = None) -> bytes:
+def _chunk(cid: bytes, body: bytes, size: int | None = None, *, e: str = "<") -> bytes:
     size = len(body) if size is None else size
-    return cid + struct.pack("<I", size) + body + b"\0" * (len(body) & 1)
+    return cid + struct.pack(e + "I", size) + body + b"\0" * (len(body) & 1)
 
 
 def _split_chunks(buf: bytes) -> list[tuple[bytes, bytes]]:
@@ -205,62 +206,69 @@ def make_format_corpus(
     return out
 
 
-def _fmt(tag: int, channels: int, rate: int, bits: int, extra: bytes = b"") -> bytes:
+def _fmt(tag: int, channels: int, rate: int, bits: int, extra: bytes = b"", *, e="<") -> bytes:
     align = channels * max(1, bits // 8)
-    body = struct.pack("<HHIIHH", tag, channels, rate, rate * align, align, bits)
-    return _chunk(b"fmt ", body + (struct.pack("<H", len(extra)) + extra if extra else b""))
+    body = struct.pack(e + "HHIIHH", tag, channels, rate, rate * align, align, bits)
+    return _chunk(b"fmt ", body + (struct.pack(e + "H", len(extra)) + extra if extra else b""), e=e)
 
 
-def _riff(*chunks: bytes) -> bytes:
+def _riff(*chunks: bytes, e: str = "<") -> bytes:
     body = b"WAVE" + b"".join(chunks)
-    return b"RIFF" + struct.pack("<I", len(body)) + body
+    return (b"RIFF" if e == "<" else b"RIFX") + struct.pack(e + "I", len(body)) + body
 
 
-def make_broken_corpus(directory: str | os.PathLike) -> dict[str, tuple[str, str]]:
+def make_broken_corpus(
+    directory: str | os.PathLike, *, big_endian: bool = False
+) -> dict[str, tuple[str, str]]:
     """Files that must be rejected, each with the reason it must be rejected for.
 
     Args:
       directory: where to write "broken_<name>.wav" files (created if missing).
+      big_endian: the same defects in RIFX files (every size and fmt field big-endian); the
+        G.721 file is written little-endian either way (libsndfile writes no RIFX G.721).
 
     Returns:
       name -> (path, substring of the expected WavDecodeError reason).
     """
-    pcm = np.arange(-500, 500, dtype="<i2").tobytes()
-    fmt16 = _fmt(1, 1, 16000, 16)
-    good = _riff(fmt16, _chunk(b"data", pcm))
+    e = ">" if big_endian else "<"
+    _c, _f, _r = (functools.partial(fn, e=e) for fn in (_chunk, _fmt, _riff))
+    riff = b"RIFX" if big_endian else b"RIFF"
+    pcm = np.arange(-500, 500, dtype=e + "i2").tobytes()
+    fmt16 = _f(1, 1, 16000, 16)
+    good = _r(fmt16, _c(b"data", pcm))
     g721 = io.BytesIO()
     sf.write(g721, synth(2000), 8000, subtype="G721_32", format="WAV")
-    ext_unknown = struct.pack("<HI", 16, 4) + b"\x01\x00" + b"\x99" * 14  # unknown GUID
+    ext_unknown = struct.pack(e + "HI", 16, 4) + b"\x01\x00" + b"\x99" * 14  # unknown GUID
     Path(directory).mkdir(parents=True, exist_ok=True)
     cases = {
         "empty": (b"", "empty file"),
         "mp3": (b"ID3\x04\0\0\0\0\0\x21" + bytes(range(256)) * 8, "not a RIFF/WAVE file"),
         "text": (b"this is a text file, not audio\n" * 20, "not a RIFF/WAVE file"),
-        "avi": (b"RIFF" + struct.pack("<I", 1000) + b"AVI LIST" + b"\0" * 992, "not a RIFF/WAVE"),
-        "riffonly": (b"RIFF\x10\0", "truncated header"),
+        "avi": (riff + struct.pack(e + "I", 1000) + b"AVI LIST" + b"\0" * 992, "not a RIFF/WAVE"),
+        "riffonly": (riff + b"\x10\0", "truncated header"),
         "cutinfmt": (good[:30], "truncated header"),
         "cutbeforedata": (good[:40], "truncated header"),
-        "fmtshort": (_riff(_chunk(b"fmt ", b"\x01\0\x01\0"), _chunk(b"data", pcm)), "truncated"),
-        "zerochannels": (_riff(_fmt(1, 0, 16000, 16), _chunk(b"data", pcm)), "zero channels"),
-        "zerorate": (_riff(_fmt(1, 1, 0, 16), _chunk(b"data", pcm)), "zero sample rate"),
-        "mp3inwav": (_riff(_fmt(0x55, 1, 16000, 0), _chunk(b"data", pcm)), "unsupported encoding"),
-        "aacinwav": (_riff(_fmt(0xFF, 2, 16000, 0), _chunk(b"data", pcm)), "unsupported encoding"),
+        "fmtshort": (_r(_c(b"fmt ", b"\x01\0\x01\0"), _c(b"data", pcm)), "truncated"),
+        "zerochannels": (_r(_f(1, 0, 16000, 16), _c(b"data", pcm)), "zero channels"),
+        "zerorate": (_r(_f(1, 1, 0, 16), _c(b"data", pcm)), "zero sample rate"),
+        "mp3inwav": (_r(_f(0x55, 1, 16000, 0), _c(b"data", pcm)), "unsupported encoding"),
+        "aacinwav": (_r(_f(0xFF, 2, 16000, 0), _c(b"data", pcm)), "unsupported encoding"),
         "g721": (g721.getvalue(), "unsupported encoding"),
-        "pcm64": (_riff(_fmt(1, 1, 16000, 64), _chunk(b"data", pcm)), "unsupported encoding"),
-        "float16": (_riff(_fmt(3, 1, 16000, 16), _chunk(b"data", pcm)), "unsupported encoding"),
+        "pcm64": (_r(_f(1, 1, 16000, 64), _c(b"data", pcm)), "unsupported encoding"),
+        "float16": (_r(_f(3, 1, 16000, 16), _c(b"data", pcm)), "unsupported encoding"),
         "extunknown": (
-            _riff(_fmt(0xFFFE, 1, 16000, 16, ext_unknown), _chunk(b"data", pcm)),
+            _r(_f(0xFFFE, 1, 16000, 16, ext_unknown), _c(b"data", pcm)),
             "unsupported encoding",
         ),
-        "nofmt": (_riff(_chunk(b"LIST", b"INFO"), _chunk(b"data", pcm)), "no fmt chunk"),
-        "nodata": (_riff(fmt16, _chunk(b"LIST", b"INFO")), "no data chunk"),
-        "nochunks": (_riff(), "no fmt chunk"),
-        "absurdfmt": (good[:16] + struct.pack("<I", 0xFFFFFFF0) + good[20:], "truncated header"),
+        "nofmt": (_r(_c(b"LIST", b"INFO"), _c(b"data", pcm)), "no fmt chunk"),
+        "nodata": (_r(fmt16, _c(b"LIST", b"INFO")), "no data chunk"),
+        "nochunks": (_r(), "no fmt chunk"),
+        "absurdfmt": (good[:16] + struct.pack(e + "I", 0xFFFFFFF0) + good[20:], "truncated header"),
         "absurdlist": (
-            _riff(fmt16, _chunk(b"LIST", b"INFO", size=0xFFFFFF00), _chunk(b"data", pcm)),
+            _r(fmt16, _c(b"LIST", b"INFO", size=0xFFFFFF00), _c(b"data", pcm)),
             "truncated header",
         ),
-        "manychannels": (_riff(_fmt(1, 5000, 16000, 16), _chunk(b"data", pcm)), "channels"),
+        "manychannels": (_r(_f(1, 5000, 16000, 16), _c(b"data", pcm)), "channels"),
     }
     out = {}
     for name, (raw, reason) in cases.items():
@@ -345,21 +353,25 @@ def expected_samples(path: str | os.PathLike) -> np.ndarray:
     whole frames / whole blocks count), numpy for PCM / float / G.711, small reference decoders
     for IMA and MS ADPCM. GSM 6.10 has no independent decoder here: it uses soundfile directly.
 
+    RIFX (big-endian) files: PCM and float only.
+
     Returns:
-      [frames, channels]: int16 (8/16-bit PCM, G.711, ADPCM, GSM), int32 (24/32-bit), float32.
+      [frames, channels]: int16 (8/16-bit PCM, G.711, ADPCM, GSM), int32 (24/32-bit), float32,
+      float64.
     """
     raw = Path(path).read_bytes()
+    e = ">" if raw[:4] == b"RIFX" else "<"
     chunks, pos = {}, 12
     while pos + 8 <= len(raw):
-        cid, size = raw[pos : pos + 4], struct.unpack("<I", raw[pos + 4 : pos + 8])[0]
+        cid, size = raw[pos : pos + 4], struct.unpack(e + "I", raw[pos + 4 : pos + 8])[0]
         if cid == b"data" and (size == 0 or pos + 8 + size > len(raw)):
             size = len(raw) - pos - 8
         chunks.setdefault(cid, raw[pos + 8 : pos + 8 + size])
         pos += 8 + size + (size & 1)
     fmt, data = chunks[b"fmt "], chunks[b"data"]
-    tag, channels, _, _, align, bits = struct.unpack_from("<HHIIHH", fmt)
+    tag, channels, _, _, align, bits = struct.unpack_from(e + "HHIIHH", fmt)
     if tag == 0xFFFE:
-        tag = struct.unpack_from("<H", fmt, 24)[0]
+        tag = struct.unpack_from(e + "H", fmt, 24)[0]
     width = (bits + 7) // 8
     if tag in (0x11, 0x02):
         per_block = struct.unpack_from("<H", fmt, 18)[0]
@@ -380,11 +392,12 @@ def expected_samples(path: str | os.PathLike) -> np.ndarray:
     if tag in (6, 7):
         return _g711(data, alaw=tag == 6).reshape(frames, channels)
     if tag == 3:
-        return np.frombuffer(data, f"<f{width}").astype(np.float32).reshape(frames, channels)
+        return np.frombuffer(data, f"{e}f{width}").astype(f"f{width}").reshape(frames, channels)
     if width == 1:
         return (data.astype(np.int16) - 128).reshape(frames, channels)
     if width == 3:
         b = data.reshape(-1, 3).astype(np.int32)
-        v = b[:, 0] | (b[:, 1] << 8) | (b[:, 2] << 16)
+        lo, hi = (b[:, 0], b[:, 2]) if e == "<" else (b[:, 2], b[:, 0])
+        v = lo | (b[:, 1] << 8) | (hi << 16)
         return ((v ^ 0x800000) - 0x800000).reshape(frames, channels)
-    return np.frombuffer(data, f"<i{width}").reshape(frames, channels)
+    return np.frombuffer(data, f"{e}i{width}").astype(f"i{width}").reshape(frames, channels)

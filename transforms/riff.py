@@ -1,5 +1,8 @@
 """A minimal RIFF/WAVE chunk walk, and a repaired view of a WAV file for libsndfile.
 
+Little-endian RIFF (and RF64 / BW64) and big-endian RIFX (every size and fmt field, and the
+samples, big-endian; libsndfile decodes it) are walked alike, with the same rejection reasons.
+
 libsndfile (via soundfile) does the real decoding. This module only exists for what libsndfile
 does not do well:
 
@@ -22,7 +25,8 @@ import struct
 from collections.abc import Callable
 from typing import Any, BinaryIO
 
-RIFF_IDS = (b"RIFF", b"RF64", b"BW64")  # RF64 / BW64: 64-bit sizes in a leading ds64 chunk
+RIFF_IDS = (b"RIFF", b"RF64", b"BW64", b"RIFX")  # RF64 / BW64: 64-bit sizes in a ds64 chunk
+_DS64_IDS = (b"RF64", b"BW64")
 WAVE_FORMAT_EXTENSIBLE = 0xFFFE
 # Every KSDATAFORMAT_SUBTYPE_* GUID ends with these 14 bytes; the first 2 are the format tag.
 _GUID_TAIL = b"\x00\x00\x00\x00\x10\x00\x80\x00\x00\xaa\x00\x38\x9b\x71"
@@ -48,6 +52,7 @@ class FmtChunk:
       bits_per_sample: container bits per sample (4 for IMA ADPCM, 0 for GSM).
       samples_per_block: frames per compressed block from the fmt extension, else 0.
       raw: the chunk body exactly as stored.
+      big_endian: the fields (and samples) are big-endian: a RIFX file.
     """
 
     format_tag: int
@@ -58,6 +63,7 @@ class FmtChunk:
     bits_per_sample: int
     samples_per_block: int
     raw: bytes
+    big_endian: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -100,22 +106,28 @@ def _read_at(fileobj: BinaryIO, offset: int, n: int) -> bytes:
     return out
 
 
+def read_head(fileobj: BinaryIO, n: int = 12) -> bytes:
+    """The first `n` bytes of a file (fewer when it is shorter)."""
+    return _read_at(fileobj, 0, n)
+
+
 def _looks_like_chunk_id(cid: bytes) -> bool:
     return len(cid) == 4 and all(0x20 <= c <= 0x7E for c in cid) and cid.strip() != b""
 
 
-def _looks_like_chunk(header: bytes, room: int) -> bool:
+def _looks_like_chunk(header: bytes, room: int, endian: str = "<") -> bool:
     """Whether 8 bytes plausibly start a chunk that fits into `room` bytes."""
     if len(header) < 8 or not _looks_like_chunk_id(header[:4]):
         return False
-    return struct.unpack("<I", header[4:8])[0] <= room - 8
+    return struct.unpack(endian + "I", header[4:8])[0] <= room - 8
 
 
-def parse_fmt(raw: bytes) -> FmtChunk:
+def parse_fmt(raw: bytes, *, big_endian: bool = False) -> FmtChunk:
     """Parse a fmt chunk body (raises RiffError when it is too short to be one)."""
     if len(raw) < 16:
         raise RiffError(f"truncated header (fmt chunk has {len(raw)} bytes, needs 16)")
-    tag, channels, rate, _, block_align, bits = struct.unpack("<HHIIHH", raw[:16])
+    e = ">" if big_endian else "<"
+    tag, channels, rate, _, block_align, bits = struct.unpack(e + "HHIIHH", raw[:16])
     extensible = tag == WAVE_FORMAT_EXTENSIBLE
     if extensible:
         if len(raw) < 40:
@@ -126,11 +138,13 @@ def parse_fmt(raw: bytes) -> FmtChunk:
             raise RiffError(
                 f"unsupported encoding: WAVE_FORMAT_EXTENSIBLE sub-format {raw[24:40].hex()}"
             )
-        tag = struct.unpack("<H", raw[24:26])[0]
+        tag = struct.unpack(e + "H", raw[24:26])[0]
     samples_per_block = 0
-    if not extensible and len(raw) >= 20 and struct.unpack("<H", raw[16:18])[0] >= 2:
-        samples_per_block = struct.unpack("<H", raw[18:20])[0]
-    return FmtChunk(tag, extensible, channels, rate, block_align, bits, samples_per_block, raw)
+    if not extensible and len(raw) >= 20 and struct.unpack(e + "H", raw[16:18])[0] >= 2:
+        samples_per_block = struct.unpack(e + "H", raw[18:20])[0]
+    return FmtChunk(
+        tag, extensible, channels, rate, block_align, bits, samples_per_block, raw, big_endian
+    )
 
 
 def walk(fileobj: BinaryIO) -> WaveLayout:
@@ -155,11 +169,13 @@ def walk(fileobj: BinaryIO) -> WaveLayout:
     if head[:4] not in RIFF_IDS:
         if len(head) < 4 and any(rid.startswith(head) for rid in RIFF_IDS):
             raise RiffError(f"truncated header ({size} bytes)")
-        raise RiffError(f"not a RIFF/WAVE file (starts with {head[:4]!r})")
+        raise RiffError(f"not a RIFF/WAVE file (starts with {head[:4]!r}), nor FLAC, Ogg or AIFF")
     if len(head) < 12:
         raise RiffError(f"truncated header ({size} bytes)")
     if head[8:12] != b"WAVE":
         raise RiffError(f"not a RIFF/WAVE file (RIFF form type {head[8:12]!r})")
+    big_endian = head[:4] == b"RIFX"
+    e = ">" if big_endian else "<"
 
     fmt: FmtChunk | None = None
     data: tuple[int, int, int] | None = None  # (offset, declared size, real size)
@@ -171,10 +187,10 @@ def walk(fileobj: BinaryIO) -> WaveLayout:
             if data is None and len(header) > 0:
                 raise RiffError(f"truncated header (file ends inside a chunk header at byte {pos})")
             break
-        cid, csize = header[:4], struct.unpack("<I", header[4:8])[0]
+        cid, csize = header[:4], struct.unpack(e + "I", header[4:8])[0]
         body = pos + 8
         room = size - body
-        if cid == b"ds64" and head[:4] != b"RIFF" and csize >= 16 and room >= 16:
+        if cid == b"ds64" and head[:4] in _DS64_IDS and csize >= 16 and room >= 16:
             ds64_data_size = struct.unpack("<Q", _read_at(fileobj, body + 8, 8))[0]
         if cid == b"fmt " and fmt is None:
             if csize > room:
@@ -183,7 +199,7 @@ def walk(fileobj: BinaryIO) -> WaveLayout:
                 )
             if csize > _MAX_FMT_SIZE:
                 raise RiffError(f"corrupt header (fmt chunk of {csize} bytes)")
-            fmt = parse_fmt(_read_at(fileobj, body, csize))
+            fmt = parse_fmt(_read_at(fileobj, body, csize), big_endian=big_endian)
         elif cid == b"data" and data is None:
             declared = csize
             if csize == _U32_MAX and ds64_data_size is not None:
@@ -194,7 +210,7 @@ def walk(fileobj: BinaryIO) -> WaveLayout:
             elif declared == 0 and room > 0:
                 # A streaming writer that never came back to patch the size, unless what follows
                 # is a real chunk (a genuinely empty data chunk followed by e.g. LIST).
-                if not _looks_like_chunk(_read_at(fileobj, body, 8), room):
+                if not _looks_like_chunk(_read_at(fileobj, body, 8), room, e):
                     real = room
             data = (body, declared, real)
             if real != declared:
@@ -225,13 +241,20 @@ def walk(fileobj: BinaryIO) -> WaveLayout:
 def canonical_header(fmt: FmtChunk, data_size: int) -> bytes:
     """A minimal RIFF/WAVE header (fmt + data chunk header) announcing `data_size` bytes.
 
-    Uses RF64 (ds64 chunk) when the sizes do not fit in 32 bits.
+    Uses RF64 (ds64 chunk) when the sizes do not fit in 32 bits, RIFX for a big-endian fmt.
+
+    Raises:
+      RiffError: a RIFX file with more than 4 GiB of audio (no 64-bit big-endian form exists).
     """
-    fmt_chunk = b"fmt " + struct.pack("<I", len(fmt.raw)) + fmt.raw + b"\0" * (len(fmt.raw) & 1)
+    e = ">" if fmt.big_endian else "<"
+    fmt_chunk = b"fmt " + struct.pack(e + "I", len(fmt.raw)) + fmt.raw + b"\0" * (len(fmt.raw) & 1)
     riff_size = 4 + len(fmt_chunk) + 8 + data_size
-    data_header = b"data" + struct.pack("<I", min(data_size, _U32_MAX))
+    data_header = b"data" + struct.pack(e + "I", min(data_size, _U32_MAX))
     if riff_size <= _U32_MAX:
-        return b"RIFF" + struct.pack("<I", riff_size) + b"WAVE" + fmt_chunk + data_header
+        riff_id = b"RIFX" if fmt.big_endian else b"RIFF"
+        return riff_id + struct.pack(e + "I", riff_size) + b"WAVE" + fmt_chunk + data_header
+    if fmt.big_endian:
+        raise RiffError(f"unsupported: RIFX file with {data_size} bytes of audio (over 4 GiB)")
     ds64 = b"ds64" + struct.pack("<IQQQI", 28, riff_size + 36, data_size, 0, 0)
     return b"RF64" + struct.pack("<I", _U32_MAX) + b"WAVE" + ds64 + fmt_chunk + data_header
 
@@ -303,7 +326,10 @@ class GuardedReader:
         return default
 
     def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
-        self._call(self._file.seek, offset, whence)
+        if whence == io.SEEK_CUR:
+            offset, whence = self.tell() + offset, io.SEEK_SET
+        if whence != io.SEEK_SET or offset >= 0:  # a seek before the start (a corrupt header's
+            self._call(self._file.seek, offset, whence)  # offset) fails: the position stays
         return self.tell()
 
     def tell(self) -> int:

@@ -18,14 +18,12 @@ import numpy as np
 import pyarrow as pa
 
 from replay import format as fmt
+from transforms import dtypes, wav
 from transforms import features as feats
-from transforms import wav
 from transforms.preprocessing import RecordLayout
 from transforms.windows import WindowConfig, frame_blocks, num_windows
 
 CHANNEL_MODES = ("first", "mean", "split")
-SIGNAL_DTYPES = ("auto", "int16", "int32", "float32")
-DTYPE_ORDER = ("int16", "int32", "float32")  # "auto" takes the widest dtype any file needs
 
 _CHUNK_BYTES = 8 << 20  # 8 MiB of samples per chunk of windows (one RecordBatch)
 _MAX_CHUNK_WINDOWS = 1024
@@ -54,13 +52,8 @@ class ReadConfig:
     channel_mode: str = "first"
     sample_rate: int | None = None  # resample every file to this rate (scipy resample_poly)
     strict: bool = False
-    signal_dtype: str = "int16"  # resolved at planning ("auto" -> widest over the headers)
+    signal_dtype: str = "int16"  # resolved at planning (`transforms.dtypes.resolve`)
     compute_threads: int = 1  # threads per process for features (set from the runner)
-
-
-def widest_dtype(dtypes) -> str:
-    """The signal dtype that holds every file's samples exactly (int16 when there are none)."""
-    return max(dtypes, key=DTYPE_ORDER.index, default="int16")
 
 
 def channels_emitted(info: wav.WavInfo, config: ReadConfig) -> int:
@@ -80,27 +73,6 @@ def planned_rows(info: wav.WavInfo, config: ReadConfig) -> int:
         up, down = config.sample_rate // g, info.sample_rate // g
         frames = -(-frames * up // down)
     return num_windows(frames, config.window) * channels_emitted(info, config)
-
-
-def dtype_error(info: wav.WavInfo, target: str) -> str | None:
-    """Why a file's samples cannot be stored as `target` without loss (None when they can)."""
-    if DTYPE_ORDER.index(info.signal_dtype) <= DTYPE_ORDER.index(target):
-        return None
-    return f"{info.subtype} samples ({info.signal_dtype}) do not fit --signal_dtype {target}"
-
-
-def convert_dtype(samples: np.ndarray, *, target: str, info: wav.WavInfo, path: str) -> np.ndarray:
-    """Converts samples to the run's signal dtype without changing any value.
-
-    Raises:
-      wav.WavDecodeError: when the values do not fit `target` (e.g. 24-bit PCM into int16).
-    """
-    if samples.dtype == np.dtype(target):
-        return samples
-    reason = dtype_error(info, target)
-    if reason:
-        raise wav.WavDecodeError(path, reason)
-    return samples.astype(target)
 
 
 def mix(windows: np.ndarray, mode: str) -> tuple[np.ndarray, np.ndarray]:
@@ -168,7 +140,7 @@ def file_rows(
         if first >= stop:
             break
         signal, channel = mix(
-            convert_dtype(windows, target=cfg.signal_dtype, info=info, path=path), cfg.channel_mode
+            dtypes.convert(windows, target=cfg.signal_dtype, info=info, path=path), cfg.channel_mode
         )
         lo, hi = max(row_start - first, 0), int(min(stop - first, n))
         yield np.repeat(starts, channels)[lo:hi], channel[lo:hi], signal[lo:hi]

@@ -1,19 +1,28 @@
-"""Decode WAV files bit-exactly into int16 / int32 / float32 sample arrays.
+"""Decode audio files bit-exactly into int16 / int32 / float32 / float64 sample arrays.
 
-libsndfile (through soundfile) decodes; `transforms.riff` checks the header first so that a bad
-file fails with a specific reason, and repairs a wrong data-chunk size (see its docstring).
+WAV (RIFF, RF64, BW64, big-endian RIFX), FLAC, Ogg Vorbis and AIFF / AIFF-C, recognised
+by their first bytes (`transforms.formats`). libsndfile (through soundfile) decodes. For WAV,
+`transforms.riff` / `transforms.wavfmt` check the header first so that a bad file fails with a
+specific reason, and repair a wrong data-chunk size (see their docstrings). For the others,
+libsndfile parses the header and the frame count it reports is checked by decoding the last
+frame (FLAC's STREAMINFO may say 0 = unknown, or more than the stream holds); when that fails the
+frames are counted by decoding (`transforms.framecount`): like a truncated WAV file, a stream
+that breaks off (a cut download) keeps the frames decodable before the break.
 
-Sample value rule (`signal_dtype_for`, `full_scale_for`):
+Sample value rule (`signal_dtype_for`, `full_scale_for`), the same in every container:
 
 =======================================  =======  ==============================  ==========
 encoding (soundfile subtype)             dtype    values                          full_scale
 =======================================  =======  ==============================  ==========
 PCM_U8                                   int16    stored byte - 128               128
+PCM_S8                                   int16    as stored                       128
 PCM_16                                   int16    as stored                       32768
 PCM_24                                   int32    as stored, in [-2**23, 2**23)   2**23
 PCM_32                                   int32    as stored                       2**31
-FLOAT, DOUBLE                            float32  as stored (DOUBLE rounded)      1.0
+FLOAT                                    float32  as stored                       1.0
+DOUBLE                                   float64  as stored                       1.0
 ULAW, ALAW, IMA_ADPCM, MS_ADPCM, GSM610  int16    libsndfile's 16-bit decode      32768
+VORBIS (lossy)                           float32  libsndfile's float decode       1.0
 =======================================  =======  ==============================  ==========
 
 Any other encoding is rejected with `WavDecodeError("unsupported encoding: ...")`.
@@ -28,52 +37,32 @@ from typing import BinaryIO
 import numpy as np
 import soundfile as sf
 
-from transforms import riff
+from transforms import formats, framecount, riff, wavfmt
 
 _SIGNAL_DTYPES = {
     "PCM_U8": "int16",
+    "PCM_S8": "int16",
     "PCM_16": "int16",
     "PCM_24": "int32",
     "PCM_32": "int32",
     "FLOAT": "float32",
-    "DOUBLE": "float32",
+    "DOUBLE": "float64",
     "ULAW": "int16",
     "ALAW": "int16",
     "IMA_ADPCM": "int16",
     "MS_ADPCM": "int16",
     "GSM610": "int16",
+    "VORBIS": "float32",
 }
-_FULL_SCALES = {"PCM_U8": 128.0, "PCM_24": float(2**23), "PCM_32": float(2**31)}
+# Encodings libsndfile decodes but not reproducibly: rejected with the reason.
+_REFUSED = {
+    "OPUS": "libsndfile 1.2.2 decodes the stream's last packets differently by read size",
+}
+_FULL_SCALES = {"PCM_U8": 128.0, "PCM_S8": 128.0, "PCM_24": 2.0**23, "PCM_32": 2.0**31}
 # What soundfile is asked for, and the right shift that turns it into the stored value:
-# libsndfile left-justifies PCM_U8 into int16 ((x - 128) << 8) and PCM_24 into int32 (x << 8).
-_READ_AS = {"PCM_U8": ("int16", 8), "PCM_24": ("int32", 8)}
-
-# WAVE format tags libsndfile decodes for us -> soundfile subtype (PCM by container width).
-_CODEC_TAGS = {
-    0x0002: "MS_ADPCM",
-    0x0006: "ALAW",
-    0x0007: "ULAW",
-    0x0011: "IMA_ADPCM",
-    0x0031: "GSM610",
-}
-_BLOCK_CODECS = ("IMA_ADPCM", "MS_ADPCM", "GSM610")
-# Names for the tags people most often find inside a .wav, for the rejection message.
-_TAG_NAMES = {
-    0x0040: "G.721 ADPCM",
-    0x0045: "G.726 ADPCM",
-    0x0050: "MPEG audio",
-    0x0055: "MPEG Layer 3 (MP3)",
-    0x0064: "G.726 ADPCM",
-    0x0092: "Dolby AC-3 SPDIF",
-    0x00FF: "AAC",
-    0x0161: "Windows Media Audio",
-    0x0162: "Windows Media Audio Pro",
-    0x0163: "Windows Media Audio Lossless",
-    0x1610: "HE-AAC",
-    0x2000: "Dolby AC-3",
-    0xF1AC: "FLAC",
-}
-_MAX_CHANNELS = 1024  # libsndfile's SF_MAX_CHANNELS
+# libsndfile left-justifies 8-bit PCM into int16 ((x - 128) << 8, x << 8) and PCM_24 into int32.
+_READ_AS = {"PCM_U8": ("int16", 8), "PCM_S8": ("int16", 8), "PCM_24": ("int32", 8)}
+_SOUNDFILE_ERRORS = (sf.LibsndfileError, RuntimeError, TypeError, ValueError)
 
 
 class WavDecodeError(ValueError):
@@ -95,15 +84,16 @@ class WavDecodeError(ValueError):
 
 @dataclasses.dataclass(frozen=True)
 class WavInfo:
-    """What a WAV file holds.
+    """What an audio file holds.
 
     Attributes:
       sample_rate: frames per second.
       num_channels: channels per frame.
       num_frames: frames really decodable (after repairing a wrong data-chunk size).
       subtype: soundfile subtype name (PCM_16, PCM_24, FLOAT, ULAW, IMA_ADPCM, ...).
-      signal_dtype: "int16" | "int32" | "float32" (`signal_dtype_for`).
+      signal_dtype: "int16" | "int32" | "float32" | "float64" (`signal_dtype_for`).
       full_scale: divisor that maps samples to [-1, 1) (`full_scale_for`).
+      container: WAV, FLAC, OGG or AIFF (`transforms.formats`).
     """
 
     sample_rate: int
@@ -112,6 +102,7 @@ class WavInfo:
     subtype: str
     signal_dtype: str
     full_scale: float
+    container: str = formats.WAV
 
 
 def signal_dtype_for(subtype: str) -> str:
@@ -125,84 +116,30 @@ def signal_dtype_for(subtype: str) -> str:
 def full_scale_for(subtype: str) -> float:
     """The divisor mapping samples of `subtype` (as returned here) to [-1, 1)."""
     dtype = signal_dtype_for(subtype)
-    return _FULL_SCALES.get(subtype, 1.0 if dtype == "float32" else 32768.0)
-
-
-def _subtype_for(fmt: riff.FmtChunk) -> str:
-    """The soundfile subtype a fmt chunk means, or RiffError naming the unsupported encoding."""
-    tag, bits = fmt.format_tag, fmt.bits_per_sample
-    if fmt.num_channels == 0:
-        raise riff.RiffError("zero channels")
-    if fmt.sample_rate == 0:
-        raise riff.RiffError("zero sample rate")
-    if fmt.sample_rate > 2**31 - 1:  # libsndfile's sample rate is a C int
-        raise riff.RiffError(f"sample rate {fmt.sample_rate} out of range")
-    if fmt.num_channels > _MAX_CHANNELS:
-        raise riff.RiffError(f"too many channels ({fmt.num_channels} > {_MAX_CHANNELS})")
-    if tag == 0x0001:
-        if not 1 <= bits <= 32:
-            raise riff.RiffError(f"unsupported encoding: {bits}-bit integer PCM")
-        return ("PCM_U8", "PCM_16", "PCM_24", "PCM_32")[(bits + 7) // 8 - 1]
-    if tag == 0x0003:
-        if bits not in (32, 64):
-            raise riff.RiffError(f"unsupported encoding: {bits}-bit IEEE float")
-        return "FLOAT" if bits == 32 else "DOUBLE"
-    subtype = _CODEC_TAGS.get(tag)
-    if subtype is None or (fmt.extensible and subtype in _BLOCK_CODECS):
-        name = _TAG_NAMES.get(tag, "unknown")
-        raise riff.RiffError(f"unsupported encoding: {name} (WAVE format tag 0x{tag:04X})")
-    if subtype in _BLOCK_CODECS:
-        _check_block_codec(fmt, subtype)
-    return subtype
-
-
-def _check_block_codec(fmt: riff.FmtChunk, subtype: str) -> None:
-    """The block layout checks libsndfile makes, with a reason instead of "internal error"."""
-    ba, spb, ch = fmt.block_align, fmt.samples_per_block, fmt.num_channels
-    if subtype == "GSM610":
-        if ch != 1:  # libsndfile decodes mono GSM 6.10 only
-            raise riff.RiffError(f"unsupported encoding: GSM610 with {ch} channels")
-        if (ba, spb) != (65, 320):
-            raise riff.RiffError(
-                f"corrupt GSM610 header (block align {ba}, {spb} samples per block; "
-                f"expected 65 and 320)"
-            )
-        return
-    if ch > 2:  # libsndfile's ADPCM decoders handle mono and stereo only
-        raise riff.RiffError(f"unsupported encoding: {subtype} with {ch} channels")
-    if fmt.bits_per_sample != 4:
-        raise riff.RiffError(f"corrupt {subtype} header ({fmt.bits_per_sample} bits per sample)")
-    header = 4 if subtype == "IMA_ADPCM" else 7  # block header bytes per channel
-    if ba <= header * ch:
-        raise riff.RiffError(f"corrupt {subtype} header (block align {ba})")
-    expected = 2 * (ba - 4 * ch) // ch + 1 if subtype == "IMA_ADPCM" else 2 * (ba - 6 * ch) // ch
-    if spb != expected:
-        raise riff.RiffError(
-            f"corrupt {subtype} header (block align {ba} holds {expected} samples per block, "
-            f"the header says {spb})"
-        )
-
-
-def _frames_present(layout: riff.WaveLayout, subtype: str) -> int:
-    """Whole frames in the data bytes really present (whole blocks for block codecs)."""
-    fmt = layout.fmt
-    if subtype in _BLOCK_CODECS:
-        return (layout.data_size // fmt.block_align) * fmt.samples_per_block
-    bytes_per_sample = 1 if subtype in ("ULAW", "ALAW") else (fmt.bits_per_sample + 7) // 8
-    return layout.data_size // (bytes_per_sample * fmt.num_channels)
+    return _FULL_SCALES.get(subtype, 1.0 if dtype.startswith("float") else 32768.0)
 
 
 class _Opened:
-    """A soundfile.SoundFile on a (possibly repaired) WAV file, plus its WavInfo."""
+    """A soundfile.SoundFile on a (possibly repaired) audio file, plus its WavInfo."""
 
     def __init__(self, fileobj: BinaryIO, *, path: str):
+        self._path = path
+        container = formats.sniff(riff.read_head(fileobj))
+        if container in (None, formats.WAV):  # the walk names what is wrong with a non-WAV file
+            self.info = self._open_wav(fileobj)
+        else:
+            self.info = self._open_other(fileobj, container)
+        self._read_as, self._shift = _READ_AS.get(self.info.subtype, (self.info.signal_dtype, 0))
+        self._left = self.info.num_frames
+
+    def _open_wav(self, fileobj: BinaryIO) -> WavInfo:
+        path = self._path
         try:
             layout = riff.walk(fileobj)
-            subtype = _subtype_for(layout.fmt)
+            subtype = wavfmt.subtype_for(layout.fmt)
         except riff.RiffError as e:
             raise WavDecodeError(path, str(e)) from None
-        frames = _frames_present(layout, subtype)
-        self._path = path
+        frames = wavfmt.frames_present(layout, subtype)
         want = (subtype, layout.fmt.num_channels, layout.fmt.sample_rate)
         self._guard = riff.GuardedReader(fileobj)
         error: WavDecodeError | None = None
@@ -219,9 +156,12 @@ class _Opened:
             # on some chunk layouts that the walk got through (a chunk id with non-ASCII bytes, an
             # odd-sized chunk without its pad byte). Show it a canonical header announcing the
             # whole frames / blocks really present, followed by the untouched audio bytes.
-            unit = layout.fmt.block_align if subtype in _BLOCK_CODECS else 1
+            unit = layout.fmt.block_align if subtype in wavfmt.BLOCK_CODECS else 1
             length = layout.data_size - layout.data_size % unit
-            header = riff.canonical_header(layout.fmt, length)
+            try:
+                header = riff.canonical_header(layout.fmt, length)
+            except riff.RiffError as e:
+                raise WavDecodeError(path, str(e)) from None
             offset = layout.data_offset
             view = riff.SplicedReader(fileobj, header=header, offset=offset, length=length)
             self._guard = riff.GuardedReader(view)
@@ -239,7 +179,7 @@ class _Opened:
                 f"libsndfile reads it as {s.subtype}, {s.channels} channels, {s.samplerate} Hz; "
                 f"the header says {subtype}, {want[1]} channels, {want[2]} Hz",
             )
-        self.info = WavInfo(
+        return WavInfo(
             sample_rate=s.samplerate,
             num_channels=s.channels,
             num_frames=min(frames, s.frames),
@@ -247,14 +187,47 @@ class _Opened:
             signal_dtype=signal_dtype_for(subtype),
             full_scale=full_scale_for(subtype),
         )
-        self._read_as, self._shift = _READ_AS.get(subtype, (self.info.signal_dtype, 0))
-        self._left = self.info.num_frames
+
+    def _open_other(self, fileobj: BinaryIO, container: str) -> WavInfo:
+        """FLAC / Ogg / AIFF: libsndfile reads the header; its frame count is checked."""
+        self._guard = riff.GuardedReader(fileobj)
+        s = self.sound = self._open(self._guard)
+        reason = None
+        if s.format not in formats.SOUNDFILE_FORMATS[container]:
+            reason = f"libsndfile reads it as {s.format}, not {container}"
+        elif s.subtype not in _SIGNAL_DTYPES:
+            why = f" ({_REFUSED[s.subtype]})" if s.subtype in _REFUSED else ""
+            reason = f"unsupported encoding: {container} {s.subtype}{why}"
+        elif s.channels <= 0 or s.samplerate <= 0:
+            reason = f"corrupt {container} header ({s.channels} channels, {s.samplerate} Hz)"
+        if reason is not None:
+            s.close()
+            raise WavDecodeError(self._path, reason)
+        info = WavInfo(
+            sample_rate=s.samplerate,
+            num_channels=s.channels,
+            num_frames=s.frames,
+            subtype=s.subtype,
+            signal_dtype=signal_dtype_for(s.subtype),
+            full_scale=full_scale_for(s.subtype),
+            container=container,
+        )
+        s.close()
+        self._guard, frames = framecount.settle(
+            fileobj,
+            open_sound=self._open,
+            claim=info.num_frames,
+            dtype=_READ_AS.get(s.subtype, (info.signal_dtype, 0))[0],
+            flac=container == formats.FLAC,
+        )
+        self.sound = self._open(self._guard)
+        return dataclasses.replace(info, num_frames=frames)
 
     def _open(self, guard: riff.GuardedReader) -> sf.SoundFile:
         try:
             guard.seek(0)  # libsndfile takes the current position as the start of the file
             sound = sf.SoundFile(guard)
-        except (sf.LibsndfileError, RuntimeError, TypeError, ValueError) as e:
+        except _SOUNDFILE_ERRORS as e:
             guard.check()
             message = getattr(e, "error_string", str(e))
             raise WavDecodeError(self._path, f"libsndfile cannot decode it: {message}") from None
@@ -264,6 +237,8 @@ class _Opened:
     def read(self, frames: int) -> np.ndarray:
         """Up to `frames` more frames, [n, channels] in info.signal_dtype (n == 0 at the end)."""
         n = min(frames, self._left)
+        if n <= 0:  # never ask libsndfile: its FLAC reader fails on a 0-frame read past the end
+            return np.zeros((0, self.info.num_channels), self.info.signal_dtype)
         try:
             out = self.sound.read(n, dtype=self._read_as, always_2d=True)
         except (sf.LibsndfileError, RuntimeError) as e:
@@ -289,7 +264,8 @@ class _Opened:
 
 
 def read_info(fileobj: BinaryIO, *, path: str) -> WavInfo:
-    """Read a WAV file's header (cheap: a few small reads, no audio).
+    """Read an audio file's header (cheap: a few small reads; FLAC / Ogg / AIFF: also the last
+    frame, or every frame when the header's frame count is wrong).
 
     Args:
       fileobj: seekable binary file object (open(path, "rb"), io.BytesIO, Beam FileSystems).

@@ -1,0 +1,63 @@
+"""Which audio files the record job reads: containers by their first bytes, lossy codecs, patterns.
+
+A file's container is recognised from its content, never from its name: WAV (RIFF, RF64, BW64 and
+big-endian RIFX) goes through `transforms.riff`'s header walk; FLAC, Ogg Vorbis and
+AIFF / AIFF-C are opened by libsndfile directly (`transforms.wav` reads all of them). Anything else
+is a bad input file with its reason, like a broken WAV file.
+"""
+
+from __future__ import annotations
+
+import re
+
+WAV, FLAC, OGG, AIFF = "WAV", "FLAC", "OGG", "AIFF"
+# soundfile's format name of each container libsndfile opens for us (WAV: WAV, WAVEX, RF64).
+SOUNDFILE_FORMATS = {FLAC: ("FLAC",), OGG: ("OGG",), AIFF: ("AIFF",)}
+# Lossy codecs: their samples are the decoder's float32 output, not the signal that was encoded.
+_LOSSY_CODECS = {"VORBIS": "Vorbis"}
+_BRACES = re.compile(r"\{([^{}]*,[^{}]*)\}")  # an innermost {a,b,...} group
+
+
+def sniff(head: bytes) -> str | None:
+    """The container of a file from its first 12 bytes, or None when it is none we read.
+
+    Files that only start like a WAV file (a RIFF id, then anything) are WAV: the header walk
+    gives the reason they cannot be read.
+    """
+    if head[:4] in (b"RIFF", b"RF64", b"BW64", b"RIFX"):
+        return WAV
+    if head[:4] == b"fLaC":
+        return FLAC
+    if head[:4] == b"OggS":
+        return OGG
+    if head[:4] == b"FORM" and head[8:12] in (b"AIFF", b"AIFC"):
+        return AIFF
+    return None
+
+
+def lossy_fields(subtype: str) -> dict[str, object]:
+    """A lossy file's manifest note: ``{"lossy": True, "lossy_reason": ...}``; {} if lossless.
+
+    Ogg Vorbis is the one lossy codec read (Opus is refused: `transforms.wav`)."""
+    codec = _LOSSY_CODECS.get(subtype)
+    if codec is None:
+        return {}
+    reason = f"{codec} is a lossy codec: samples are libsndfile's float32 decode, not the source"
+    return {"lossy": True, "lossy_reason": reason}
+
+
+def expand_braces(pattern: str) -> list[str]:
+    """Shell-style alternatives: ``a/**/*.{wav,flac}`` -> ``a/**/*.wav``, ``a/**/*.flac``.
+
+    Beam's FileSystems.match has no ``{}`` syntax; groups may nest, a group without a comma is
+    kept literally. Order follows the pattern, duplicates removed.
+    """
+    m = _BRACES.search(pattern)
+    if m is None:
+        return [pattern]
+    out: list[str] = []
+    for alternative in m.group(1).split(","):
+        for expanded in expand_braces(pattern[: m.start()] + alternative + pattern[m.end() :]):
+            if expanded not in out:
+                out.append(expanded)
+    return out
