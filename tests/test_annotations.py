@@ -288,8 +288,8 @@ def test_bad_rows_are_reported_per_row_and_good_rows_kept():
         9: "End Time (s) is not a finite number: 'inf'",
     }
     assert errors[0].to_manifest() == {
-        "path": "t/rec.Table.1.selections.txt",
-        "reason": "line 3: end 2.5 s is before start 3 s",
+        "path": "t/rec.Table.1.selections.txt:3",
+        "reason": "end 2.5 s is before start 3 s",
     }
     csv_events, csv_errors = ann.read_csv(
         "a.wav,1,2,tug\nb.wav,x,2,tug\nc.wav,1,2,tug,zz\n,1,2,tug\n", source="e.csv"
@@ -378,3 +378,28 @@ def test_label_rule_validation():
         with pytest.raises(ValueError):
             aw.LabelRule(**kwargs)
     assert list(itertools.islice(ann.FORMATS, 1)) == ["auto"]
+
+
+@pytest.mark.parametrize("pad", [False, True])
+def test_cut_at_equals_the_grid_framing_and_cuts_any_starts(pad):
+    from transforms.windows import WindowConfig, frame_blocks, window_starts
+
+    rng = np.random.default_rng(3)
+    for _ in range(30):
+        n, win = int(rng.integers(1, 3000)), int(rng.integers(1, 200))
+        x = rng.integers(-(2**15), 2**15, (n, 2)).astype(np.int16)
+        blocks = np.split(x, np.sort(rng.integers(0, n, 4)))
+        cfg = WindowConfig(win_len=win, hop_len=int(rng.integers(1, win + 1)), pad=pad)
+        grid = list(frame_blocks(iter(blocks), cfg, max_windows_per_chunk=7))
+        cut = list(
+            aw.cut_at(iter(blocks), window_starts(n, cfg), win_len=win, max_windows_per_chunk=7)
+        )
+        assert [s.tolist() for s, _ in grid] == [s.tolist() for s, _ in cut]
+        for (_, a), (_, b) in zip(grid, cut, strict=True):
+            np.testing.assert_array_equal(a, b)
+        starts = np.sort(rng.integers(0, n, 9))  # arbitrary, repeated, overlapping; past the end
+        padded = np.concatenate([x, np.zeros((win, 2), np.int16)])
+        got = np.concatenate(
+            [w for _, w in aw.cut_at(iter(blocks), starts, win_len=win, max_windows_per_chunk=4)]
+        )
+        np.testing.assert_array_equal(got, np.stack([padded[s : s + win] for s in starts]))

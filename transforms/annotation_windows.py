@@ -21,7 +21,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 import numpy as np
 
@@ -213,3 +213,53 @@ def background_starts(
     which = np.searchsorted(ends, picks, side="right")
     firsts = np.array([a for a, _ in free], np.int64)
     return (firsts[which] + picks - (ends[which] - sizes[which])).astype(np.int64)
+
+
+def cut_at(
+    blocks: Iterable[np.ndarray],
+    starts: np.ndarray,
+    *,
+    win_len: int,
+    max_windows_per_chunk: int,
+) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """Windows at explicit sorted `starts` from a stream of consecutive blocks, bounded memory.
+
+    The counterpart of `transforms.windows.frame_blocks` for windows that are not on a regular
+    grid (centred event windows, background windows, a grid with windows left out). Frames past
+    the end of the signal are zeros (``--pad``).
+
+    Args:
+      blocks: consecutive, non-overlapping blocks of one signal, each [frames, channels].
+      starts: int64 [n] sorted window starts (repeats allowed).
+      win_len: window length in frames.
+      max_windows_per_chunk: at most this many windows per yielded chunk.
+
+    Yields:
+      (starts, windows): int64 [k] and [k, win_len, channels] copies, in order.
+    """
+    starts = np.asarray(starts, np.int64)
+    ends = starts + win_len
+    buf: np.ndarray | None = None  # frames [buf_start, buf_start + len(buf)) of the signal
+    buf_start, i = 0, 0
+    for block in blocks:
+        buf = block if buf is None else np.concatenate([buf, block])
+        j = int(np.searchsorted(ends, buf_start + len(buf), side="right"))  # windows now whole
+        yield from _emit(buf, buf_start, starts[i:j], win_len, max_windows_per_chunk)
+        i = j
+        keep_from = int(starts[i]) if i < len(starts) else buf_start + len(buf)
+        drop = min(max(keep_from - buf_start, 0), len(buf))
+        buf, buf_start = buf[drop:], buf_start + drop
+    if i < len(starts):  # windows reaching past the end: zero-padded
+        buf = np.zeros((0, 1), np.float32) if buf is None else buf
+        padded = np.zeros((int(ends[-1]) - buf_start, *buf.shape[1:]), buf.dtype)
+        padded[: len(buf)] = buf
+        yield from _emit(padded, buf_start, starts[i:], win_len, max_windows_per_chunk)
+
+
+def _emit(
+    buf: np.ndarray, buf_start: int, starts: np.ndarray, win_len: int, per_chunk: int
+) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    for lo in range(0, len(starts), per_chunk):
+        chunk = starts[lo : lo + per_chunk]
+        index = (chunk - buf_start)[:, None] + np.arange(win_len)[None, :]
+        yield chunk, buf[index]  # fancy indexing: a [k, win_len, channels] copy

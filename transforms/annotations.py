@@ -93,9 +93,9 @@ class RowError:
     reason: str
 
     def to_manifest(self) -> dict[str, str]:
-        """The manifest ``errors`` entry: the table's path and ``line N: reason``."""
-        where = "" if self.line is None else f"line {self.line}: "
-        return {"path": self.source, "reason": f"{where}{self.reason}"}
+        """The manifest ``errors`` entry: ``<table>:<line>`` (one entry per row) and the reason."""
+        where = self.source if self.line is None else f"{self.source}:{self.line}"
+        return {"path": where, "reason": self.reason}
 
 
 def detect_format(path: str, text: str) -> str:
