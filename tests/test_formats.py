@@ -142,6 +142,11 @@ def test_flac_frame_count_is_checked(corpus):
         info, samples = wav.decode(io.BytesIO(_flac_with_total(raw, total)), path="s.flac")
         assert info.num_frames == 5000, total
         np.testing.assert_array_equal(samples, expected)
+    tag = b"ID3\x04\x00\x00\x00\x00\x01\x02" + b"\x00" * 130  # ID3v2, syncsafe size 130
+    for total in (5000, 0):  # a tag in front of the stream (some taggers write one)
+        info, samples = wav.decode(io.BytesIO(tag + _flac_with_total(raw, total)), path="t.flac")
+        assert (info.container, info.num_frames) == ("FLAC", 5000)
+        np.testing.assert_array_equal(samples, expected)
     for cut, frames in ((len(raw) // 2, 0), (len(raw) - 200, 4096)):  # FLAC blocks of 4096
         info, samples = wav.decode(io.BytesIO(raw[:cut]), path="cut.flac")
         assert info.num_frames == frames  # a cut download: the whole blocks before the cut

@@ -35,6 +35,18 @@ def sniff(head: bytes) -> str | None:
     return None
 
 
+def id3_size(head: bytes) -> int:
+    """Bytes of an ID3v2 tag at the start of a file (0 when there is none).
+
+    Some taggers put one in front of a FLAC stream; libsndfile skips it.
+    """
+    if len(head) < 10 or head[:3] != b"ID3" or any(c & 0x80 for c in head[6:10]):
+        return 0
+    size = int.from_bytes(bytes(head[6:10]), "big")
+    size = (size & 0x7F) | (size >> 1 & 0x3F80) | (size >> 2 & 0x1FC000) | (size >> 3 & 0xFE00000)
+    return 10 + size + (10 if head[5] & 0x10 else 0)  # header, syncsafe size, footer
+
+
 def lossy_fields(subtype: str) -> dict[str, object]:
     """A lossy file's manifest note: ``{"lossy": True, "lossy_reason": ...}``; {} if lossless.
 

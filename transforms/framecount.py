@@ -19,7 +19,7 @@ from typing import BinaryIO
 
 import soundfile as sf
 
-from transforms import riff
+from transforms import formats, riff
 
 COUNT_CHUNK_FRAMES = 4096  # frames per read when counting
 _MAX_FRAMES_PER_BYTE = 8192  # FLAC: a constant frame of 65535 samples takes 8+ bytes
@@ -62,11 +62,13 @@ def _decodable(open_sound: OpenSound, guard: riff.GuardedReader, dtype: str) -> 
 
 def flac_with_total(fileobj: BinaryIO, total: int) -> riff.SplicedReader | None:
     """The FLAC file with STREAMINFO's total samples set to `total` (None: no STREAMINFO)."""
-    head = riff.read_head(fileobj, _TOTAL_AT + 8)
-    if len(head) < _TOTAL_AT + 8 or head[:4] != b"fLaC" or head[4] & 0x7F != 0:
+    start = formats.id3_size(riff.read_head(fileobj))  # bytes of an ID3v2 tag before fLaC
+    head = riff.read_head(fileobj, start + _TOTAL_AT + 8)
+    at = start + _TOTAL_AT
+    if len(head) < at + 8 or head[start : start + 4] != b"fLaC" or head[start + 4] & 0x7F:
         return None
-    field = int.from_bytes(head[_TOTAL_AT:], "big") >> _TOTAL_BITS << _TOTAL_BITS | total
-    patched = head[:_TOTAL_AT] + field.to_bytes(8, "big")
+    field = int.from_bytes(head[at:], "big") >> _TOTAL_BITS << _TOTAL_BITS | total
+    patched = head[:at] + field.to_bytes(8, "big")
     size = riff.file_size(fileobj)
     return riff.SplicedReader(
         fileobj, header=patched, offset=len(patched), length=size - len(patched)

@@ -106,9 +106,9 @@ def _read_at(fileobj: BinaryIO, offset: int, n: int) -> bytes:
     return out
 
 
-def read_head(fileobj: BinaryIO, n: int = 12) -> bytes:
-    """The first `n` bytes of a file (fewer when it is shorter)."""
-    return _read_at(fileobj, 0, n)
+def read_head(fileobj: BinaryIO, n: int = 12, *, at: int = 0) -> bytes:
+    """`n` bytes of a file from offset `at` (fewer when it is shorter)."""
+    return _read_at(fileobj, at, n)
 
 
 def _looks_like_chunk_id(cid: bytes) -> bool:

@@ -124,7 +124,11 @@ class _Opened:
 
     def __init__(self, fileobj: BinaryIO, *, path: str):
         self._path = path
-        container = formats.sniff(riff.read_head(fileobj))
+        head = riff.read_head(fileobj)
+        container = formats.sniff(head)
+        skip = formats.id3_size(head)
+        if container is None and skip and formats.sniff(riff.read_head(fileobj, at=skip)) == "FLAC":
+            container = formats.FLAC  # an ID3v2 tag before the stream (MP3s stay refused)
         if container in (None, formats.WAV):  # the walk names what is wrong with a non-WAV file
             self.info = self._open_wav(fileobj)
         else:
