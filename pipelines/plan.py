@@ -17,8 +17,8 @@ from typing import Any
 from apache_beam.io.filesystems import FileSystems
 
 from replay import format as fmt
+from transforms import annotation_job, formats, labels, read, sharding, wav
 from transforms import features as feats
-from transforms import formats, labels, read, sharding, wav
 from transforms.dtypes import SIGNAL_DTYPES
 from transforms.dtypes import resolve as resolve_signal_dtype
 from transforms.preprocessing import RecordLayout
@@ -52,6 +52,7 @@ class RecordPlan:
     params: Mapping[str, Any]
     classes: tuple[str, ...] = ()  # the class list in `target` order (labels.run_classes)
     analyze_splits: tuple[str, ...] = (fmt.ALL_SPLIT,)  # splits TFT's statistics come from
+    annotation_errors: tuple[dict, ...] = ()  # --annotations: bad table rows (manifest errors)
 
 
 def _check(condition: bool, message: str) -> None:
@@ -188,6 +189,18 @@ def plan_record(opts: Any, *, shard_func: Callable[[dict], int] | None = None) -
         _with_class(_input_file(i, p, s, label_kind, csv_labels, shard_plan), fixed_classes, opts)
         for i, (p, s) in enumerate(matched)
     ]  # class ids come from every usable label, known here: never from the data
+    try:
+        annotated = annotation_job.config_from_options(opts)
+    except ValueError as e:
+        raise UsageError(str(e)) from e
+    _check(
+        annotated is None or opts.shard_by != "class", "--shard_by class: not with --annotations"
+    )
+    if annotated is not None:  # labels come from the tables (after the headers), not file names
+        labelled = [
+            InputFile(index=i, path=p, size_bytes=s, label="", split=f.split)
+            for (i, (p, s)), f in zip(enumerate(matched), labelled, strict=True)
+        ]
     classes = labels.run_classes((f.label for f in labelled if f.error is None), fixed_classes)
     inputs = scan_headers(labelled)
     infos = [f.info for f in inputs if f.info is not None]
@@ -231,6 +244,25 @@ def plan_record(opts: Any, *, shard_func: Callable[[dict], int] | None = None) -
     window = WindowConfig(
         win_len=opts.win_len, hop_len=hop, pad=opts.pad, max_windows=opts.max_windows_per_signal
     )
+    annotation_errors: tuple[dict, ...] = ()
+    if annotated is not None:  # every file's windows and labels, from the tables
+        try:
+            inputs, notes = annotation_job.annotate(
+                inputs,
+                annotated,
+                window=window,
+                split_channels=opts.channel_mode == "split",
+                sample_rate=opts.sample_rate,
+                fixed_classes=fixed_classes,
+                split_base=shard_plan.split_base,
+                strict=opts.strict,
+            )
+        except ValueError as e:
+            raise UsageError(str(e)) from e
+        classes, annotation_errors = notes.classes, notes.errors
+        layout = dataclasses.replace(
+            layout, num_label_classes=len(classes), max_events=notes.max_events
+        )
     read_config = ReadConfig(
         window=window,
         layout=layout,
@@ -253,7 +285,11 @@ def plan_record(opts: Any, *, shard_func: Callable[[dict], int] | None = None) -
     }
     usable = [f for f in inputs if f.error is None]
     segments = sharding.plan_segments(
-        [(f, planned_rows(f.info, read_config)) for f in usable], shard_plan
+        [
+            (f, f.annotation.num_rows if f.annotation else planned_rows(f.info, read_config))
+            for f in usable
+        ],
+        shard_plan,
     )
     shard_plan = dataclasses.replace(
         shard_plan, num_shards=sharding.split_shard_counts(segments, shard_plan, estimated)
@@ -272,6 +308,8 @@ def plan_record(opts: Any, *, shard_func: Callable[[dict], int] | None = None) -
     params = {k: getattr(opts, k) for k in sorted(RECORD_PARAMS)}
     params["hop_len"] = hop
     params["features"] = list(names)
+    if annotated is not None:  # only then: a run without annotations keeps its manifest bytes
+        params = dict(sorted({**params, **annotation_job.option_params(opts)}.items()))
     return RecordPlan(
         output_dir=output_dir,
         name=opts.dataset_name,
@@ -284,6 +322,7 @@ def plan_record(opts: Any, *, shard_func: Callable[[dict], int] | None = None) -
         params=json.loads(json.dumps(params)),
         classes=classes,
         analyze_splits=analyze,
+        annotation_errors=annotation_errors,
     )
 
 

@@ -33,7 +33,7 @@ import runners
 from pipelines.plan import RUN_MARKER, RecordPlan, UsageError, plan_record
 from replay import format as fmt
 from runners.options import JobOptions
-from transforms import dtypes, labels, manifest, read, rows, sharding, shards
+from transforms import annotation_job, dtypes, labels, manifest, read, rows, sharding, shards
 from transforms.preprocessing import preprocessing_fn
 from transforms.progress import ProgressReporter
 
@@ -126,6 +126,7 @@ class RecordOptions(PipelineOptions):
             default=None,
             help="keep only the first N elements (in file order)",
         )
+        annotation_job.add_options(add)  # --annotations and its rule, windows, background
 
 
 def build_pipeline(p: beam.Pipeline, plan: RecordPlan) -> None:
@@ -156,6 +157,7 @@ def build_pipeline(p: beam.Pipeline, plan: RecordPlan) -> None:
         )
     )
     planned_errors = [{"path": f.path, "reason": f.error} for f in plan.inputs if f.error]
+    planned_errors += plan.annotation_errors  # bad table rows, "<table>:<line>"
     errors = (
         read_out[read.ERRORS_TAG],
         p | "PlannedErrors" >> beam.Create(planned_errors),

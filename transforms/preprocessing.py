@@ -27,6 +27,7 @@ import pyarrow as pa
 from tensorflow_metadata.proto.v0 import schema_pb2
 
 from replay import format as fmt
+from transforms.annotation_plan import EVENTS_KEY, LABELS_KEY, NUM_EVENTS_KEY
 
 CLASS_VOCABULARY = "class"  # vocab_filename of the class vocabulary in transform_fn/assets
 
@@ -49,11 +50,16 @@ class RecordLayout:
       feature_shapes: {feature name: (frames, bins)} in the requested order.
       normalize: add ``<feature>_norm`` z-scored copies computed by TFT.
       with_channel: carry the ``channel`` key (``--channel_mode split``).
+      num_label_classes: ``--annotations``: length of the multi-hot ``labels`` (0: no
+        annotation keys; see `transforms.annotation_plan`).
+      max_events: ``--annotations``: rows of ``events`` [max_events, 3].
     """
 
     feature_shapes: Mapping[str, tuple[int, ...]]
     normalize: bool = True
     with_channel: bool = False
+    num_label_classes: int = 0
+    max_events: int = 0
 
     @property
     def passthrough_keys(self) -> tuple[str, ...]:
@@ -65,6 +71,9 @@ class RecordLayout:
         fields = [pa.field(fmt.CLASS_KEY, pa.list_(pa.binary()))]
         fields += [pa.field(k, _PASSTHROUGH_TYPES[k]) for k in self.passthrough_keys]
         fields += [pa.field(name, pa.list_(pa.float32())) for name in self.feature_shapes]
+        if self.num_label_classes:  # annotation keys (no tensor TFT sees)
+            fields += [pa.field(LABELS_KEY, pa.list_(pa.float32()))]
+            fields += [pa.field(k, pa.list_(pa.int64())) for k in (EVENTS_KEY, NUM_EVENTS_KEY)]
         return pa.schema(fields)
 
     def tensor_representations(self) -> dict[str, schema_pb2.TensorRepresentation]:
@@ -94,6 +103,12 @@ class RecordLayout:
             specs[name] = fmt.ElementSpec("float32", tuple(shape), fmt.ENCODING_FLOAT_LIST)
             if self.normalize:
                 specs[name + fmt.NORMALIZED_SUFFIX] = specs[name]
+        if self.num_label_classes:
+            labels = (self.num_label_classes,)
+            specs[LABELS_KEY] = fmt.ElementSpec("float32", labels, fmt.ENCODING_FLOAT_LIST)
+            events = (self.max_events, 3)
+            specs[EVENTS_KEY] = fmt.ElementSpec("int64", events, fmt.ENCODING_INT64_LIST)
+            specs[NUM_EVENTS_KEY] = int64
         return specs
 
 

@@ -267,6 +267,7 @@ class ReadTaskFn(beam.DoFn):
                 config=self._config,
                 row_start=seg.row_start,
                 row_stop=seg.row_stop,
+                planned_starts=None if f.annotation is None else f.annotation.starts,
             )
             for starts, channels, signal in chunks:
                 yield self._pool.submit(

@@ -20,6 +20,8 @@ import pyarrow as pa
 from replay import format as fmt
 from transforms import dtypes, wav
 from transforms import features as feats
+from transforms.annotation_plan import FileAnnotation, annotation_columns
+from transforms.annotation_windows import cut_at
 from transforms.preprocessing import RecordLayout
 from transforms.windows import WindowConfig, frame_blocks, num_windows
 
@@ -40,6 +42,8 @@ class InputFile:
     split: str = fmt.ALL_SPLIT
     info: wav.WavInfo | None = None
     error: str | None = None  # the reason the file cannot be used (label or header problem)
+    # --annotations: the file's planned windows and label columns (annotation_plan)
+    annotation: FileAnnotation | None = dataclasses.field(default=None, compare=False, repr=False)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -112,8 +116,11 @@ def file_rows(
     config: ReadConfig,
     row_start: int = 0,
     row_stop: int | None = None,
+    planned_starts: np.ndarray | None = None,
 ) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """Rows [row_start, row_stop) of one file, in chunks, in bounded memory.
+
+    `planned_starts` (``--annotations``): the planned window starts, instead of the regular grid.
 
     Yields:
       (starts int64 [k], channels int64 [k], signal [k, win_len] in the run's dtype).
@@ -132,7 +139,12 @@ def file_rows(
         )
     row = 0
     stop = np.inf if row_stop is None else row_stop
-    for starts, windows in frame_blocks(blocks, cfg.window, max_windows_per_chunk=per_chunk):
+    if planned_starts is None:
+        framed = frame_blocks(blocks, cfg.window, max_windows_per_chunk=per_chunk)
+    else:
+        win = cfg.window.win_len
+        framed = cut_at(blocks, planned_starts, win_len=win, max_windows_per_chunk=per_chunk)
+    for starts, windows in framed:
         first, n = row, len(starts) * channels
         row += n
         if row <= row_start:
@@ -198,5 +210,10 @@ def rows_to_batch(
             columns[name] = list_column(
                 computed[name].reshape(-1), int(np.prod(shape)), pa.float32()
             )
+    if f.annotation is not None:  # --annotations: per-row class, labels, events
+        for name, (values, per_row, kind) in annotation_columns(
+            f.annotation, starts, channels
+        ).items():
+            columns[name] = list_column(values, per_row, kind)
     schema = config.layout.arrow_schema()
     return pa.RecordBatch.from_arrays([columns[n] for n in schema.names], schema=schema)
