@@ -1,0 +1,229 @@
+"""Real engines for the engine tests: Flink session clusters, worker pools, job-server jars.
+
+Every process listens on 127.0.0.1 only, on free ports, with bounded start-up waits; each is
+started in its own process group and killed by pid at teardown. Logs go to files in the test's
+directory (pytest keeps the last runs' tmp directories), and a process that fails to start
+fails the test with the tail of its log.
+
+The Flink cluster is a JobManager and a TaskManager JVM started from the jars Maven resolved for
+Beam's Flink job server (`runners.jobserver`: ``flink-runtime`` holds both entry points), as
+``bin/jobmanager.sh`` / ``bin/taskmanager.sh`` of a Flink distribution would start them.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+START_TIMEOUT_S = 120.0  # a JVM or a Python process on 2 busy cores, to listen on its port
+JM_HEAP = "-Xmx384m"
+TM_HEAP = ("-Xmx448m", "-Xms448m", "-XX:MaxDirectMemorySize=640m", "-XX:MaxMetaspaceSize=256m")
+FLINK_JM = "org.apache.flink.runtime.entrypoint.StandaloneSessionClusterEntrypoint"
+FLINK_TM = "org.apache.flink.runtime.taskexecutor.TaskManagerRunner"
+# What Flink 1.19's launch scripts open to Flink on Java 17 (env.java.opts.all)
+JAVA17_OPENS = tuple(
+    f"--add-opens=java.base/{package}=ALL-UNNAMED"
+    for package in (
+        "java.lang",
+        "java.net",
+        "java.io",
+        "java.nio",
+        "sun.nio.ch",
+        "java.lang.reflect",
+        "java.text",
+        "java.time",
+        "java.util",
+        "java.util.concurrent",
+        "java.util.concurrent.atomic",
+        "java.util.concurrent.locks",
+    )
+)
+
+
+def require_java_and_maven() -> None:
+    """Skips the test with one line when `java` or `mvn` is missing."""
+    missing = [tool for tool in ("java", "mvn") if shutil.which(tool) is None]
+    if missing:
+        pytest.skip(f"engine tests need {' and '.join(missing)} on PATH (Java 11+, Maven)")
+
+
+def job_server_jar(engine: str) -> Path:
+    """`engine`'s job-server launcher jar, assembled by Maven into the cache once."""
+    from runners import jobserver
+
+    require_java_and_maven()
+    try:
+        return jobserver.fetch(engine)
+    except jobserver.FetchError as e:
+        pytest.skip(f"engine tests: {e}")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Process:
+    """A started process with its log; `stop` kills its whole process group by pid."""
+
+    def __init__(self, name: str, command: list[str], log: Path, *, env: dict | None = None):
+        self.name, self.log = name, log
+        with open(log, "wb") as fh:
+            self.proc = subprocess.Popen(
+                command,
+                cwd=ROOT,
+                env={**os.environ, **(env or {})},
+                stdin=subprocess.DEVNULL,
+                stdout=fh,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # its own process group, with the workers it starts
+            )
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def tail(self, chars: int = 3000) -> str:
+        return self.log.read_text(errors="replace")[-chars:]
+
+    def wait_listening(self, port: int, *, timeout_s: float = START_TIMEOUT_S) -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                pytest.fail(f"{self.name} exited with {self.proc.returncode}:\n{self.tail()}")
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=1):
+                    return
+            except OSError:
+                time.sleep(0.25)
+        pytest.fail(f"{self.name} did not listen on {port} within {timeout_s:g} s:\n{self.tail()}")
+
+    def kill(self) -> None:
+        """SIGKILL to the process alone (a crash), not its group."""
+        os.kill(self.pid, signal.SIGKILL)
+        self.proc.wait(timeout=30)
+
+    def stop(self) -> None:
+        for sig, wait_s in ((signal.SIGTERM, 20), (signal.SIGKILL, 20)):
+            try:
+                os.killpg(self.pid, sig)
+            except ProcessLookupError:
+                return
+            try:
+                self.proc.wait(timeout=wait_s)
+                if sig == signal.SIGTERM:  # the leader is gone; make sure its group is too
+                    os.killpg(self.pid, signal.SIGKILL)
+                return
+            except (subprocess.TimeoutExpired, ProcessLookupError):
+                continue
+
+
+def start_worker_pool(directory: Path) -> tuple[Process, int]:
+    """``python -m runners.worker_pool`` on 127.0.0.1 (our interpreter, not PATH's python)."""
+    port = free_port()
+    env = {"PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    pool = Process(
+        "worker pool",
+        [sys.executable, "-m", "runners.worker_pool", "--service_port", str(port)]
+        + ["--bind_host", "127.0.0.1"],
+        directory / "worker_pool.log",
+        env=env,
+    )
+    pool.wait_listening(port)
+    return pool, port
+
+
+class FlinkCluster:
+    """A Flink session cluster: one JobManager JVM and TaskManager JVMs (2 slots each)."""
+
+    def __init__(self, directory: Path, lib: Path, *, taskmanagers: int = 1):
+        self.directory, self.lib = directory, lib
+        self.rest_port = free_port()
+        self.conf = directory / "conf"
+        self.conf.mkdir(parents=True, exist_ok=True)
+        settings = {
+            "jobmanager.rpc.address": "127.0.0.1",
+            "jobmanager.rpc.port": free_port(),
+            "jobmanager.bind-host": "127.0.0.1",
+            "jobmanager.memory.process.size": "768m",
+            "rest.address": "127.0.0.1",
+            "rest.bind-address": "127.0.0.1",
+            "rest.port": self.rest_port,
+            "blob.server.port": free_port(),
+            "taskmanager.host": "127.0.0.1",
+            "taskmanager.bind-host": "127.0.0.1",
+            "taskmanager.rpc.port": "0",
+            "taskmanager.data.port": "0",
+            "taskmanager.numberOfTaskSlots": 2,
+            # what bin/taskmanager.sh computes from taskmanager.memory.process.size and passes on
+            "taskmanager.cpu.cores": 2,
+            "taskmanager.memory.framework.heap.size": "128m",
+            "taskmanager.memory.task.heap.size": "320m",
+            "taskmanager.memory.framework.off-heap.size": "128m",
+            "taskmanager.memory.task.off-heap.size": "0m",
+            # the record job is ~300 Beam transforms, all pipelined: many small buffers
+            "taskmanager.memory.network.min": "512m",
+            "taskmanager.memory.network.max": "512m",
+            "taskmanager.memory.segment-size": "8kb",
+            "taskmanager.memory.managed.size": "256m",
+            "taskmanager.memory.jvm-metaspace.size": "256m",
+            "taskmanager.memory.jvm-overhead.min": "192m",
+            "taskmanager.memory.jvm-overhead.max": "192m",
+            "parallelism.default": 2,
+            "cluster.evenly-spread-out-slots": "true",  # each TaskManager runs part of the job
+            # a lost TaskManager is noticed within seconds, not Flink's default 50 s
+            "heartbeat.interval": 2000,
+            "heartbeat.timeout": 8000,
+            # failed tasks are retried: their pipelined region (with Beam on Flink: most of the job)
+            "restart-strategy.type": "fixed-delay",
+            "restart-strategy.fixed-delay.attempts": 100,  # each task a kill fails counts one
+            "restart-strategy.fixed-delay.delay": "2 s",
+        }
+        text = "".join(f"{key}: {value}\n" for key, value in settings.items())
+        (self.conf / "flink-conf.yaml").write_text(text)
+        self.jobmanager = self._start("jobmanager", FLINK_JM, JM_HEAP)
+        self.jobmanager.wait_listening(self.rest_port)
+        self.taskmanagers = [
+            self._start(f"taskmanager{i}", FLINK_TM, *TM_HEAP) for i in range(taskmanagers)
+        ]
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while self.registered_taskmanagers() < taskmanagers:
+            dead = [tm for tm in self.taskmanagers if tm.proc.poll() is not None]
+            if dead or time.monotonic() > deadline:
+                self.stop()
+                pytest.fail(f"Flink TaskManagers did not register:\n{self.taskmanagers[0].tail()}")
+            time.sleep(0.5)
+
+    @property
+    def master(self) -> str:
+        return f"127.0.0.1:{self.rest_port}"
+
+    def _start(self, name: str, main_class: str, *jvm: str) -> Process:
+        command = ["java", *jvm, *JAVA17_OPENS, "-cp", f"{self.lib}/*", main_class]
+        command += ["--configDir", str(self.conf)]
+        return Process(f"Flink {name}", command, self.directory / f"{name}.log")
+
+    def registered_taskmanagers(self) -> int:
+        import json
+
+        url = f"http://{self.master}/taskmanagers"
+        try:
+            with urllib.request.urlopen(url, timeout=5) as response:
+                return len(json.load(response)["taskmanagers"])
+        except OSError:
+            return 0
+
+    def stop(self) -> None:
+        for process in [*self.taskmanagers, self.jobmanager]:
+            process.stop()

@@ -1,0 +1,112 @@
+"""The record job on real Apache Flink and Apache Spark gives the DirectRunner's dataset.
+
+Each run is the user's command line (``python -m pipelines.record``) against a real engine on
+this machine: Flink embedded in Beam's Flink job server, a Flink session cluster of separate
+JVMs with our SDK workers from ``python -m runners.worker_pool``, and Spark ``local[2]`` in
+Beam's Spark job server. Shards, schema and manifest (apart from ``created_utc``) must be
+byte-identical to an in-memory DirectRunner run of the same input. On the session cluster a
+TaskManager is killed (SIGKILL) in the middle of the job: Flink restarts the job on the other
+TaskManager and the dataset must still be exact.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from runners import jobserver
+from tests.engines import clusters
+from tests.engines.conftest import ARGS
+from tests.record_helpers import SAMPLE_DIR
+from tests.test_reliability_support import assert_same_dataset
+
+pytestmark = pytest.mark.slow
+
+RUN_TIMEOUT_S = 1200.0  # only stops a hung run; nothing is asserted about time
+
+
+def _record(out: Path, log: Path, *engine: str) -> subprocess.Popen:
+    argv = ["--input_pattern", str(SAMPLE_DIR / "*.wav"), "--output_dir", str(out), *ARGS]
+    return clusters.Process(
+        "record job", [sys.executable, "-m", "pipelines.record", *argv, *engine], log
+    ).proc
+
+
+def _finish(proc: subprocess.Popen, log: Path) -> str:
+    try:
+        proc.wait(timeout=RUN_TIMEOUT_S)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    text = log.read_text(errors="replace")
+    assert proc.returncode == 0, text[-4000:]
+    return text
+
+
+def _flink(jar: Path, master: str) -> tuple[str, ...]:
+    return (
+        "--runner", "FlinkRunner", "--flink_master", master, "--parallelism", "2",
+        "--flink_version", jobserver.FLINK_VERSION, "--flink_job_server_jar", str(jar),
+    )  # fmt: skip
+
+
+def test_flink_embedded_gives_the_direct_runners_dataset(reference, flink_jar, tmp_path):
+    out, log = tmp_path / "out", tmp_path / "record.log"
+    text = _finish(_record(out, log, *_flink(flink_jar, "[local]")), log)
+    assert "recorded 18 windows from 6 files (0 failed) into 2 " in text
+    assert_same_dataset(out, reference)
+
+
+def test_spark_local_gives_the_direct_runners_dataset(reference, spark_jar, tmp_path):
+    out, log = tmp_path / "out", tmp_path / "record.log"
+    engine = ("--runner", "SparkRunner", "--spark_master_url", "local[2]")
+    text = _finish(_record(out, log, *engine, "--spark_job_server_jar", str(spark_jar)), log)
+    assert "recorded 18 windows from 6 files (0 failed) into 2 " in text
+    assert_same_dataset(out, reference)
+
+
+def _job(master: str) -> dict | None:
+    """The session cluster's one job (Flink's REST overview), or None before submission."""
+    with urllib.request.urlopen(f"http://{master}/jobs/overview", timeout=10) as response:
+        jobs = json.load(response)["jobs"]
+    return jobs[0] if jobs else None
+
+
+def test_flink_session_cluster_survives_a_killed_taskmanager(
+    reference, flink_cluster, worker_pool, tmp_path
+):
+    out, log = tmp_path / "out", tmp_path / "record.log"
+    engine = _flink(jobserver.jar_path("flink"), flink_cluster.master)
+    external = (
+        "--environment_type",
+        "EXTERNAL",
+        "--environment_config",
+        f"127.0.0.1:{worker_pool}",
+    )
+    proc = _record(out, log, *engine, *external)
+    # Mid-run: some of the job's tasks have finished, others have not.
+    deadline = time.monotonic() + RUN_TIMEOUT_S
+    while True:
+        assert proc.poll() is None, log.read_text(errors="replace")[-4000:]
+        assert time.monotonic() < deadline, "the job never got half-way"
+        job = _job(flink_cluster.master)
+        if job and 0 < job["tasks"]["finished"] < job["tasks"]["total"]:
+            break
+        time.sleep(0.5)
+    victim = flink_cluster.taskmanagers[0]
+    victim.kill()
+    text = _finish(proc, log)
+    job = _job(flink_cluster.master)
+    assert job["state"] == "FINISHED"
+    url = f"http://{flink_cluster.master}/jobs/{job['jid']}/exceptions"
+    with urllib.request.urlopen(url, timeout=10) as response:
+        failures = json.load(response)["exceptionHistory"]["entries"]
+    assert failures, "the job finished without noticing the killed TaskManager"
+    assert "recorded 18 windows from 6 files (0 failed) into 2 " in text
+    assert_same_dataset(out, reference)
