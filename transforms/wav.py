@@ -127,7 +127,11 @@ class _Opened:
         head = riff.read_head(fileobj)
         container = formats.sniff(head)
         skip = formats.id3_size(head)
-        if container is None and skip and formats.sniff(riff.read_head(fileobj, at=skip)) == "FLAC":
+        if (
+            container is None
+            and skip
+            and formats.sniff(riff.read_head(fileobj, at=skip)) == formats.FLAC
+        ):
             container = formats.FLAC  # an ID3v2 tag before the stream (MP3s stay refused)
         if container in (None, formats.WAV):  # the walk names what is wrong with a non-WAV file
             self.info = self._open_wav(fileobj)
