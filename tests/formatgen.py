@@ -144,7 +144,9 @@ def _soundfile_input(samples: np.ndarray, subtype: str) -> np.ndarray:
     return samples
 
 
-def write_file(path: str | os.PathLike, label: str, *, num_frames: int, sample_rate: int, seed=0):
+def write_file(
+    path: str | os.PathLike, label: str, *, num_frames: int, sample_rate: int, seed: int = 0
+) -> tuple[str, np.ndarray]:
     """Writes the file of encoding `label` and returns (path, samples a decoder must return)."""
     enc = ENCODINGS[label]
     Path(path).parent.mkdir(parents=True, exist_ok=True)

@@ -6,8 +6,10 @@ written and with an independent decoder: scipy.io.wavfile for RIFX, soundfile fo
 
 from __future__ import annotations
 
+import functools
 import io
 import struct
+import tempfile
 import tracemalloc
 import warnings
 from pathlib import Path
@@ -205,19 +207,15 @@ def test_input_patterns_pick_formats(tmp_path):
 # --- hostile input: the same contract as tests/test_reliability_wav.py ---------------------
 
 
-def _seeds() -> list[bytes]:
-    import tempfile
-
+@functools.cache
+def _seeds() -> tuple[bytes, ...]:
     with tempfile.TemporaryDirectory() as d:
         corpus = formatgen.make_corpus(d, num_frames=700)
-        return [Path(p).read_bytes() for p, _ in corpus.values()]
-
-
-_SEEDS = _seeds()
+        return tuple(Path(p).read_bytes() for p, _ in corpus.values())
 
 
 def _mutate(seed: int, edits: list[tuple[int, int, int]], cut: int) -> bytes:
-    raw = bytearray(_SEEDS[seed % len(_SEEDS)])
+    raw = bytearray(_seeds()[seed % len(_seeds())])
     for kind, pos, value in edits:
         pos = 4 + pos % (min(len(raw), 160) - 8)  # the headers, past the magic bytes
         if kind == 0:

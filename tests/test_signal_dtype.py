@@ -157,8 +157,8 @@ def test_explicit_dtype_that_would_round_is_refused_naming_files(headers):
     message = str(e.value)
     assert "\n" not in message and "would round the samples of 2 file(s)" in message
     assert headers["wav32"][0] in message and headers["rifxdouble"][0] in message
-    assert "PCM_32: int32 / float64" in message and "DOUBLE: float64" in message
-    assert message.endswith("--signal_dtype that holds every file: float64 or auto")
+    assert "(PCM_32 fits int32 or float64)" in message and "(DOUBLE fits float64)" in message
+    assert message.endswith("; every file fits --signal_dtype float64 or auto")
     assert dtypes.resolve("float64", files) == "float64"
     assert dtypes.resolve("int32", files[:2]) == "int32"
 
@@ -169,7 +169,7 @@ def test_auto_stops_when_no_dtype_holds_every_file(headers):
     files = [(headers["wav16"][0], headers["wav16"][1]), ("/d/wide.wav", wide)]
     with pytest.raises(ValueError, match=r"^--signal_dtype auto: no signal dtype holds every "):
         dtypes.resolve("auto", files)
-    with pytest.raises(ValueError, match=r"/d/wide.wav \(PCM_64: none\)"):
+    with pytest.raises(ValueError, match=r"/d/wide.wav \(PCM_64 fits none\); record them"):
         dtypes.resolve("auto", files)
     assert dtypes.resolve("auto", []) == "int16"
 

@@ -57,7 +57,8 @@ def holding(info: wav.WavInfo) -> tuple[str, ...]:
 
 def _named(files: Sequence[tuple[str, wav.WavInfo]]) -> str:
     shown = [
-        f"{path} ({info.subtype}: {' / '.join(holding(info)) or 'none'})" for path, info in files
+        f"{path} ({info.subtype} fits {' or '.join(holding(info)) or 'none'})"
+        for path, info in files
     ]
     more = len(shown) - _NAMED_FILES
     return ", ".join(shown[:_NAMED_FILES]) + (f" and {more} more" if more > 0 else "")
@@ -86,16 +87,20 @@ def resolve(requested: str, files: Sequence[tuple[str, wav.WavInfo]]) -> str:
         widest = max(STORED_DTYPES, key=lambda d: sum(holds(d, i) for _, i in files))
         lost = [(p, i) for p, i in files if not holds(widest, i)]
         raise ValueError(
-            "--signal_dtype auto: no signal dtype holds every file exactly (fits in parentheses): "
+            "--signal_dtype auto: no signal dtype holds every file exactly: "
             f"{_named(lost)}; record them in a separate run"
         )
     lost = [(p, i) for p, i in files if not holds(requested, i)]
     if not lost:
         return requested
-    alternatives = " or ".join([*works, "auto"]) if works else "none (split the run)"
+    works_for_all = (
+        f"every file fits --signal_dtype {' or '.join([*works, 'auto'])}"
+        if works
+        else "no signal dtype holds every file: split the run"
+    )
     raise ValueError(
-        f"--signal_dtype {requested} would round the samples of {len(lost)} file(s) (fits in "
-        f"parentheses): {_named(lost)}; --signal_dtype that holds every file: {alternatives}"
+        f"--signal_dtype {requested} would round the samples of {len(lost)} file(s): "
+        f"{_named(lost)}; {works_for_all}"
     )
 
 
