@@ -104,6 +104,7 @@ def replay_dataset(
     batch_size: int | None = None,
     drop_remainder: bool = False,
     prefetch: int | None = AUTOTUNE,
+    balance: str | None = None,
 ) -> tf.data.Dataset:
     """A `tf.data.Dataset` of the decoded elements of an audiorecords dataset.
 
@@ -158,6 +159,10 @@ def replay_dataset(
       batch_size: batch elements (None: unbatched elements).
       drop_remainder: drop the last partial batch.
       prefetch: prefetch buffer (AUTOTUNE; None or 0: no prefetch).
+      balance: "class": class-balanced sampling, an infinite dataset (`replay.balance`: each
+        draw a uniformly chosen class, then an element with that class or label); only with
+        `split`, `features`, `seed`, `shuffle_buffer`, `deterministic`, `batch_size`,
+        `drop_remainder`, `prefetch`, `input_context`.
 
     Returns:
       The dataset.
@@ -167,6 +172,24 @@ def replay_dataset(
       UnknownSplitError, UnknownFeatureError: `split` / `features` not in the manifest.
       MissingShardError, ShardSizeError: a shard is missing or has the wrong size.
     """
+    if balance is not None:
+        from replay.balance import balanced_dataset
+
+        if reader_func is not None or service is not None or repeat:
+            raise ValueError("balance: not with reader_func, service or repeat (it repeats)")
+        return balanced_dataset(
+            path,
+            balance=balance,
+            split=split,
+            features=features,
+            seed=seed,
+            shuffle_buffer=shuffle_buffer,
+            deterministic=deterministic,
+            batch_size=batch_size,
+            drop_remainder=drop_remainder,
+            prefetch=prefetch,
+            input_context=input_context,
+        )
     info = load_info(path)
     specs = info.select_features(features)
     shards = info.shard_list(split)
