@@ -33,9 +33,18 @@ RUN_TIMEOUT_S = 1200.0  # only stops a hung run; nothing is asserted about time
 
 def _record(out: Path, log: Path, *engine: str) -> subprocess.Popen:
     argv = ["--input_pattern", str(SAMPLE_DIR / "*.wav"), "--output_dir", str(out), *ARGS]
-    return clusters.Process(
-        "record job", [sys.executable, "-m", "pipelines.record", *argv, *engine], log
-    ).proc
+    command = [sys.executable, "-m", "pipelines.record", *argv, *engine]
+    return clusters.Process("record job", command, log, env=_local_engines(out.parent)).proc
+
+
+def _local_engines(directory: Path) -> dict[str, str]:
+    """Environment that keeps the job servers' embedded Flink and Spark on 127.0.0.1."""
+    conf = directory / "flink-conf"  # Beam's Flink job server reads $FLINK_CONF_DIR
+    conf.mkdir(exist_ok=True)
+    binds = ("jobmanager.bind-host", "taskmanager.bind-host", "taskmanager.host", "rest.address")
+    text = "".join(f"{key}: 127.0.0.1\n" for key in (*binds, "rest.bind-address"))
+    (conf / "flink-conf.yaml").write_text(text)
+    return {"FLINK_CONF_DIR": str(conf), "SPARK_LOCAL_IP": "127.0.0.1"}
 
 
 def _finish(proc: subprocess.Popen, log: Path) -> str:
