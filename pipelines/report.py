@@ -124,7 +124,8 @@ def file_stats(info: DatasetInfo) -> FileStats:
         count=len(files),
         failed=len(info.errors),
         durations=tuple(
-            f["num_frames"] / f["sample_rate"] if f.get("sample_rate") else 0.0 for f in files
+            f.get("num_frames", 0) / f["sample_rate"] if f.get("sample_rate") else 0.0
+            for f in files
         ),
         num_windows=tuple(int(f.get("num_windows", 0)) for f in files),
         names=tuple(str(f.get("path", "?")).rsplit("/", 1)[-1] for f in files),
@@ -173,6 +174,21 @@ def _truncate(text: str, limit: int = MAX_REASON_CHARS) -> str:
 
 def _join(values: Iterable[Any], unit: str = "") -> str:
     return ", ".join(f"{v}{unit}" for v in values) or "-"
+
+
+def _plain(value: Any) -> Any:
+    """A `DatasetInfo` value (read-only mappings, tuples) as plain JSON-serialisable data."""
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    return value
+
+
+def printable(text: str) -> str:
+    """`text` safe to print and to write as UTF-8: a lone surrogate (a manifest may hold any
+    JSON string; a file name that is not UTF-8 decodes to one) becomes ``\\udcxx``."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def _wrap(items: Sequence[str], width: int = 96) -> list[str]:
@@ -228,7 +244,7 @@ def summary_sections(info: DatasetInfo) -> list[tuple[str, list[str]]]:
             for st in shard_stats(info)
         ]
     )
-    params = _wrap([f"{k}={json.dumps(v)}" for k, v in info.params.items()])
+    params = _wrap([f"{k}={json.dumps(_plain(v))}" for k, v in info.params.items()])
     sources = [
         f"  decoded: {files.count} files, {files.total_seconds:.1f} s of audio, "
         f"{sum(files.num_windows)} windows",
@@ -260,4 +276,4 @@ def format_summary(info: DatasetInfo) -> str:
     for title, lines in summary_sections(info):
         indented = ["  " + line if not line.startswith("  ") else line for line in lines]
         blocks.append("\n".join([f"{title}:", *indented]))
-    return "\n\n".join(blocks) + "\n"
+    return printable("\n\n".join(blocks) + "\n")

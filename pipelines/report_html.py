@@ -81,7 +81,7 @@ def write_report(path: str | os.PathLike, page: str) -> Path:
     """Writes the page (creating parent directories) and returns its path."""
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(page, encoding="utf-8")
+    out.write_text(page, encoding="utf-8", errors="backslashreplace")  # lone surrogates
     return out
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import io
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import matplotlib
 
@@ -17,8 +17,10 @@ matplotlib.use("Agg")
 
 import numpy as np  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
+from matplotlib.text import Text  # noqa: E402
+from matplotlib.ticker import FuncFormatter  # noqa: E402
 
-from pipelines.report import FileStats, class_counts, file_stats  # noqa: E402
+from pipelines.report import FileStats, class_counts, file_stats, printable  # noqa: E402
 from pipelines.report_sample import Sample  # noqa: E402
 from replay import DatasetInfo  # noqa: E402
 
@@ -46,11 +48,29 @@ class Plot:
 
 
 def render_png(fig: Figure, dpi: int = DPI) -> bytes:
-    """`fig` as PNG bytes (the figure is cleared afterwards to free its memory)."""
+    """`fig` as PNG bytes (the figure is cleared afterwards to free its memory).
+
+    Labels, file names and keys come from the manifest (untrusted): they are drawn literally,
+    never as mathtext (a ``$`` pair in a label would be parsed, and bad TeX raises), and a lone
+    surrogate (any JSON string may hold one; Agg raises on it) is drawn escaped.
+    """
+    for ax in fig.axes:
+        for axis in (ax.xaxis, ax.yaxis):
+            formatter = axis.get_major_formatter()
+            if isinstance(formatter, FuncFormatter):  # set_ticks(labels=...); made at draw time
+                formatter.func = _printable_labels(formatter.func)
+    for text in fig.findobj(Text):
+        text.set_text(printable(text.get_text()))
+        text.set_parse_math(False)
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=dpi, bbox_inches="tight")
+    with matplotlib.rc_context({"text.parse_math": False}):  # tick labels made while drawing
+        fig.savefig(buf, format="png", dpi=dpi, bbox_inches="tight")
     fig.clear()
     return buf.getvalue()
+
+
+def _printable_labels(func: Callable[[float, int | None], str]) -> Callable:
+    return lambda x, pos=None: printable(str(func(x, pos)))
 
 
 def _message(fig: Figure, text: str) -> Figure:

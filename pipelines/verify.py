@@ -110,8 +110,9 @@ def verify(path: str, *, split: str | Sequence[str] | None = None) -> list[Shard
     Raises:
       replay.ReplayError: not a complete, readable dataset (IncompleteDatasetError, ...).
     """
-    info = load_info(path)
+    info = load_info(path)  # validates the manifest: shard names are this dataset's own
     shards = info.shard_list(split)
+    info.check_paths(shards)  # and no shard is a symlink out of the directory
     sizes = _fs.sizes([shard.path for shard in shards])
     return [verify_shard(info, s, size) for s, size in zip(shards, sizes, strict=True)]
 

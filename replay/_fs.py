@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import posixpath
+import stat
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
@@ -41,11 +42,36 @@ def isdir(path: str) -> bool:
 
 def read_text(path: str) -> str:
     """The file's text (UTF-8)."""
+    return read_bytes(path).decode("utf-8")
+
+
+def read_bytes(path: str, *, limit: int | None = None) -> bytes:
+    """The file's bytes.
+
+    Raises:
+      ValueError: the file is longer than `limit` bytes, or (local paths) not a regular file:
+        a FIFO or device would block or never end.
+    """
     if is_url(path):
         with _gfile().GFile(path, "rb") as f:
-            return f.read().decode("utf-8")
-    with open(path, encoding="utf-8") as f:
-        return f.read()
+            data = f.read() if limit is None else f.read(limit + 1)
+    else:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            raise ValueError("not a regular file")
+        with open(path, "rb") as f:
+            data = f.read() if limit is None else f.read(limit + 1)
+    if limit is not None and len(data) > limit:
+        raise ValueError(f"larger than {limit} bytes")
+    return data
+
+
+def outside(root: str, path: str) -> str | None:
+    """Where `path` really leads when that is outside directory `root` (local paths, through
+    symlinks and ``..``), else None. URLs have no symlinks: always None."""
+    if is_url(root) or is_url(path):
+        return None
+    real_root, real = os.path.realpath(root), os.path.realpath(path)
+    return None if os.path.commonpath([real_root, real]) == real_root else real
 
 
 def size(path: str) -> int | None:

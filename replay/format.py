@@ -63,8 +63,11 @@ ENCODING_RAW = "raw"
 ENCODING_FLOAT_LIST = "float_list"
 ENCODING_INT64_LIST = "int64_list"
 ENCODING_BYTES_LIST = "bytes_list"
-_ENCODINGS = (ENCODING_RAW, ENCODING_FLOAT_LIST, ENCODING_INT64_LIST, ENCODING_BYTES_LIST)
-_DTYPES = ("int16", "int32", "int64", "float32", "float64", "string")  # float64: signal only
+ENCODINGS = (ENCODING_RAW, ENCODING_FLOAT_LIST, ENCODING_INT64_LIST, ENCODING_BYTES_LIST)
+DTYPES = ("int16", "int32", "int64", "float32", "float64", "string")  # float64: signal only
+_ENCODINGS, _DTYPES = ENCODINGS, DTYPES
+GLOB_CHARACTERS = "*?[]{}"  # never in a dataset or shard name (tf.io.gfile.glob, gsutil, shells)
+MAX_NAME_BYTES = 200  # a shard name adds ~35 bytes; file systems allow 255
 
 _SHARD_RE = re.compile(
     r"^(?P<name>[^/]+?)(?:-(?P<split>[A-Za-z0-9_]+))?\.tfrecord-(?P<index>\d{5})-of-(?P<count>\d{5})"
@@ -123,6 +126,29 @@ def shard_filename(
     )
 
 
+def plain_name_problem(name: str) -> str | None:
+    """Why `name` is not a plain file name (dataset name, shard name), or None when it is.
+
+    Plain: not empty, no path separator, no leading ``.`` (so neither ``.``, ``..`` nor hidden),
+    no control, unprintable or glob characters, at most `MAX_NAME_BYTES` in UTF-8. Joined to a
+    directory, a plain name stays inside it. The record job (``--dataset_name``) and every
+    reader (shard names in a manifest) apply this one rule.
+    """
+    if not name:
+        return "is empty"
+    if "/" in name or "\\" in name:
+        return "holds a path separator"
+    if name.startswith("."):
+        return "starts with '.' (a parent, current or hidden entry)"
+    if not name.isprintable():
+        return "holds control or unprintable characters"
+    if set(name) & set(GLOB_CHARACTERS):
+        return f"holds glob characters ({GLOB_CHARACTERS})"
+    if len(name.encode("utf-8")) > MAX_NAME_BYTES:
+        return f"is longer than {MAX_NAME_BYTES} bytes"
+    return None
+
+
 def parse_shard_filename(filename: str) -> dict[str, Any] | None:
     """Inverse of `shard_filename` (None when the name is not a shard name)."""
     m = _SHARD_RE.match(filename)
@@ -174,13 +200,19 @@ class FormatError(ValueError):
 
 
 def check_manifest(manifest: Mapping[str, Any], *, path: str) -> None:
-    """Raise FormatError unless `manifest` is a complete manifest this reader understands."""
+    """Raise FormatError unless `manifest` is a complete manifest this reader understands.
+
+    Only the header (format, version, complete, required keys); `replay.manifest.validate` is
+    the full schema every reader applies.
+    """
     if manifest.get("format") != FORMAT_NAME:
         raise FormatError(
             f"{path}: not an {FORMAT_NAME} manifest (format={manifest.get('format')!r})"
         )
     version = manifest.get("format_version")
-    if not isinstance(version, int) or version > FORMAT_VERSION:
+    if type(version) is not int:  # "1" or true is a malformed manifest, not a newer one
+        raise FormatError(f"{path}: format_version must be an integer, got {version!r}")
+    if version > FORMAT_VERSION:
         raise FormatError(
             f"{path}: format_version {version!r} is newer than this reader understands "
             f"({FORMAT_VERSION}); upgrade audiorecords"

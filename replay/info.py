@@ -15,11 +15,13 @@ from typing import TYPE_CHECKING, Any
 
 from replay import _fs
 from replay import format as fmt
+from replay import manifest as schema
 from replay.errors import (
     DatasetNotFoundError,
     IncompleteDatasetError,
     ManifestError,
     MissingShardError,
+    ShardError,
     ShardSizeError,
     UnknownFeatureError,
     UnknownSplitError,
@@ -166,6 +168,7 @@ class DatasetInfo:
           ShardSizeError: a shard's size differs from the manifest's num_bytes (names it).
         """
         shards = self.shard_list(split)
+        self.check_paths(shards)
         sizes = _fs.sizes([shard.path for shard in shards])
         missing = [shard.path for shard, size in zip(shards, sizes, strict=True) if size is None]
         if missing:
@@ -180,11 +183,30 @@ class DatasetInfo:
                     "(truncated or rewritten after the run)"
                 )
 
+    def check_paths(self, shards: Iterable[ShardInfo]) -> None:
+        """Every shard's file must really be inside the dataset directory.
+
+        The manifest's names are plain file names (`replay.manifest`); this also refuses a
+        shard that is a symlink (or sits under one) leading out of the directory, so no reader
+        opens a file outside the dataset. Local paths only: URLs have no symlinks.
+
+        Raises:
+          ShardError: names the shard and where it leads.
+        """
+        for shard in shards:
+            target = _fs.outside(self.path, shard.path)
+            if target is not None:
+                raise ShardError(
+                    f"{shard.path}: shard leads outside the dataset directory (to {target})"
+                )
+
     def schema(self) -> Any:
         """The tensorflow_metadata Schema in schema.pbtxt, or None when there is none."""
         path = _fs.join(self.path, fmt.SCHEMA_FILENAME)
         if not _fs.exists(path):
             return None
+        if _fs.outside(self.path, path) is not None:
+            raise ManifestError(f"{path}: leads outside the dataset directory")
         from google.protobuf import text_format
         from tensorflow_metadata.proto.v0 import schema_pb2
 
@@ -221,48 +243,47 @@ def load_info(path: str | os.PathLike) -> DatasetInfo:
             f"{path}: incomplete dataset: no {fmt.MANIFEST_FILENAME} (the record pipeline writes "
             "it last; a run is still writing here, or it died)"
         )
+    target = _fs.outside(path, manifest_path)
+    if target is not None:
+        raise ManifestError(f"{manifest_path}: leads outside the dataset directory (to {target})")
     try:
-        manifest = json.loads(_fs.read_text(manifest_path))
+        raw = _fs.read_bytes(manifest_path, limit=schema.MAX_MANIFEST_BYTES)
+    except ValueError as e:  # not a regular file (a FIFO would block), or too big
+        raise ManifestError(f"{manifest_path}: manifest: unreadable ({e})") from e
+    return parse_manifest(raw, path=path, manifest_path=manifest_path)
+
+
+def parse_manifest(raw: bytes, *, path: str, manifest_path: str) -> DatasetInfo:
+    """The `DatasetInfo` of manifest.json bytes `raw`, validated completely (`load_info` after
+    reading the file; the manifest fuzzers call it directly).
+
+    Raises:
+      IncompleteDatasetError: not JSON (a manifest cut short), or not marked complete.
+      ManifestError: anything `replay.manifest.validate` refuses.
+    """
+    try:
+        manifest = json.loads(raw.decode("utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise IncompleteDatasetError(
             f"{manifest_path}: incomplete dataset: unreadable manifest ({e})"
         ) from e
-    if not isinstance(manifest, dict):
-        raise ManifestError(f"{manifest_path}: manifest is not a JSON object")
-    if manifest.get("format") == fmt.FORMAT_NAME and manifest.get("complete") is not True:
-        raise IncompleteDatasetError(
-            f"{manifest_path}: incomplete dataset: manifest is not marked complete"
-        )
-    try:
-        fmt.check_manifest(manifest, path=manifest_path)
-        return _from_manifest(path, manifest)
-    except fmt.FormatError as e:
-        raise ManifestError(str(e)) from e
-    except (KeyError, TypeError, ValueError) as e:
-        raise ManifestError(f"{manifest_path}: malformed manifest: {e!r}") from e
-
-
-def _check_specs(specs: Mapping[str, fmt.ElementSpec]) -> None:
-    for key, spec in specs.items():
-        is_string = spec.dtype == "string"
-        if is_string != (spec.encoding == fmt.ENCODING_BYTES_LIST):
-            raise ValueError(f"element {key!r}: dtype {spec.dtype} with encoding {spec.encoding}")
-        if spec.encoding == fmt.ENCODING_FLOAT_LIST and spec.dtype != "float32":
-            raise ValueError(f"element {key!r}: float_list decodes to float32, not {spec.dtype}")
+    except (ValueError, RecursionError) as e:  # a 5,000-digit integer, 100,000 nested lists
+        raise ManifestError(f"{manifest_path}: manifest: unreadable ({e})") from e
+    schema.validate(manifest, path=manifest_path)  # every field, before anything is built
+    return _from_manifest(path, manifest)
 
 
 def _from_manifest(path: str, manifest: dict[str, Any]) -> DatasetInfo:
-    fmt.tf_compression_type(manifest["compression"])  # validates
+    """The `DatasetInfo` of a manifest `replay.manifest.validate` accepted."""
     elements = fmt.element_specs(manifest)
-    _check_specs(elements)
     shards = {
         split: tuple(
             ShardInfo(
                 split=split,
                 filename=shard["filename"],
                 path=_fs.join(path, shard["filename"]),
-                num_examples=int(shard["num_examples"]),
-                num_bytes=int(shard["num_bytes"]),
+                num_examples=shard["num_examples"],
+                num_bytes=shard["num_bytes"],
             )
             for shard in entry["shards"]
         )

@@ -17,6 +17,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
+from replay import _fs
 from replay import format as fmt
 from replay.errors import ReplayError
 from replay.info import load_info
@@ -76,16 +77,21 @@ def load_transform(path: str | os.PathLike) -> ServingTransform:
     names = tuple(info.params.get("features", ()))
     if not names:
         raise ReplayError(f"{root}: the dataset was recorded without features; nothing to serve")
-    scales = {f["full_scale"] for f in info.files}
-    feature_dir = f"{root}/{fmt.FEATURE_FN_DIR}"
-    if len(scales) != 1 or not tf.io.gfile.exists(feature_dir):
+    scales = {f.get("full_scale") for f in info.files}
+    feature_dir = _fs.join(root, fmt.FEATURE_FN_DIR)
+    transform_dir = _fs.join(root, fmt.TRANSFORM_FN_DIR)
+    if len(scales) != 1 or None in scales or not tf.io.gfile.exists(feature_dir):
         raise ReplayError(
             f"{root}: no single serving transform: files differ in sample rate or format "
             "(record with --sample_rate to resample them to one rate)"
         )
+    for directory in (feature_dir, transform_dir):  # the SavedModels must be the dataset's own
+        target = _fs.outside(root, directory)
+        if target is not None:
+            raise ReplayError(f"{directory}: leads outside the dataset directory (to {target})")
     return ServingTransform(
         feature_fn=tf.saved_model.load(feature_dir),
-        transform_fn=tf.saved_model.load(f"{root}/{fmt.TRANSFORM_FN_DIR}"),
+        transform_fn=tf.saved_model.load(transform_dir),
         feature_names=names,
         full_scale=float(scales.pop()),
     )

@@ -394,6 +394,8 @@ def test_record_count_differs_from_manifest(tmp_path):
     expected = write_dataset(tmp_path, compression="NONE")
     manifest = expected["manifest"]
     manifest["splits"]["all"]["shards"][0]["num_examples"] = 6  # the file holds 5
+    manifest["splits"]["all"]["num_examples"] += 1  # the manifest's own sums still agree
+    manifest["num_examples"] += 1
     write_manifest(tmp_path, manifest)
     with pytest.raises(tf.errors.InvalidArgumentError, match="read 5 of 6") as e:
         collect(replay_dataset(str(tmp_path)))

@@ -1,0 +1,42 @@
+"""The WAV/RIFF decoder's contract as one function of a byte string (the fuzz target).
+
+`check_wav` runs `transforms.wav`'s three entry points (`read_info`, `decode`, `read_blocks`) on
+an input and asserts what README Guarantee 1 promises: decoded samples consistent across the
+three, or `WavDecodeError` with a reason; any other exception propagates (a finding).
+Used by `fuzz/fuzz_wav.py` (atheris, coverage-guided) and replayed over the saved corpus by
+`tests/test_fuzz_corpus.py`. Imports neither atheris nor TensorFlow.
+"""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+
+from transforms import wav
+
+BLOCK_FRAMES = 97  # odd, so block boundaries fall inside codec blocks and chunk pads
+
+
+def check_wav(data: bytes) -> str:
+    """Decodes `data` every way; returns "decoded" or the rejection reason's first words.
+
+    Raises:
+      AssertionError: the three entry points disagree, or a rejection has no reason.
+      Any exception other than `wav.WavDecodeError`: a decoder bug.
+    """
+    try:
+        info = wav.read_info(io.BytesIO(data), path="fuzz.wav")
+        got, samples = wav.decode(io.BytesIO(data), path="fuzz.wav")
+        reader = wav.read_blocks(io.BytesIO(data), path="fuzz.wav", block_frames=BLOCK_FRAMES)
+        blocks = [block for _, block in reader]
+    except wav.WavDecodeError as e:
+        assert e.reason and str(e) == f"fuzz.wav: {e.reason}", repr(e)
+        return e.reason.split(" (")[0].split(":")[0]
+    assert samples.shape == (got.num_frames, got.num_channels), (samples.shape, got)
+    assert str(samples.dtype) == got.signal_dtype == info.signal_dtype, (samples.dtype, info)
+    assert got.num_frames <= info.num_frames, (got, info)
+    joined = np.concatenate(blocks) if blocks else samples[:0]
+    assert joined.shape == samples.shape, (joined.shape, samples.shape)
+    assert np.array_equal(joined, samples, equal_nan=samples.dtype.kind == "f")
+    return "decoded"

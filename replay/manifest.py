@@ -1,0 +1,379 @@
+"""The manifest.json schema: one validator, run on every manifest before anything is built from it.
+
+Datasets travel (a colleague's bucket, a download), so a manifest is untrusted input. `validate`
+checks every field a reader uses, completely, before `load_info` returns: types (a count is a
+JSON integer, never a bool, float or string), ranges, element shapes (positive, bounded by
+`MAX_VALUES_PER_KEY`), dtypes and encodings from the known sets, counts that add up (a split's
+``num_examples`` is the sum of its shards', the manifest's the sum over splits), shard sizes that
+can hold the records they claim, and shard file names that are plain names of this dataset
+(`shard_name_problem`). Any failure is a `ManifestError` naming the manifest and the field, e.g.
+``out/manifest.json: splits.train.shards[0].filename: '../x.tfrecord' is not ...``.
+
+Keys this reader does not use are tolerated anywhere (other writers may add optional fields);
+keys it uses are validated wherever they appear. Hand-written rather than a JSON-Schema library:
+the reader imports only TensorFlow and the standard library, and the checks that matter most
+(sums, names derived from other fields, sizes against shapes) are not expressible in JSON Schema.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from collections.abc import Mapping
+from typing import Any
+
+from replay import format as fmt
+from replay.errors import IncompleteDatasetError, ManifestError
+
+MAX_MANIFEST_BYTES = 1 << 30  # a manifest is read whole; 1M source files take ~300 MB
+MAX_JSON_DEPTH = 32  # the writer nests 4 deep; this bounds recursion on crafted input
+MAX_RANK = 8
+MAX_VALUES_PER_KEY = 1 << 28  # values of one key of one element (1 GiB of float32)
+MAX_KEYS = 10_000
+MAX_SPLITS = 1_000
+MAX_SHARDS_PER_SPLIT = 1_000_000
+MAX_COUNT = 1 << 48  # any example or byte count (sums stay far inside int64)
+RECORD_OVERHEAD_BYTES = 16  # TFRecord framing per record: length, its CRC, data CRC
+MAX_DEFLATE_RATIO = 1032  # zlib's maximum compression ratio: GZIP / ZLIB shards shrink at most so
+_SPLIT_NAME = re.compile(r"[A-Za-z0-9_]+")
+_VALUE_BYTES = {"int16": 2, "int32": 4, "int64": 8, "float32": 4, "float64": 8}
+_SAMPLES = ("int16", "int32", "float32", "float64")  # signal dtypes
+
+
+def _show(value: Any, limit: int = 80) -> str:
+    """A short one-line repr of a (possibly huge, possibly multi-line) JSON value."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _kind(value: Any) -> str:
+    names = {dict: "object", list: "list", str: "string", bool: "bool", type(None): "null"}
+    return names.get(type(value), type(value).__name__)
+
+
+def _field(parent: str, key: str | int) -> str:
+    if isinstance(key, int):
+        return f"{parent}[{key}]"
+    if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
+        return f"{parent}.{key}" if parent else key
+    return f"{parent}[{_show(key)}]"
+
+
+class _Checker:
+    """Raises `ManifestError` "<manifest path>: <field>: <problem>" on the first failure."""
+
+    def __init__(self, path: str):
+        self.path = path
+
+    def fail(self, field: str, problem: str) -> None:
+        raise ManifestError(f"{self.path}: {field}: {problem}")
+
+    def as_obj(self, value: Any, field: str) -> dict[str, Any]:
+        if not isinstance(value, dict):
+            self.fail(field, f"expected an object, got {_kind(value)} {_show(value)}")
+        return value
+
+    def as_list(self, value: Any, field: str, *, limit: int) -> list[Any]:
+        if not isinstance(value, list):
+            self.fail(field, f"expected a list, got {_kind(value)} {_show(value)}")
+        if len(value) > limit:
+            self.fail(field, f"{len(value)} entries, more than the limit {limit}")
+        return value
+
+    def as_str(self, value: Any, field: str) -> str:
+        if not isinstance(value, str):
+            self.fail(field, f"expected a string, got {_kind(value)} {_show(value)}")
+        return value
+
+    def as_int(self, value: Any, field: str, *, low: int = 0, high: int = MAX_COUNT) -> int:
+        if type(value) is not int:  # bool is an int subclass; 5.0, "5", null are not counts
+            self.fail(field, f"expected an integer, got {_kind(value)} {_show(value)}")
+        if not low <= value <= high:
+            self.fail(field, f"{_show(value)} outside [{low}, {high}]")
+        return value
+
+    def optional(self, obj: Mapping[str, Any], key: str, parent: str, check: Any) -> Any:
+        """`check(value, field)` when `key` is present (JSON null counts as present)."""
+        if key in obj:
+            return check(obj[key], _field(parent, key))
+        return None
+
+    def optional_list(
+        self, obj: Mapping[str, Any], key: str, parent: str, *, limit: int = MAX_COUNT
+    ) -> list[Any] | None:
+        return self.optional(obj, key, parent, lambda v, f: self.as_list(v, f, limit=limit))
+
+
+def _depth_ok(value: Any, depth: int = 1) -> bool:
+    """Whether `value` nests at most MAX_JSON_DEPTH containers deep (the recursion stops there)."""
+    if depth > MAX_JSON_DEPTH:
+        return False
+    children = value.values() if isinstance(value, dict) else value
+    return all(_depth_ok(v, depth + 1) for v in children if isinstance(v, dict | list))
+
+
+def check_header(manifest: Any, *, path: str) -> dict[str, Any]:
+    """The first checks: a JSON object of our format, a version we read, marked complete.
+
+    Raises:
+      ManifestError: not an object, not an audiorecords manifest, a format_version that is not
+        an integer or is newer than `format.FORMAT_VERSION`.
+      IncompleteDatasetError: an audiorecords manifest not marked complete.
+    """
+    c = _Checker(path)
+    if not isinstance(manifest, dict):
+        c.fail("manifest", f"expected a JSON object, got {_kind(manifest)}")
+    if manifest.get("format") != fmt.FORMAT_NAME:
+        c.fail("format", f"not an {fmt.FORMAT_NAME} manifest ({_show(manifest.get('format'))})")
+    if "format_version" not in manifest:
+        c.fail("format_version", "missing")
+    version = manifest["format_version"]
+    if type(version) is not int:
+        c.fail("format_version", f"expected an integer, got {_kind(version)} {_show(version)}")
+    if version > fmt.FORMAT_VERSION:
+        c.fail(
+            "format_version",
+            f"{version} is newer than this reader understands ({fmt.FORMAT_VERSION}); "
+            "upgrade audiorecords",
+        )
+    if version < 1:
+        c.fail("format_version", f"{version} is not a version (versions start at 1)")
+    if manifest.get("complete") is not True:
+        raise IncompleteDatasetError(f"{path}: incomplete dataset: manifest is not marked complete")
+    return manifest
+
+
+def validate(manifest: Any, *, path: str) -> dict[str, Any]:
+    """Checks a parsed manifest.json completely; returns it unchanged.
+
+    Args:
+      manifest: the parsed JSON.
+      path: the manifest's path, for messages.
+
+    Raises:
+      ManifestError: the first problem, naming `path` and the field.
+      IncompleteDatasetError: see `check_header`.
+    """
+    c = _Checker(path)
+    manifest = check_header(manifest, path=path)
+    if not _depth_ok(manifest):
+        c.fail("manifest", f"nested deeper than {MAX_JSON_DEPTH} levels")
+    for key in ("compression", "elements", "splits", "num_examples"):
+        if key not in manifest:
+            c.fail(key, "missing")
+    name = c.optional(manifest, "name", "", c.as_str)
+    name = fmt.DEFAULT_NAME if name is None else name
+    problem = fmt.plain_name_problem(name)
+    if problem:
+        c.fail("name", f"{_show(name)} {problem}")
+    c.optional(manifest, "created_utc", "", c.as_str)
+    compression = manifest["compression"]
+    if not isinstance(compression, str) or compression not in fmt.COMPRESSION_SUFFIXES:
+        known = list(fmt.COMPRESSION_SUFFIXES)
+        c.fail("compression", f"{_show(compression)} is not one of {known}")
+    record_bytes = _check_elements(c, manifest["elements"])
+    total = _check_splits(
+        c, manifest["splits"], name=name, compression=compression, record_bytes=record_bytes
+    )
+    if c.as_int(manifest["num_examples"], "num_examples") != total:
+        c.fail("num_examples", f"{manifest['num_examples']} but the splits hold {total}")
+    _check_vocabulary(c, manifest)
+    _check_sources(c, manifest)
+    params = c.optional(manifest, "params", "", c.as_obj)
+    if params is not None:
+        features = c.optional_list(params, "features", "params", limit=MAX_KEYS)
+        for i, feature in enumerate(features or ()):
+            c.as_str(feature, f"params.features[{i}]")
+    c.optional(manifest, "versions", "", c.as_obj)
+    return manifest
+
+
+def _check_elements(c: _Checker, elements: Any) -> int:
+    """Checks every ElementSpec; returns the fewest bytes one serialized record can take."""
+    elements = c.as_obj(elements, "elements")
+    if not elements:
+        c.fail("elements", "no keys")
+    if len(elements) > MAX_KEYS:
+        c.fail("elements", f"{len(elements)} keys, more than the limit {MAX_KEYS}")
+    least = RECORD_OVERHEAD_BYTES
+    for key, spec in elements.items():
+        field = _field("elements", key)
+        if not key:
+            c.fail(field, "empty key")
+        spec = c.as_obj(spec, field)
+        for part in ("dtype", "shape", "encoding"):
+            if part not in spec:
+                c.fail(_field(field, part), "missing")
+        dtype, encoding = spec["dtype"], spec["encoding"]
+        if not isinstance(dtype, str) or dtype not in fmt.DTYPES:
+            c.fail(_field(field, "dtype"), f"{_show(dtype)} is not one of {list(fmt.DTYPES)}")
+        if not isinstance(encoding, str) or encoding not in fmt.ENCODINGS:
+            c.fail(
+                _field(field, "encoding"), f"{_show(encoding)} is not one of {list(fmt.ENCODINGS)}"
+            )
+        shape = c.as_list(spec["shape"], _field(field, "shape"), limit=MAX_RANK)
+        values = 1
+        for i, dim in enumerate(shape):
+            dim_field = f"{_field(field, 'shape')}[{i}]"
+            values *= c.as_int(dim, dim_field, low=1, high=MAX_VALUES_PER_KEY)
+        if values > MAX_VALUES_PER_KEY:
+            c.fail(_field(field, "shape"), f"{shape} holds {values} values, over the limit")
+        if (dtype == "string") != (encoding == fmt.ENCODING_BYTES_LIST):
+            c.fail(field, f"dtype {dtype} cannot be stored as {encoding}")
+        if encoding == fmt.ENCODING_BYTES_LIST and shape:
+            c.fail(field, f"a {encoding} key holds one string: shape must be [], not {shape}")
+        if encoding == fmt.ENCODING_FLOAT_LIST and dtype != "float32":
+            c.fail(field, f"{encoding} decodes to float32, not {dtype}")
+        if encoding == fmt.ENCODING_INT64_LIST and dtype == "float32":
+            c.fail(field, f"{encoding} decodes to an integer dtype, not {dtype}")
+        if encoding == fmt.ENCODING_RAW:
+            least += values * _VALUE_BYTES[dtype]
+        elif encoding == fmt.ENCODING_FLOAT_LIST:
+            least += values * 4  # packed floats
+        elif encoding == fmt.ENCODING_INT64_LIST:
+            least += values  # packed varints: at least a byte each
+    _check_core_keys(c, elements)
+    return least
+
+
+def _check_core_keys(c: _Checker, elements: Mapping[str, Any]) -> None:
+    """Every dataset has a ``class`` string and a raw ``signal`` window (readers rely on both)."""
+    for key, dtypes, rank in ((fmt.CLASS_KEY, ("string",), 0), (fmt.SIGNAL_KEY, _SAMPLES, 1)):
+        spec = elements.get(key)
+        if spec is None:
+            c.fail(_field("elements", key), "missing")
+        if spec["dtype"] not in dtypes or len(spec["shape"]) != rank:
+            c.fail(
+                _field("elements", key),
+                f"must be {' or '.join(dtypes)} of rank {rank}, not {spec['dtype']} "
+                f"{spec['shape']}",
+            )
+    if elements[fmt.SIGNAL_KEY]["encoding"] != fmt.ENCODING_RAW:
+        c.fail(_field("elements", fmt.SIGNAL_KEY), "must be stored raw")
+
+
+def _check_splits(
+    c: _Checker, splits: Any, *, name: str, compression: str, record_bytes: int
+) -> int:
+    """Checks every split and shard entry; returns the total example count."""
+    splits = c.as_obj(splits, "splits")
+    if not splits or len(splits) > MAX_SPLITS:
+        c.fail("splits", f"{len(splits)} splits; expected 1 to {MAX_SPLITS}")
+    if fmt.ALL_SPLIT in splits and len(splits) > 1:
+        c.fail("splits", f"split {fmt.ALL_SPLIT!r} (a run without --splits) stands alone")
+    total = 0
+    for split, entry in splits.items():
+        field = _field("splits", split)
+        if not _SPLIT_NAME.fullmatch(split) or not split.isascii():
+            c.fail(field, "a split name is letters, digits and '_'")
+        entry = c.as_obj(entry, field)
+        for part in ("num_examples", "shards"):
+            if part not in entry:
+                c.fail(_field(field, part), "missing")
+        shards = c.as_list(entry["shards"], _field(field, "shards"), limit=MAX_SHARDS_PER_SPLIT)
+        listed = Counter(s["filename"] for s in shards if isinstance(s, dict) and _named(s))
+        count = 0
+        for i, shard in enumerate(shards):
+            sfield = f"{_field(field, 'shards')}[{i}]"
+            shard = c.as_obj(shard, sfield)
+            for part in ("filename", "num_examples", "num_bytes"):
+                if part not in shard:
+                    c.fail(_field(sfield, part), "missing")
+            filename = c.as_str(shard["filename"], _field(sfield, "filename"))
+            problem = shard_name_problem(
+                filename, name=name, split=split, index=i, num_shards=len(shards),
+                compression=compression,
+            )  # fmt: skip
+            if listed[filename] > 1:
+                problem = f"is listed {listed[filename]} times (each shard is read once)"
+            if problem:
+                c.fail(_field(sfield, "filename"), f"{_show(filename)} {problem}")
+            examples = c.as_int(shard["num_examples"], _field(sfield, "num_examples"))
+            size = c.as_int(shard["num_bytes"], _field(sfield, "num_bytes"))
+            ratio = 1 if compression == "NONE" else MAX_DEFLATE_RATIO
+            if examples * record_bytes > size * ratio:
+                c.fail(
+                    _field(sfield, "num_bytes"),
+                    f"{size} bytes cannot hold {examples} records of at least {record_bytes} "
+                    "bytes (the element shapes or counts are wrong)",
+                )
+            count += examples
+        if c.as_int(entry["num_examples"], _field(field, "num_examples")) != count:
+            claim = entry["num_examples"]
+            c.fail(_field(field, "num_examples"), f"{claim} but its shards hold {count}")
+        total += count
+    return total
+
+
+def _named(shard: dict) -> bool:
+    return isinstance(shard.get("filename"), str)
+
+
+def _check_vocabulary(c: _Checker, manifest: Mapping[str, Any]) -> None:
+    classes = c.optional_list(manifest, "classes", "")
+    for i, label in enumerate(classes or ()):
+        c.as_str(label, f"classes[{i}]")
+    num = c.optional(manifest, "num_classes", "", c.as_int)
+    if num is not None and classes is not None and num != len(classes):
+        c.fail("num_classes", f"{num} but classes lists {len(classes)}")
+
+
+_FILE_FIELDS = {  # files[] keys the readers use -> ("str" | "int" | "scale", required)
+    "path": ("str", True),
+    "index": ("int", True),
+    "label": ("str", False),
+    "split": ("str", False),
+    "num_windows": ("int", False),
+    "sample_rate": ("int", False),
+    "num_frames": ("int", False),
+    "num_channels": ("int", False),
+    "subtype": ("str", False),
+    "full_scale": ("scale", False),
+}
+
+
+def _check_sources(c: _Checker, manifest: Mapping[str, Any]) -> None:
+    """``files`` and ``errors``: the source-file lists `pipelines.inspect` and serving read."""
+    files = c.optional_list(manifest, "files", "")
+    for i, entry in enumerate(files or ()):
+        field = f"files[{i}]"
+        entry = c.as_obj(entry, field)
+        for key, (kind, required) in _FILE_FIELDS.items():
+            if key not in entry:
+                if required:
+                    c.fail(_field(field, key), "missing")
+                continue
+            value = entry[key]
+            if kind == "str":
+                c.as_str(value, _field(field, key))
+            elif kind == "int":
+                c.as_int(value, _field(field, key))
+            elif type(value) not in (int, float) or not (math.isfinite(value) and value > 0):
+                c.fail(_field(field, key), f"expected a positive number, got {_show(value)}")
+    errors = c.optional_list(manifest, "errors", "")
+    for i, entry in enumerate(errors or ()):
+        entry = c.as_obj(entry, f"errors[{i}]")
+        for key in ("path", "reason"):
+            c.optional(entry, key, f"errors[{i}]", c.as_str)
+
+
+def shard_name_problem(
+    filename: str, *, name: str, split: str, index: int, num_shards: int, compression: str
+) -> str | None:
+    """Why `filename` is not the name of shard `index` of `split`, or None when it is.
+
+    A shard name must be a plain file name inside the dataset directory (no separator, no
+    ``..``, not absolute, no glob or control characters) and exactly the name the writer gives
+    that shard (`format.shard_filename`): dataset name, split, index, count and compression
+    suffix all agree with the manifest.
+    """
+    problem = fmt.plain_name_problem(filename)
+    if problem:
+        return problem
+    expected = fmt.shard_filename(
+        name=name, split=split, index=index, num_shards=num_shards, compression=compression
+    )
+    if filename != expected:
+        return f"is not shard {index} of split {split!r} of this dataset (expected {expected!r})"
+    return None
