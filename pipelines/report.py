@@ -13,6 +13,7 @@ import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from pipelines import report_annotations
 from replay import DatasetInfo
 
 MAX_ERRORS_SHOWN = 10  # failed source files listed before "... and N more"
@@ -107,6 +108,8 @@ def class_counts(info: DatasetInfo) -> dict[str, dict[str, int]]:
 
     Classes come in `target` order (vocabulary), then any label missing from the vocabulary.
     """
+    if report_annotations.is_annotated(info):  # --annotations: windows per label
+        return report_annotations.class_counts(info)
     splits = list(info.splits) or ["all"]
     labels = list(info.classes) + sorted(
         {str(f.get("label")) for f in info.files} - set(info.classes)
@@ -264,6 +267,7 @@ def summary_sections(info: DatasetInfo) -> list[tuple[str, list[str]]]:
         (f"Element spec ({len(info.elements)} keys)", elements),
         ("Splits (shard file sizes)", splits),
         ("Classes (windows per split)", classes),
+        *report_annotations.sections(info),
         ("Source files", sources),
         ("Parameters", params),
         ("Versions", versions),

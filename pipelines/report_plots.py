@@ -20,6 +20,7 @@ from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.text import Text  # noqa: E402
 from matplotlib.ticker import FuncFormatter  # noqa: E402
 
+from pipelines import report_annotations  # noqa: E402
 from pipelines.report import FileStats, class_counts, file_stats, printable  # noqa: E402
 from pipelines.report_sample import Sample  # noqa: E402
 from replay import DatasetInfo  # noqa: E402
@@ -172,6 +173,7 @@ def example_grid_figure(sample: Sample) -> Figure:
             t = np.linspace(0, len(ex.waveform) / max(ex.sample_rate, 1), len(low))
             ax.fill_between(t, low, high, color=_COLORS[r % len(_COLORS)], linewidth=0.5)
             ax.set_xlim(t[0], t[-1])
+            report_annotations.draw_events(ax, ex, sample.classes)  # --annotations: shaded
             ax.tick_params(labelsize=7)
             name = _shorten(ex.filepath.rsplit("/", 1)[-1])
             ax.set_title(f"{label} | {name} @ {ex.win_start}", fontsize=8)

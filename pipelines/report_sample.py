@@ -12,6 +12,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from pipelines import report_annotations
 from pipelines.report import display_feature, image_features
 from replay import DatasetInfo
 from replay import format as fmt
@@ -88,6 +89,8 @@ class Example:
       sample_rate: samples per second.
       waveform: the samples scaled to [-1, 1] (signal / full scale), float32.
       image: the display feature, [frames, bins], or None when no feature was recorded.
+      events: ``--annotations``: (start, end, class id) of the events overlapping the window,
+        in samples from its start.
     """
 
     label: str
@@ -96,6 +99,7 @@ class Example:
     sample_rate: int
     waveform: np.ndarray
     image: np.ndarray | None
+    events: tuple[tuple[int, int, int], ...] = ()
 
 
 @dataclasses.dataclass
@@ -142,6 +146,7 @@ def _example(
         sample_rate=int(_get(batch, fmt.SAMPLE_RATE_KEY, i, 0)),
         waveform=batch[fmt.SIGNAL_KEY][i].astype(np.float32) / scale,  # a copy, not a view
         image=None if image_key is None else np.array(batch[image_key][i], dtype=np.float32),
+        events=report_annotations.example_events(batch, i),
     )
 
 
@@ -222,6 +227,8 @@ def sample_elements(
         fmt.WIN_START_KEY,
         fmt.SAMPLE_RATE_KEY,
         fmt.SIGNAL_KEY,
+        "events",  # --annotations: drawn over the example waveforms
+        "num_events",
         *features,
     ]
     keys = [k for k in keys if k in info.elements]

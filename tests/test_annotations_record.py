@@ -18,6 +18,7 @@ from tests.test_annotations import _audacity, _brute_labels, _raven
 from transforms import annotation_plan as ap
 from transforms import annotation_windows as aw
 from transforms import annotations as ann
+from transforms.annotation_stats import merge_summaries
 from transforms.windows import WindowConfig
 
 RATE, WIN, HOP = 8000, 8000, 4000
@@ -169,6 +170,20 @@ def test_split_channels_and_drop_background_plan():
     cols = ap.annotation_columns(fa, np.array([3 * RATE, RATE]), np.array([1, 1]))
     assert cols[ap.LABELS_KEY][0].tolist() == [0, 1, 1, 0]
     assert cols[ap.NUM_EVENTS_KEY][0].tolist() == [1, 1]
+    assert fa.summary == {
+        "events": {"tug": 1, "whale": 1},
+        "event_seconds": {
+            "tug": {"total": 1.0, "min": 1.0, "max": 1.0},
+            "whale": {"total": 1.0, "min": 1.0, "max": 1.0},
+        },
+        "windows": {"background": 1, "tug": 1, "whale": 2},
+        "windows_with_events": {"tug": 1, "whale": 2},
+        "windows_without_events": {"background": 1},
+        "near_misses": {},
+    }
+    merged = merge_summaries([fa.summary, fa.summary])
+    assert merged["windows"] == {"background": 2, "tug": 2, "whale": 4}
+    assert merged["event_seconds"]["tug"] == {"total": 2.0, "min": 1.0, "max": 1.0}
     with pytest.raises(ValueError, match="not one of the planned windows"):
         ap.annotation_columns(fa, np.array([5]), np.array([0]))
 
@@ -189,3 +204,20 @@ def test_annotation_options_are_checked_up_front(tmp_path, capsys):
     assert "--min_label_fraction" in cli_error(
         capsys, *base, "--annotations", str(table), "--min_label_fraction", "0"
     )
+
+
+def test_near_misses_counted():
+    """An event mostly in one window labels it; the next window touches it: a near miss."""
+    events = [ann.Event("x.wav", 0.9, 1.05, "tug", source="t.csv", line=2)]
+    plan = ap.plan_annotations(
+        [("/d/x.wav", 3 * RATE, RATE, 1)],
+        events,
+        [],
+        config=ap.AnnotationConfig(pattern="t.csv"),
+        window=WindowConfig(win_len=WIN),
+        split_channels=False,
+    )
+    summary = plan.files["/d/x.wav"].summary
+    assert summary["windows"] == {"background": 2, "tug": 1}
+    assert summary["near_misses"] == {"tug": 1}
+    assert summary["windows_with_events"] == {"background": 1, "tug": 1}

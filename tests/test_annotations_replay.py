@@ -29,7 +29,7 @@ def _tolerance(p: float, n: int) -> float:
 
 
 @pytest.mark.slow
-def test_hydrophone_raven_table_recorded_and_replayed(tmp_path, monkeypatch):
+def test_hydrophone_raven_table_recorded_and_replayed(tmp_path, monkeypatch, capsys):
     import tensorflow as tf
 
     from replay import replay_dataset
@@ -61,6 +61,28 @@ def test_hydrophone_raven_table_recorded_and_replayed(tmp_path, monkeypatch):
     tug, rate = sf.read(ROOT / args["--input_pattern"], dtype="int32")
     np.testing.assert_array_equal(records[3]["signal"], tug[96000:128000] >> 8)
     assert rate == 64000
+
+    # inspect: windows per label, the annotation section, events drawn over the examples
+    from pipelines import inspect, report_sample
+    from replay import load_info
+
+    assert inspect.run([str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "Annotations (events and windows per class):" in text
+    table = text.split("Annotations (events and windows per class):\n", 1)[1].splitlines()
+    assert table[1].split() == ["background", "0", "-", "-", "-", "2", "0", "2", "0"]
+    assert table[2].split() == ["transient", "1", "0.25", "0.25", "0.25", "1", "1", "0", "0"]
+    assert table[3].split() == ["tug", "1", "3.7", "3.7", "3.7", "8", "8", "0", "0"]
+    classes = text.split("Classes (windows per split):\n", 1)[1].splitlines()
+    assert [line.split() for line in classes[1:4]] == [
+        ["0", "background", "2"],
+        ["1", "transient", "1"],
+        ["2", "tug", "8"],
+    ]
+    sample = report_sample.sample_elements(load_info(out), examples_per_class=8)
+    by_start = {ex.win_start: ex.events for ex in sample.examples["tug"]}
+    assert by_start[0] == ((12800, 249600, 2),)
+    assert all(ex.events == () for ex in sample.examples["background"])
 
     # balanced replay: every class drawn about a third of the time, seeded
     n = 900

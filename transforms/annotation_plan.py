@@ -2,12 +2,13 @@
 
 At planning (launcher side, after the WAV headers are read; `transforms.annotation_job` reads
 the tables), `plan_annotations` matches the events to the input files, checks them against each
-file's duration and channels, and fixes every file's windows are fixed with their labels (`FileAnnotation`): the grid windows (the usual
-rule, without the background ones under ``--drop_background``) or, with ``--event_windows
-centered``, one window centred on each event plus ``--background_per_file`` seeded background
-windows. The read stage then cuts exactly those windows (`transforms.annotation_windows.cut_at`)
-and adds their columns (`annotation_columns`). Bad rows become manifest ``errors`` entries
-(``path`` = ``<table>:<line>``) and never stop the job.
+file's duration and channels, and fixes every file's windows with their labels
+(`FileAnnotation`): the grid windows (without the background ones under ``--drop_background``)
+or, with ``--event_windows centered``, one window centred on each event plus
+``--background_per_file`` seeded background windows. The read stage then cuts exactly those
+windows (`transforms.annotation_windows.cut_at`) and adds their columns (`annotation_columns`).
+Bad rows become manifest ``errors`` entries (``path`` = ``<table>:<line>``) and never stop the
+job; per-file statistics go to ``files[].annotation`` (`transforms.annotation_stats`).
 
 Keys added to every element of an annotated run:
 
@@ -29,6 +30,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 from math import gcd
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -36,6 +38,7 @@ import pyarrow as pa
 from replay import format as fmt
 from transforms import annotation_windows as aw
 from transforms import annotations as ann
+from transforms.annotation_stats import Row, file_summary
 from transforms.windows import WindowConfig, window_starts
 
 LABELS_KEY = "labels"
@@ -90,6 +93,7 @@ class FileAnnotation:
     labels: np.ndarray  # float32 [n * channels, num_classes]
     events: np.ndarray  # int64 [n * channels, max_events, 3]
     num_events: np.ndarray  # int64 [n * channels]
+    summary: Mapping[str, Any] = dataclasses.field(default_factory=dict)  # annotation_stats
 
     @property
     def num_rows(self) -> int:
@@ -181,11 +185,12 @@ def plan_annotations(
         )
     max_events = max([len(evs) for _, r in rows.values() for _, evs in r] + [1])
     return AnnotationPlan(
-        files={p: _file_annotation(s, r, classes, max_events) for p, (s, r) in rows.items()},
+        files={
+            p: _file_annotation(s, r, classes, max_events, file_summary(checked[p], r))
+            for p, (s, r) in rows.items()
+        },
         classes=tuple(classes),
-        errors=tuple(
-            e.to_manifest() for e in sorted(errors, key=lambda e: (e.source, e.line or 0))
-        ),
+        errors=tuple(e.to_manifest() for e in sorted(errors, key=_row_order)),
         max_events=max_events,
     )
 
@@ -217,9 +222,6 @@ def file_starts(
     return starts if window.max_windows is None else starts[: window.max_windows]
 
 
-Row = tuple[tuple[str, ...], tuple[tuple[int, int, str], ...]]  # (labels, events) of one row
-
-
 def label_rows(
     events: Sequence[ann.Event],
     starts: np.ndarray,
@@ -244,7 +246,11 @@ def label_rows(
 
 
 def _file_annotation(
-    starts: np.ndarray, rows: list[Row], classes: Sequence[str], max_events: int
+    starts: np.ndarray,
+    rows: list[Row],
+    classes: Sequence[str],
+    max_events: int,
+    summary: Mapping[str, Any],
 ) -> FileAnnotation:
     events, counts = aw.events_array([e for _, e in rows], classes, max_events=max_events)
     return FileAnnotation(
@@ -254,6 +260,7 @@ def _file_annotation(
         labels=aw.multi_hot([labels for labels, _ in rows], classes),
         events=events,
         num_events=counts,
+        summary=summary,
     )
 
 
@@ -293,3 +300,9 @@ def _not_a_class(e: ann.Event) -> ann.RowError:
 
 def _row_order(e: ann.RowError) -> tuple[str, int]:
     return e.source, e.line or 0
+
+
+def manifest_fields(f: Any) -> dict[str, Any]:
+    """``{"annotation": <stats>}`` for a `files[]` entry of an annotated file, else {}."""
+    annotation = getattr(f, "annotation", None)
+    return {} if annotation is None else {"annotation": dict(annotation.summary)}

@@ -29,7 +29,7 @@ import pyarrow as pa
 from apache_beam.io.filesystems import FileSystems
 
 from replay import format as fmt
-from transforms import faults, formats, sharding, wav
+from transforms import annotation_plan, faults, formats, sharding, wav
 from transforms.prefetch import ComputePool, prefetch
 from transforms.progress import ProgressFile
 from transforms.rows import ReadConfig, file_rows, output_rate, rows_to_batch
@@ -306,6 +306,7 @@ class ReadTaskFn(beam.DoFn):
             "subtype": info.subtype,
             "full_scale": info.full_scale,
             **formats.lossy_fields(info.subtype),  # Vorbis: lossy: true, lossy_reason
+            **annotation_plan.manifest_fields(f),  # --annotations: per-class statistics
         }
 
 
