@@ -130,9 +130,11 @@ def plan_record(opts: Any, *, shard_func: Callable[[dict], int] | None = None) -
     _check(opts.sample_rate is None or opts.sample_rate > 0, "--sample_rate must be > 0")
     _check(opts.num_shards is None or opts.num_shards > 0, "--num_shards must be > 0")
     name = opts.dataset_name  # shard names derive from it: it must not leave --output_dir
+    problem = fmt.plain_name_problem(name)  # the rule every reader applies to shard names
     _check(
-        bool(name) and name.isprintable() and name[0] != "." and not set(name) & set("/\\"),
-        f"--dataset_name {name!r} must be a plain file name (no '/', '\\' or leading '.')",
+        problem is None,
+        f"--dataset_name {name!r} must be a plain file name (no '/', '\\', leading '.' or glob "
+        f"characters): it {problem}",
     )
     for flag in ("elements_per_shard", "max_elements"):
         value = getattr(opts, flag)

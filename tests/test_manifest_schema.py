@@ -194,3 +194,17 @@ def test_serving_graphs_must_be_inside_the_dataset(dataset, tmp_path):
         os.symlink(tmp_path / name, dataset / name)
     with pytest.raises(ReplayError, match="feature_fn: leads outside the dataset directory"):
         replay.load_transform(dataset)
+
+
+@pytest.mark.parametrize("name", ["a*b", "x?", "[ab]", "{a,b}", "../x", ".hidden", "tab\tx"])
+def test_record_refuses_a_dataset_name_readers_would_refuse(name):
+    """One rule (`format.plain_name_problem`) for --dataset_name and the shard names readers
+    accept: the record job never writes a dataset the reader would refuse."""
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    from pipelines import record
+    from pipelines.plan import UsageError, plan_record
+
+    argv = ["--input_pattern", "x/*.wav", "--output_dir", "unused", "--dataset_name", name]
+    with pytest.raises(UsageError, match="--dataset_name .* must be a plain file name"):
+        plan_record(PipelineOptions(argv).view_as(record.RecordOptions))
