@@ -311,10 +311,11 @@ def summarize(plan: RecordPlan, elapsed: float, *, counters: dict[str, int]) -> 
             tf.io.gfile.remove(path)
     seconds = sum(f["num_frames"] / f["sample_rate"] for f in m["files"] if f["sample_rate"])
     num_bytes = sum(s["num_bytes"] for sp in m["splits"].values() for s in sp["shards"])
+    bad_rows = len(plan.annotation_errors)  # --annotations: bad table rows, also in errors
     summary = {
         "output_dir": plan.output_dir,
         "files": len(m["files"]),
-        "failed": len(m["errors"]),
+        "failed": len(m["errors"]) - bad_rows,
         "windows": m["num_examples"],
         "shards": sum(len(sp["shards"]) for sp in m["splits"].values()),
         "bytes": num_bytes,
@@ -327,7 +328,8 @@ def summarize(plan: RecordPlan, elapsed: float, *, counters: dict[str, int]) -> 
     logging.getLogger("audiorecords").info("record counters: %s", counters)
     print(
         f"recorded {summary['windows']} windows from {summary['files']} files "
-        f"({summary['failed']} failed) into {summary['shards']} {m['compression']} shards, "
+        f"({summary['failed']} failed{f', {bad_rows} bad annotation row(s)' if bad_rows else ''}) "
+        f"into {summary['shards']} {m['compression']} shards, "
         f"{num_bytes / 1e6:.1f} MB in {elapsed:.1f} s "
         f"({summary['audio_seconds_per_second']} audio-s/s) -> {plan.output_dir}"
     )
