@@ -188,8 +188,13 @@ def split_names(manifest: Mapping[str, Any]) -> Sequence[str]:
 #   files             [{"path", "index", "label", "split", "num_windows", "sample_rate",
 #                       "num_frames", "num_channels", "subtype", "full_scale"}]  every decoded
 #                      input file; features see signal / full_scale (2**(bits-1), 1.0 for float);
-#                      a lossy one (Ogg Vorbis) also has "lossy": true and "lossy_reason"
-#   errors            [{"path", "reason"}]  every input file that failed, with its reason
+#                      a lossy one (Ogg Vorbis) also has "lossy": true and "lossy_reason";
+#                      with --annotations each has "annotation" (per-class events, event
+#                      seconds, windows: transforms.annotation_stats) and "label" is ""
+#   errors            [{"path", "reason"}]  every input file that failed, with its reason;
+#                      with --annotations also every bad table row, "path" "<table>:<line>"
+#                      (annotated runs add the element keys labels, events, num_events and
+#                      the annotation params; all optional, without a version bump)
 #   params            the run's options (win_len, hop_len, features, ...) as JSON
 #   versions          {"audiorecords", "apache_beam", "tensorflow", "tensorflow_transform",
 #                      "python"}
