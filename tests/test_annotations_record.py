@@ -221,3 +221,30 @@ def test_near_misses_counted():
     assert summary["windows"] == {"background": 2, "tug": 1}
     assert summary["near_misses"] == {"tug": 1}
     assert summary["windows_with_events"] == {"background": 1, "tug": 1}
+
+
+@pytest.mark.slow
+def test_drop_background_records_only_labelled_windows(tmp_path):
+    truth = _events(3)
+    _corpus(tmp_path, truth)
+    out = tmp_path / "out"
+    record(
+        str(tmp_path / "audio" / "**" / "*.wav"),
+        out,
+        "--win_len", str(WIN), "--hop_len", str(HOP), "--features", "none", "--drop_background",
+        "--annotations", str(tmp_path / "tables" / "*"), "--annotation_column", "Species",
+    )  # fmt: skip
+    m = load_manifest(out)
+    assert m["classes"] == list(CLASSES)  # no background class
+    by_file = _by_file(read_records(out))
+    for path, seconds in SECONDS.items():
+        frames = seconds * RATE
+        grid = list(range(0, frames - WIN + 1, HOP))
+        labelled = [
+            s
+            for s, labels in zip(grid, _brute_labels(grid, frames, truth[path]), strict=True)
+            if labels
+        ]
+        rows = by_file.get(str(tmp_path / "audio" / path), [])
+        assert [r["win_start_idx"] for r in rows] == labelled
+        assert all(r["labels"].sum() >= 1 for r in rows)
