@@ -17,7 +17,7 @@ from typing import Any
 from apache_beam.io.filesystems import FileSystems
 
 from replay import format as fmt
-from transforms import annotation_job, formats, labels, read, sharding, wav
+from transforms import annotation_job, annotation_plan, formats, labels, read, sharding, wav
 from transforms import features as feats
 from transforms.dtypes import SIGNAL_DTYPES
 from transforms.dtypes import resolve as resolve_signal_dtype
@@ -319,7 +319,9 @@ def plan_record(opts: Any, *, shard_func: Callable[[dict], int] | None = None) -
         read=read_config,
         compression=compression,
         sharding=shard_plan,
-        tasks=sharding.plan_tasks(segments, rows_per_task=rows_per_task),
+        tasks=annotation_plan.segment_tasks(
+            sharding.plan_tasks(segments, rows_per_task=rows_per_task)
+        ),
         input_bytes=input_bytes,
         params=json.loads(json.dumps(params)),
         classes=classes,

@@ -184,6 +184,12 @@ def test_split_channels_and_drop_background_plan():
     merged = merge_summaries([fa.summary, fa.summary])
     assert merged["windows"] == {"background": 2, "tug": 2, "whale": 4}
     assert merged["event_seconds"]["tug"] == {"total": 2.0, "min": 1.0, "max": 1.0}
+    held = fa.rows(2, 4)  # what a read task of rows [2, 4) carries: window 3 * RATE only
+    assert (held.row_offset, held.classes) == (2, ("whale", "whale"))
+    cols = ap.annotation_columns(held, np.array([3 * RATE, 3 * RATE]), np.array([0, 1]))
+    assert cols["class"][0].tolist() == [b"whale", b"whale"]
+    with pytest.raises(ValueError, match="outside the rows"):
+        ap.annotation_columns(held, np.array([RATE]), np.array([0]))
     with pytest.raises(ValueError, match="not one of the planned windows"):
         ap.annotation_columns(fa, np.array([5]), np.array([0]))
 

@@ -85,7 +85,12 @@ class AnnotationConfig:
 
 @dataclasses.dataclass(frozen=True)
 class FileAnnotation:
-    """A file's planned windows and their label columns, rows in (window, channel) order."""
+    """A file's planned windows and their label columns, rows in (window, channel) order.
+
+    The row arrays may hold only rows [row_offset, row_offset + len(classes)) of the file: a
+    read task carries its segment's rows (`segment_tasks`), not the whole file's, while
+    `starts` always lists every window (8 bytes each).
+    """
 
     starts: np.ndarray  # int64 [n] sorted, unique window starts (output-rate samples)
     channels: int  # rows per window
@@ -94,6 +99,21 @@ class FileAnnotation:
     events: np.ndarray  # int64 [n * channels, max_events, 3]
     num_events: np.ndarray  # int64 [n * channels]
     summary: Mapping[str, Any] = dataclasses.field(default_factory=dict)  # annotation_stats
+    row_offset: int = 0  # file row of the first row held
+
+    def rows(self, start: int, stop: int) -> FileAnnotation:
+        """The same annotation holding only file rows [start, stop) (within those it holds)."""
+        lo, hi = start - self.row_offset, stop - self.row_offset
+        if lo < 0 or hi > len(self.classes) or hi < lo:
+            raise ValueError(f"rows [{start}, {stop}) are not all held")
+        return dataclasses.replace(
+            self,
+            classes=self.classes[lo:hi],
+            labels=self.labels[lo:hi],
+            events=self.events[lo:hi],
+            num_events=self.num_events[lo:hi],
+            row_offset=start,
+        )
 
     @property
     def num_rows(self) -> int:
@@ -280,7 +300,9 @@ def annotation_columns(
     window = np.searchsorted(annotation.starts, starts)
     if np.any(window >= len(annotation.starts)) or np.any(annotation.starts[window] != starts):
         raise ValueError("a row's window start is not one of the planned windows")
-    rows = window * annotation.channels + np.asarray(channels, np.int64)
+    rows = window * annotation.channels + np.asarray(channels, np.int64) - annotation.row_offset
+    if len(rows) and (rows.min() < 0 or rows.max() >= len(annotation.classes)):
+        raise ValueError("a row outside the rows this annotation holds")
     names = np.array([annotation.classes[r].encode() for r in rows], dtype=object)
     return {
         fmt.CLASS_KEY: (names, 1, pa.binary()),
@@ -306,3 +328,24 @@ def manifest_fields(f: Any) -> dict[str, Any]:
     """``{"annotation": <stats>}`` for a `files[]` entry of an annotated file, else {}."""
     annotation = getattr(f, "annotation", None)
     return {} if annotation is None else {"annotation": dict(annotation.summary)}
+
+
+def segment_tasks(tasks: Sequence[Any]) -> tuple[Any, ...]:
+    """Read tasks whose annotated segments carry only their own rows (smaller to ship).
+
+    Every task is pickled on its own: a 2-hour file with 5,000 events in 74 tasks would carry
+    its whole annotation (2.4 MB) 74 times.
+    """
+    if all(seg.file.annotation is None for t in tasks for seg in t.segments):
+        return tuple(tasks)  # no --annotations: the tasks as planned
+    return tuple(
+        dataclasses.replace(t, segments=tuple(_own_rows(seg) for seg in t.segments)) for t in tasks
+    )
+
+
+def _own_rows(seg: Any) -> Any:
+    annotation = seg.file.annotation
+    if annotation is None:
+        return seg
+    held = annotation.rows(seg.row_start, seg.row_stop)
+    return dataclasses.replace(seg, file=dataclasses.replace(seg.file, annotation=held))
