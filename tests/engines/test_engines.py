@@ -65,14 +65,14 @@ def _flink(jar: Path, master: str) -> tuple[str, ...]:
     )  # fmt: skip
 
 
-def test_flink_embedded_gives_the_direct_runners_dataset(reference, flink_jar, tmp_path):
+def test_flink_embedded_gives_the_direct_runners_dataset(flink_jar, reference, tmp_path):
     out, log = tmp_path / "out", tmp_path / "record.log"
     text = _finish(_record(out, log, *_flink(flink_jar, "[local]")), log)
     assert "recorded 18 windows from 6 files (0 failed) into 2 " in text
     assert_same_dataset(out, reference)
 
 
-def test_spark_local_gives_the_direct_runners_dataset(reference, spark_jar, tmp_path):
+def test_spark_local_gives_the_direct_runners_dataset(spark_jar, reference, tmp_path):
     out, log = tmp_path / "out", tmp_path / "record.log"
     engine = ("--runner", "SparkRunner", "--spark_master_url", "local[2]")
     text = _finish(_record(out, log, *engine, "--spark_job_server_jar", str(spark_jar)), log)
@@ -88,7 +88,7 @@ def _job(master: str) -> dict | None:
 
 
 def test_flink_session_cluster_survives_a_killed_taskmanager(
-    reference, flink_cluster, worker_pool, tmp_path
+    flink_cluster, worker_pool, reference, tmp_path
 ):
     out, log = tmp_path / "out", tmp_path / "record.log"
     engine = _flink(jobserver.jar_path("flink"), flink_cluster.master)
