@@ -39,6 +39,7 @@ SPARK_VERSION = "3.5.0"
 SLF4J_VERSION = "1.7.30"  # the slf4j-api Beam 2.62 depends on: its simple binding logs to stderr
 CACHE_ENV = "AUDIORECORDS_JAR_CACHE"
 MAVEN_TIMEOUT_S = 1800.0
+STAMP = "artifacts.txt"  # in the lib directory: what it was resolved from
 
 # Java 17 closes the JDK internals that Spark 3.5 and Flink 1.19 reach into (their own launch
 # scripts pass these as --add-opens); a main jar's manifest may open them for `java -jar`.
@@ -87,6 +88,8 @@ JOB_SERVERS = {
             # provided-scope dependencies of Beam's Spark runner: the job server bundles them
             f"org.apache.spark:spark-core_2.12:{SPARK_VERSION}",
             f"org.apache.spark:spark-streaming_2.12:{SPARK_VERSION}",
+            # Spark's log4j binding needs slf4j 2 (Beam's 1.7 would win: Spark would log nothing)
+            "org.slf4j:slf4j-api:2.0.7",
         ),
     ),
 }
@@ -112,9 +115,10 @@ def lib_dir(engine: str) -> Path:
 
 
 def cached(engine: str) -> Path | None:
-    """The launcher jar if it was assembled before, else None (no Maven, no network)."""
-    jar = jar_path(engine)
-    return jar if jar.is_file() and lib_dir(engine).is_dir() else None
+    """The launcher jar if it was assembled before from today's artifacts, else None."""
+    jar, stamp = jar_path(engine), lib_dir(engine) / STAMP
+    wanted = "\n".join(JOB_SERVERS[engine].artifacts)
+    return jar if jar.is_file() and stamp.is_file() and stamp.read_text() == wanted else None
 
 
 def fetch(engine: str, *, mvn: str = "mvn", timeout_s: float = MAVEN_TIMEOUT_S) -> Path:
@@ -147,6 +151,7 @@ def fetch(engine: str, *, mvn: str = "mvn", timeout_s: float = MAVEN_TIMEOUT_S) 
             errors = [ln for ln in done.stdout.splitlines() if ln.startswith("[ERROR]")]
             raise FetchError(f"Maven failed to assemble {server.name}: {' '.join(errors[:2])}")
         jars = sorted(p.name for p in staged.glob("*.jar"))
+        (staged / STAMP).write_text("\n".join(server.artifacts))
         lib = lib_dir(engine)
         shutil.rmtree(lib, ignore_errors=True)
         os.replace(staged, lib)

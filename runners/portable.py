@@ -31,7 +31,7 @@ from apache_beam.options.pipeline_options import (
     SparkRunnerOptions,
 )
 
-from runners import jobserver, threads
+from runners import threads
 from runners.external import ExternalWorkerOptions, check_worker_pool
 from runners.support import (
     PROBE_TIMEOUT_S,
@@ -228,6 +228,8 @@ def _require_jar(
         url = beam_jar_url(gradle_target)
         cache = cached_jar(url)
         if not os.path.isfile(cache) and not _maven_reachable(url):
+            from runners import jobserver  # here: `python -m runners.jobserver` imports runners
+
             engine = "flink" if "flink" in gradle_target else "spark"
             ours = jobserver.cached(engine)
             get = (

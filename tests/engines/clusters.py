@@ -225,3 +225,58 @@ class FlinkCluster:
     def stop(self) -> None:
         for process in [*self.taskmanagers, self.jobmanager]:
             process.stop()
+
+
+class SparkCluster:
+    """A Spark standalone cluster: a master and a worker JVM (2 cores, 1 GiB for executors).
+
+    Started from the jars Maven resolved for Beam's Spark job server, as ``sbin/start-master.sh``
+    and ``sbin/start-worker.sh`` would; the worker starts each executor as a JVM of its own,
+    which finds Spark's jars under ``$SPARK_HOME/jars`` (here: a link to those jars).
+    """
+
+    def __init__(self, directory: Path, lib: Path):
+        home = directory / "spark-home"
+        home.mkdir(parents=True, exist_ok=True)
+        (home / "jars").symlink_to(lib, target_is_directory=True)
+        self.env = {
+            "SPARK_HOME": str(home),
+            "SPARK_SCALA_VERSION": "2.12",  # else Spark's launcher looks for a source build
+            "SPARK_LOCAL_IP": "127.0.0.1",
+            "SPARK_EXECUTOR_OPTS": " ".join(JAVA17_OPENS),
+        }
+        self.port = free_port()
+        classpath = ("-cp", f"{lib}/*")
+        master = ("org.apache.spark.deploy.master.Master", "--host", "127.0.0.1")
+        master += ("--port", str(self.port), "--webui-port", str(free_port()))
+        self.master = Process(
+            "Spark master",
+            ["java", "-Xmx256m", *JAVA17_OPENS, *classpath, *master],
+            directory / "spark-master.log",
+            env=self.env,
+        )
+        self.master.wait_listening(self.port)
+        worker = ("org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1", "--cores", "2")
+        worker += ("--memory", "1g", "--webui-port", str(free_port()))
+        worker += ("--work-dir", str(directory / "spark-work"), self.url)
+        self.worker = Process(
+            "Spark worker",
+            ["java", "-Xmx256m", *JAVA17_OPENS, *classpath, *worker],
+            directory / "spark-worker.log",
+            env=self.env,
+        )
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while "Successfully registered with master" not in self.worker.tail(100_000):
+            if self.worker.proc.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                pytest.fail(f"Spark worker did not register:\n{self.worker.tail()}")
+            time.sleep(0.5)
+
+    @property
+    def url(self) -> str:
+        return f"spark://127.0.0.1:{self.port}"
+
+    def stop(self) -> None:
+        for process in (getattr(self, "worker", None), self.master):
+            if process is not None:
+                process.stop()

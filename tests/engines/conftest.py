@@ -45,6 +45,18 @@ def flink_cluster(tmp_path, flink_jar) -> Iterator[clusters.FlinkCluster]:
 
 
 @pytest.fixture
+def spark_cluster(tmp_path, spark_jar) -> Iterator[clusters.SparkCluster]:
+    """A Spark master and worker JVM on 127.0.0.1, stopped by pid at teardown."""
+    from runners import jobserver
+
+    cluster = clusters.SparkCluster(tmp_path / "spark", jobserver.lib_dir("spark"))
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture
 def worker_pool(tmp_path) -> Iterator[int]:
     """``python -m runners.worker_pool`` on 127.0.0.1: yields its port."""
     pool, port = clusters.start_worker_pool(tmp_path)

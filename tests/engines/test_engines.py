@@ -2,9 +2,10 @@
 
 Each run is the user's command line (``python -m pipelines.record``) against a real engine on
 this machine: Flink embedded in Beam's Flink job server, a Flink session cluster of separate
-JVMs with our SDK workers from ``python -m runners.worker_pool``, and Spark ``local[2]`` in
-Beam's Spark job server. Shards, schema and manifest (apart from ``created_utc``) must be
-byte-identical to an in-memory DirectRunner run of the same input. On the session cluster a
+JVMs, and a Spark standalone cluster (master, worker and executor JVMs), the clusters with our
+SDK workers from ``python -m runners.worker_pool``. Shards, schema and manifest (apart from
+``created_utc``) must be byte-identical to an in-memory DirectRunner run of the same input.
+On the session cluster a
 TaskManager is killed (SIGKILL) in the middle of the job: Flink restarts the job on the other
 TaskManager and the dataset must still be exact.
 """
@@ -31,9 +32,12 @@ pytestmark = pytest.mark.slow
 RUN_TIMEOUT_S = 1200.0  # only stops a hung run; nothing is asserted about time
 
 
+def _argv(out: Path) -> list[str]:
+    return ["--input_pattern", str(SAMPLE_DIR / "*.wav"), "--output_dir", str(out), *ARGS]
+
+
 def _record(out: Path, log: Path, *engine: str) -> subprocess.Popen:
-    argv = ["--input_pattern", str(SAMPLE_DIR / "*.wav"), "--output_dir", str(out), *ARGS]
-    command = [sys.executable, "-m", "pipelines.record", *argv, *engine]
+    command = [sys.executable, "-m", "pipelines.record", *_argv(out), *engine]
     return clusters.Process("record job", command, log, env=_local_engines(out.parent)).proc
 
 
@@ -72,10 +76,27 @@ def test_flink_embedded_gives_the_direct_runners_dataset(flink_jar, reference, t
     assert_same_dataset(out, reference)
 
 
-def test_spark_local_gives_the_direct_runners_dataset(spark_jar, reference, tmp_path):
+def test_spark_standalone_cluster_gives_the_direct_runners_dataset(
+    spark_cluster, worker_pool, reference, tmp_path
+):
+    # `local[2]` inside the job server gives the same (README); this is the real cluster path:
+    # the driver in the job server, executors as JVMs of their own, our SDK workers from the pool.
     out, log = tmp_path / "out", tmp_path / "record.log"
-    engine = ("--runner", "SparkRunner", "--spark_master_url", "local[2]")
-    text = _finish(_record(out, log, *engine, "--spark_job_server_jar", str(spark_jar)), log)
+    engine = ("--runner", "SparkRunner", "--spark_master_url", spark_cluster.url)
+    engine += ("--spark_job_server_jar", str(jobserver.jar_path("spark")))
+    external = (
+        "--environment_type",
+        "EXTERNAL",
+        "--environment_config",
+        f"127.0.0.1:{worker_pool}",
+    )
+    proc = clusters.Process(
+        "record job",
+        [sys.executable, "-m", "pipelines.record", *_argv(out), *engine, *external],
+        log,
+        env=spark_cluster.env,
+    ).proc
+    text = _finish(proc, log)
     assert "recorded 18 windows from 6 files (0 failed) into 2 " in text
     assert_same_dataset(out, reference)
 
