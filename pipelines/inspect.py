@@ -118,4 +118,9 @@ def run(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    _args = parse_args(sys.argv[1:])
+    if _args.report or _args.plots:  # example windows are read with TensorFlow: quietly
+        from runners.quiet import quiet_tensorflow
+
+        quiet_tensorflow()
     sys.exit(run())

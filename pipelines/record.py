@@ -375,5 +375,8 @@ def exit_now(code: int) -> None:
 
 
 if __name__ == "__main__":
+    from runners.quiet import quiet_tensorflow
+
     load_one_keras()
+    quiet_tensorflow()  # after load_one_keras: TensorFlow is imported here
     exit_now(main())

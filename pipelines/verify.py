@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import os
 import re
 import sys
 from collections.abc import Sequence
@@ -152,5 +151,7 @@ def run(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # the problems are in our own lines
+    from runners.quiet import quiet_tensorflow
+
+    quiet_tensorflow()  # the problems are in our own lines, not TensorFlow's start-up notices
     sys.exit(run())

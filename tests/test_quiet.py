@@ -55,7 +55,7 @@ def _env(**extra: str) -> dict[str, str]:
 
 
 @pytest.mark.slow
-def test_the_record_command_prints_our_lines_only(tmp_path):
+def test_record_and_verify_commands_print_our_lines_only(tmp_path):
     proc = subprocess.run(
         [sys.executable, "-m", "pipelines.record", "--input_pattern", str(SAMPLE_DIR / "*.wav")]
         + ["--output_dir", str(tmp_path / "o"), "--win_len", "16000"],
@@ -68,6 +68,16 @@ def test_the_record_command_prints_our_lines_only(tmp_path):
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.strip().splitlines()[-1].startswith("recorded 18 windows from 6 files")
     assert not [m for m in MARKERS if m in proc.stderr], proc.stderr
+    proc = subprocess.run(  # verify reads every shard with TensorFlow
+        [sys.executable, "-m", "pipelines.verify", str(tmp_path / "o")],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=_env(),
+        timeout=300,
+    )
+    assert proc.returncode == 0 and proc.stdout.startswith("OK "), proc.stdout + proc.stderr
+    assert proc.stderr == "", proc.stderr
 
 
 @pytest.mark.slow
