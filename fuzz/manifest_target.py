@@ -71,7 +71,7 @@ def mutate(manifest: dict, edits: list[tuple[int, int, Any]]) -> Any:
         path = paths[where % len(paths)]
         op = OPS[op_number % len(OPS)]
         if not path:
-            out = value if op == "replace" else out
+            out = copy.deepcopy(value) if op == "replace" else out  # never HOSTILE_VALUES itself
             continue
         parent = out
         for step in path[:-1]:
