@@ -13,7 +13,6 @@ TaskManager and the dataset must still be exact.
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 import time
 import urllib.request
@@ -36,9 +35,9 @@ def _argv(out: Path) -> list[str]:
     return ["--input_pattern", str(SAMPLE_DIR / "*.wav"), "--output_dir", str(out), *ARGS]
 
 
-def _record(out: Path, log: Path, *engine: str) -> subprocess.Popen:
+def _record(out: Path, log: Path, *engine: str) -> clusters.Process:
     command = [sys.executable, "-m", "pipelines.record", *_argv(out), *engine]
-    return clusters.Process("record job", command, log, env=_local_engines(out.parent)).proc
+    return clusters.Process("record job", command, log, env=_local_engines(out.parent))
 
 
 def _local_engines(directory: Path) -> dict[str, str]:
@@ -51,14 +50,14 @@ def _local_engines(directory: Path) -> dict[str, str]:
     return {"FLINK_CONF_DIR": str(conf), "SPARK_LOCAL_IP": "127.0.0.1"}
 
 
-def _finish(proc: subprocess.Popen, log: Path) -> str:
+def _finish(job: clusters.Process) -> str:
+    """Waits for the launcher; then stops its process group (the job server it started)."""
     try:
-        proc.wait(timeout=RUN_TIMEOUT_S)
+        job.proc.wait(timeout=RUN_TIMEOUT_S)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-    text = log.read_text(errors="replace")
-    assert proc.returncode == 0, text[-4000:]
+        job.stop()
+    text = job.log.read_text(errors="replace")
+    assert job.proc.returncode == 0, text[-4000:]
     return text
 
 
@@ -71,7 +70,7 @@ def _flink(jar: Path, master: str) -> tuple[str, ...]:
 
 def test_flink_embedded_gives_the_direct_runners_dataset(flink_jar, reference, tmp_path):
     out, log = tmp_path / "out", tmp_path / "record.log"
-    text = _finish(_record(out, log, *_flink(flink_jar, "[local]")), log)
+    text = _finish(_record(out, log, *_flink(flink_jar, "[local]")))
     assert "recorded 18 windows from 6 files (0 failed) into 2 " in text
     assert_same_dataset(out, reference)
 
@@ -90,13 +89,13 @@ def test_spark_standalone_cluster_gives_the_direct_runners_dataset(
         "--environment_config",
         f"127.0.0.1:{worker_pool}",
     )
-    proc = clusters.Process(
+    job = clusters.Process(
         "record job",
         [sys.executable, "-m", "pipelines.record", *_argv(out), *engine, *external],
         log,
         env=spark_cluster.env,
-    ).proc
-    text = _finish(proc, log)
+    )
+    text = _finish(job)
     assert "recorded 18 windows from 6 files (0 failed) into 2 " in text
     assert_same_dataset(out, reference)
 
@@ -119,22 +118,22 @@ def test_flink_session_cluster_survives_a_killed_taskmanager(
         "--environment_config",
         f"127.0.0.1:{worker_pool}",
     )
-    proc = _record(out, log, *engine, *external)
+    job = _record(out, log, *engine, *external)
     # Mid-run: some of the job's tasks have finished, others have not.
     deadline = time.monotonic() + RUN_TIMEOUT_S
     while True:
-        assert proc.poll() is None, log.read_text(errors="replace")[-4000:]
+        assert job.proc.poll() is None, job.tail(4000)
         assert time.monotonic() < deadline, "the job never got half-way"
-        job = _job(flink_cluster.master)
-        if job and 0 < job["tasks"]["finished"] < job["tasks"]["total"]:
+        flink_job = _job(flink_cluster.master)
+        if flink_job and 0 < flink_job["tasks"]["finished"] < flink_job["tasks"]["total"]:
             break
         time.sleep(0.5)
     victim = flink_cluster.taskmanagers[0]
     victim.kill()
-    text = _finish(proc, log)
-    job = _job(flink_cluster.master)
-    assert job["state"] == "FINISHED"
-    url = f"http://{flink_cluster.master}/jobs/{job['jid']}/exceptions"
+    text = _finish(job)
+    flink_job = _job(flink_cluster.master)
+    assert flink_job["state"] == "FINISHED"
+    url = f"http://{flink_cluster.master}/jobs/{flink_job['jid']}/exceptions"
     with urllib.request.urlopen(url, timeout=10) as response:
         failures = json.load(response)["exceptionHistory"]["entries"]
     assert failures, "the job finished without noticing the killed TaskManager"
