@@ -59,7 +59,6 @@ def _read_shard(info: DatasetInfo, shard: ShardInfo) -> tuple[int, str | None]:
     from replay.parsing import batch_parser
 
     parse = batch_parser(info.elements)
-    first = next(iter(info.elements), None)
     count = tf.Variable(0, dtype=tf.int64)  # records whose CRCs passed; survives an error
 
     def counted(record: tf.Tensor) -> tf.Tensor:
@@ -67,10 +66,18 @@ def _read_shard(info: DatasetInfo, shard: ShardInfo) -> tuple[int, str | None]:
             return tf.identity(record)
 
     def decoded(total: tf.Tensor, batch: tf.Tensor) -> tf.Tensor:
-        if first is None:
-            return total
-        value = parse(batch)[first]  # decodes the batch: a record of the wrong shape fails here
-        return total + tf.shape(value, out_type=tf.int64)[0]
+        # Every key is decoded and must give one row per record: a value nothing depended on
+        # would be pruned from the graph, and a raw key of the wrong shape can still reshape
+        # (1024 samples as 2 x [512]), so a shape the records do not hold went unnoticed.
+        size = tf.size(batch, out_type=tf.int64)
+        checks = [
+            tf.debugging.Assert(
+                tf.equal(tf.shape(value, out_type=tf.int64)[0], size), [_shape_message(key, info)]
+            )
+            for key, value in parse(batch).items()
+        ]
+        with tf.control_dependencies(checks):
+            return total + size
 
     records = tf.data.TFRecordDataset(shard.path, compression_type=info.compression_type)
     records = records.map(counted).batch(READ_BATCH)
@@ -82,10 +89,17 @@ def _read_shard(info: DatasetInfo, shard: ShardInfo) -> tuple[int, str | None]:
     return int(count.numpy()), None
 
 
+def _shape_message(key: str, info: DatasetInfo) -> str:
+    spec = info.elements[key]
+    shape = list(spec.shape)
+    return f"key {key}: the records do not hold {spec.dtype} {shape} as the manifest says"
+
+
 def _op_message(error: Exception) -> str:
     """TensorFlow's error message without its function-node and op decorations."""
     message = re.sub(r"\{\{[^}]*\}\}\s*", "", getattr(error, "message", str(error)))
-    return re.sub(r"\s*\[Op:[^\]]*\].*$", "", message, flags=re.S).strip()
+    message = re.sub(r"\s*\[Op:[^\]]*\].*$", "", message, flags=re.S)
+    return " ".join(re.sub(r"\[\[\s*\]\]", "", message).split())  # one line
 
 
 def verify_shard(info: DatasetInfo, shard: ShardInfo, size: int | None) -> ShardReport:

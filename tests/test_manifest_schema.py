@@ -208,3 +208,31 @@ def test_record_refuses_a_dataset_name_readers_would_refuse(name):
     argv = ["--input_pattern", "x/*.wav", "--output_dir", "unused", "--dataset_name", name]
     with pytest.raises(UsageError, match="--dataset_name .* must be a plain file name"):
         plan_record(PipelineOptions(argv).view_as(record.RecordOptions))
+
+
+DISAGREE = [
+    ("signal", [1023], "reshape"),
+    ("signal", [512], "key signal: the records do not hold int16 [512] as the manifest says"),
+    ("log_mel", [2, 8], ""),
+]
+
+
+@pytest.mark.parametrize(("key", "shape", "reason"), DISAGREE)
+def test_valid_manifest_whose_records_disagree_fails_reading_and_verify(
+    dataset, key, shape, reason, capsys
+):
+    """A shape the schema cannot refuse without reading a record (1024 samples stored): reading
+    fails with TensorFlow's error, and `pipelines.verify` names the key (found by the manifest
+    fuzzer: verify decoded only the first key, so 1024 samples passed as 2 x [512])."""
+    import tensorflow as tf
+
+    import replay
+
+    manifest = _manifest(dataset)
+    manifest["elements"][key]["shape"] = shape
+    _write(dataset, manifest)
+    with pytest.raises(tf.errors.InvalidArgumentError):
+        sum(1 for _ in replay.replay_dataset(dataset))
+    assert verify_cli.run([str(dataset)]) == 1
+    out = capsys.readouterr().out
+    assert out.count("BAD ") == 4 and reason in out and len(out.splitlines()) == 5, out
