@@ -204,31 +204,6 @@ class FormatError(ValueError):
     """The directory is not a readable audiorecords dataset (names the path and the reason)."""
 
 
-def check_manifest(manifest: Mapping[str, Any], *, path: str) -> None:
-    """Raise FormatError unless `manifest` is a complete manifest this reader understands.
-
-    Only the header (format, version, complete, required keys); `replay.manifest.validate` is
-    the full schema every reader applies.
-    """
-    if manifest.get("format") != FORMAT_NAME:
-        raise FormatError(
-            f"{path}: not an {FORMAT_NAME} manifest (format={manifest.get('format')!r})"
-        )
-    version = manifest.get("format_version")
-    if type(version) is not int:  # "1" or true is a malformed manifest, not a newer one
-        raise FormatError(f"{path}: format_version must be an integer, got {version!r}")
-    if version > FORMAT_VERSION:
-        raise FormatError(
-            f"{path}: format_version {version!r} is newer than this reader understands "
-            f"({FORMAT_VERSION}); upgrade audiorecords"
-        )
-    if manifest.get("complete") is not True:
-        raise FormatError(f"{path}: manifest is not marked complete")
-    for key in ("compression", "elements", "splits", "num_examples"):
-        if key not in manifest:
-            raise FormatError(f"{path}: manifest has no {key!r}")
-
-
 # --- helpers shared by readers (added for `replay`) --------------------------------------------
 
 
