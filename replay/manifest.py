@@ -47,6 +47,11 @@ def _show(value: Any, limit: int = 80) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+def _got(value: Any) -> str:
+    """``string 'x'``, ``integer 5``, ``null``: what a field held, for a type error."""
+    return _kind(value) if value is None else f"{_kind(value)} {_show(value)}"
+
+
 def _kind(value: Any) -> str:
     names = {dict: "object", list: "list", str: "string", bool: "bool", type(None): "null"}
     return names.get(type(value), type(value).__name__)
@@ -71,24 +76,24 @@ class _Checker:
 
     def as_obj(self, value: Any, field: str) -> dict[str, Any]:
         if not isinstance(value, dict):
-            self.fail(field, f"expected an object, got {_kind(value)} {_show(value)}")
+            self.fail(field, f"expected an object, got {_got(value)}")
         return value
 
     def as_list(self, value: Any, field: str, *, limit: int) -> list[Any]:
         if not isinstance(value, list):
-            self.fail(field, f"expected a list, got {_kind(value)} {_show(value)}")
+            self.fail(field, f"expected a list, got {_got(value)}")
         if len(value) > limit:
             self.fail(field, f"{len(value)} entries, more than the limit {limit}")
         return value
 
     def as_str(self, value: Any, field: str) -> str:
         if not isinstance(value, str):
-            self.fail(field, f"expected a string, got {_kind(value)} {_show(value)}")
+            self.fail(field, f"expected a string, got {_got(value)}")
         return value
 
     def as_int(self, value: Any, field: str, *, low: int = 0, high: int = MAX_COUNT) -> int:
         if type(value) is not int:  # bool is an int subclass; 5.0, "5", null are not counts
-            self.fail(field, f"expected an integer, got {_kind(value)} {_show(value)}")
+            self.fail(field, f"expected an integer, got {_got(value)}")
         if not low <= value <= high:
             self.fail(field, f"{_show(value)} outside [{low}, {high}]")
         return value
@@ -130,7 +135,7 @@ def check_header(manifest: Any, *, path: str) -> dict[str, Any]:
         c.fail("format_version", "missing")
     version = manifest["format_version"]
     if type(version) is not int:
-        c.fail("format_version", f"expected an integer, got {_kind(version)} {_show(version)}")
+        c.fail("format_version", f"expected an integer, got {_got(version)}")
     if version > fmt.FORMAT_VERSION:
         c.fail(
             "format_version",
