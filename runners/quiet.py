@@ -64,8 +64,8 @@ def quiet_tensorflow() -> None:
     Otherwise sets it to 1 (TensorFlow's own INFO lines off; warnings and errors on) for this
     process and the workers it starts, and filters the captured start-up output.
     """
-    if LOG_LEVEL_ENV in os.environ or "tensorflow" in sys.modules:
-        return
+    if LOG_LEVEL_ENV in os.environ or "tensorflow" in sys.modules or sys.stderr is None:
+        return  # the user's choice, too late, or no stderr to keep clean
     os.environ[LOG_LEVEL_ENV] = "1"
     with _stderr_captured() as captured:
         import tensorflow as tf
