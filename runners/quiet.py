@@ -67,11 +67,14 @@ def quiet_tensorflow() -> None:
     if LOG_LEVEL_ENV in os.environ or "tensorflow" in sys.modules or sys.stderr is None:
         return  # the user's choice, too late, or no stderr to keep clean
     os.environ[LOG_LEVEL_ENV] = "1"
-    with _stderr_captured() as captured:
-        import tensorflow as tf
+    captured: list[str] = []
+    try:
+        with _stderr_captured() as captured:
+            import tensorflow as tf
 
-        tf.config.list_physical_devices()  # the CUDA probe prints its notices here, not later
-    kept = [line for line in captured if not is_startup_noise(line)]
-    if kept:
-        sys.stderr.write("".join(kept))
-        sys.stderr.flush()
+            tf.config.list_physical_devices()  # the CUDA probe prints its notices here
+    finally:  # also when the import fails: its own messages come before the traceback
+        kept = [line for line in captured if not is_startup_noise(line)]
+        if kept:
+            sys.stderr.write("".join(kept))
+            sys.stderr.flush()
