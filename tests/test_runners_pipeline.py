@@ -7,17 +7,14 @@ subprocesses on free loopback ports) must write byte-identical shards and the sa
 
 from __future__ import annotations
 
-import os
-import signal
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.engines import clusters
 from tests.record_helpers import SAMPLE_DIR, load_manifest, record
 
 pytestmark = pytest.mark.slow
@@ -62,74 +59,26 @@ def test_direct_runner_multi_processing_gives_the_same_records(reference, tmp_pa
     _assert_same_records(reference, out)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _wait_for_port(port: int, proc: subprocess.Popen, log: Path) -> None:
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            pytest.fail(f"{proc.args} exited with {proc.returncode}:\n{log.read_text()[-3000:]}")
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=1):
-                return
-        except OSError:
-            time.sleep(0.2)
-    pytest.fail(f"{proc.args} did not listen on {port} within {START_TIMEOUT_S} s")
-
-
-def _stop(proc: subprocess.Popen) -> None:
-    """Stops `proc` and the workers it started (its own process group)."""
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=15)
-    else:  # the leader is gone; its workers may not be
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-
-
 @pytest.fixture
 def job_service(tmp_path) -> Iterator[tuple[int, int]]:
     """(job service port, worker pool port): both running until the test ends."""
-    env = dict(os.environ)
-    # The pool starts SDK workers as `python -c ...`: make that our interpreter.
-    env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
-    procs = []
+    started: list[clusters.Process] = []
     try:
-        ports = []
-        for name, command in (
-            ("job_service", ["apache_beam.runners.portability.local_job_service_main", "--port"]),
-            ("worker_pool", ["runners.worker_pool", "--service_port"]),
-        ):
-            port = _free_port()
-            log = tmp_path / f"{name}.log"
-            with open(log, "wb") as fh:
-                proc = subprocess.Popen(
-                    [sys.executable, "-m", *command, str(port)],
-                    cwd=ROOT,
-                    env=env,
-                    stdin=subprocess.DEVNULL,
-                    stdout=fh,
-                    stderr=subprocess.STDOUT,
-                    start_new_session=True,  # its own process group: stopped with its workers
-                )
-            procs.append(proc)
-            _wait_for_port(port, proc, log)
-            ports.append(port)
-        yield ports[0], ports[1]
+        port = clusters.free_port()
+        service = clusters.Process(
+            "job service",
+            [sys.executable, "-m", "apache_beam.runners.portability.local_job_service_main"]
+            + ["--port", str(port)],
+            tmp_path / "job_service.log",
+        )
+        started.append(service)
+        service.wait_listening(port, timeout_s=START_TIMEOUT_S)
+        pool, pool_port = clusters.start_worker_pool(tmp_path, timeout_s=START_TIMEOUT_S)
+        started.append(pool)
+        yield port, pool_port
     finally:
-        for proc in reversed(procs):
-            _stop(proc)
+        for process in reversed(started):
+            process.stop()
 
 
 def test_portable_job_service_with_external_workers_gives_the_same_records(

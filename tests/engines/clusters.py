@@ -127,7 +127,9 @@ class Process:
                 continue
 
 
-def start_worker_pool(directory: Path) -> tuple[Process, int]:
+def start_worker_pool(
+    directory: Path, *, timeout_s: float = START_TIMEOUT_S
+) -> tuple[Process, int]:
     """``python -m runners.worker_pool`` on 127.0.0.1 (our interpreter, not PATH's python)."""
     port = free_port()
     env = {"PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
@@ -138,7 +140,7 @@ def start_worker_pool(directory: Path) -> tuple[Process, int]:
         directory / "worker_pool.log",
         env=env,
     )
-    pool.wait_listening(port)
+    pool.wait_listening(port, timeout_s=timeout_s)
     return pool, port
 
 
