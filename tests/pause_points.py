@@ -63,9 +63,9 @@ def install(phase: str, marker: str) -> None:
 
 
 if __name__ == "__main__":
-    phase, marker, *argv = sys.argv[1:]
-    os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")  # as the CLI's own __main__ does
-    install(phase, marker)
-    from pipelines import record
+    from pipelines import record  # loads no TensorFlow yet
 
+    phase, marker, *argv = sys.argv[1:]
+    record.load_one_keras()  # as the CLI's own __main__ does
+    install(phase, marker)
     record.exit_now(record.main(argv))  # what `python -m pipelines.record` runs
