@@ -165,7 +165,7 @@ _WINDOWS: dict = {}
 
 
 def _numpy_chunk(args: tuple[int, int, int]) -> int:
-    from transforms.features import FeatureConfig, compute_features_numpy
+    from transforms.audio.features import FeatureConfig, compute_features_numpy
 
     rate, lo, hi = args
     x = _WINDOWS[rate][lo:hi]
@@ -199,7 +199,7 @@ def run_limit(input_dir: str, *, chunk: int = 256, repeats: int = 3) -> dict:
     best = {"numpy": float("inf"), "tf": float("inf")}
     with ctx.Pool(cores) as pool:
         pool.map(_numpy_chunk, tasks[: cores * 2])  # warm-up (imports, caches)
-        from transforms.features import FeatureConfig, compute_features_tf
+        from transforms.audio.features import FeatureConfig, compute_features_tf
 
         config = FeatureConfig(names=("log_mel",))
         for rate, x in _WINDOWS.items():

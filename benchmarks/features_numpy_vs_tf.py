@@ -1,4 +1,4 @@
-"""Benchmark the two feature paths of `transforms.features`: numpy/scipy vs tf.signal.
+"""Benchmark the two feature paths of `transforms.audio.features`: numpy/scipy vs tf.signal.
 
     python benchmarks/features_numpy_vs_tf.py [--windows 2000] [--repeats 3]
 
@@ -61,7 +61,7 @@ def _worker(args: argparse.Namespace) -> None:
     if args.setting == "single":
         tf.config.threading.set_intra_op_parallelism_threads(1)
         tf.config.threading.set_inter_op_parallelism_threads(1)
-    from transforms import features
+    from transforms.audio import features
 
     if args.block_frames:
         features._BLOCK_FRAMES = args.block_frames

@@ -9,9 +9,9 @@ options (the runner picks in_memory or multi_processing by input size), samples 
 the whole process tree from /proc (benchmarks/_measure.py) and prints one JSON line per case:
 wall seconds, windows, output MB, peak RSS / PSS of the tree and of the launcher alone.
 
-tests/test_reliability_large.py runs it as a test with a memory bound: in CI at a quarter of
-the size (a 30-minute file, 2,000 tiny files), and at full size with ``AUDIORECORDS_LARGE=1``.
-Figures are in README "Guarantees".
+tests/reliability/test_reliability_large.py runs it as a test with a memory bound: in CI at a
+quarter of the size (a 30-minute file, 2,000 tiny files), and at full size with
+``AUDIORECORDS_LARGE=1``. Figures are in README "Guarantees".
 """
 
 from __future__ import annotations

@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
 """atheris (libFuzzer) over the WAV/RIFF decoder: `python fuzz/fuzz_wav.py CORPUS_DIR [SEEDS...]`.
 
-Instruments `transforms.wav` and `transforms.riff` (libsndfile itself is C and not instrumented)
-and feeds byte strings to `fuzz.wav_target.check_wav`. Any exception other than
-`WavDecodeError`, a failed assertion, a hang (``-timeout``) or memory beyond ``-rss_limit_mb``
-is a finding; libFuzzer writes the input to ``crash-*`` / ``timeout-*`` / ``oom-*``.
-See fuzz/README.md for the runs behind the committed corpus.
+Instruments `transforms.audio.wav` and `transforms.audio.riff` (libsndfile itself is C and not
+instrumented) and feeds byte strings to `fuzz.wav_target.check_wav`. Any exception other than
+`WavDecodeError`, a failed assertion, a hang (``-timeout``) or memory beyond ``-rss_limit_mb`` is a
+finding; libFuzzer writes the input to ``crash-*`` / ``timeout-*`` / ``oom-*``. See fuzz/README.md
+for the runs behind the committed corpus.
 """
 
 from __future__ import annotations

@@ -26,7 +26,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from pipelines import report, report_html  # imported here: matplotlib reads its font cache
+from pipelines.tools import (
+    report,
+    report_html,  # imported here: matplotlib reads its font cache
+)
 from replay import ReplayError, load_info
 from replay.info import parse_manifest
 

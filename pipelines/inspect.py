@@ -19,13 +19,13 @@ from __future__ import annotations
 import argparse
 import sys
 
-from pipelines import report
+from pipelines.tools import report
 from replay import DatasetInfo, ReplayError, load_info
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     """The command line (`argv` without the program name; None: sys.argv)."""
-    from pipelines.report_sample import (
+    from pipelines.tools.report_sample import (
         DEFAULT_EXAMPLES_PER_CLASS,
         DEFAULT_MAX_CLASSES,
         DEFAULT_MAX_ELEMENTS,
@@ -66,7 +66,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def draw(info: DatasetInfo, args: argparse.Namespace, summary: str) -> list[str]:
     """Samples elements, renders the figures and writes the report / plots; returns the paths."""
-    from pipelines import report_html, report_plots, report_sample
+    from pipelines.tools import report_html, report_plots, report_sample
 
     sample = report_sample.sample_elements(
         info,

@@ -17,14 +17,15 @@ from typing import Any
 from apache_beam.io.filesystems import FileSystems
 
 from replay import format as fmt
-from transforms import annotation_job, annotation_plan, formats, labels, read, sharding, wav
-from transforms import features as feats
-from transforms.dtypes import SIGNAL_DTYPES
-from transforms.dtypes import resolve as resolve_signal_dtype
-from transforms.preprocessing import RecordLayout
-from transforms.rows import CHANNEL_MODES, InputFile, ReadConfig, planned_rows
-from transforms.shards import COMPRESSIONS, plan_num_shards
-from transforms.windows import WindowConfig
+from transforms.audio import features as feats
+from transforms.audio import formats, labels, wav
+from transforms.audio.dtypes import SIGNAL_DTYPES
+from transforms.audio.dtypes import resolve as resolve_signal_dtype
+from transforms.audio.windows import WindowConfig
+from transforms.record import annotation_job, annotation_plan, read_windows, shard_plan
+from transforms.record.file_rows import CHANNEL_MODES, InputFile, ReadConfig, planned_rows
+from transforms.record.preprocessing import RecordLayout
+from transforms.record.write_shards import COMPRESSIONS, plan_num_shards
 
 RUN_MARKER = ".audiorecords-run"  # written first into the output dir: "this folder is ours"
 TASK_BYTES = 32 << 20  # 32 MiB of stored elements per read task, at most ...
@@ -46,8 +47,8 @@ class RecordPlan:
     inputs: tuple[InputFile, ...]  # every matched file; `error` set on the unusable ones
     read: ReadConfig
     compression: str
-    sharding: sharding.Sharding  # with the shard count per split
-    tasks: tuple[sharding.ReadTask, ...]
+    sharding: shard_plan.Sharding  # with the shard count per split
+    tasks: tuple[shard_plan.ReadTask, ...]
     input_bytes: int
     params: Mapping[str, Any]
     classes: tuple[str, ...] = ()  # the class list in `target` order (labels.run_classes)
@@ -144,9 +145,9 @@ def plan_record(opts: Any, *, shard_func: Callable[[dict], int] | None = None) -
         "--elements_per_shard and --num_shards exclude each other",
     )
     try:
-        splits = sharding.parse_splits(opts.splits)
-        if opts.shard_by not in sharding.SHARD_BY:
-            raise ValueError(f"--shard_by must be one of {', '.join(sharding.SHARD_BY)}")
+        splits = shard_plan.parse_splits(opts.splits)
+        if opts.shard_by not in shard_plan.SHARD_BY:
+            raise ValueError(f"--shard_by must be one of {', '.join(shard_plan.SHARD_BY)}")
     except ValueError as e:
         raise UsageError(str(e)) from e
     names = tuple(n.strip() for n in opts.features.split(",") if n.strip())
@@ -170,7 +171,7 @@ def plan_record(opts: Any, *, shard_func: Callable[[dict], int] | None = None) -
     try:
         label_kind, csv_path = labels.parse_label_source(opts.label_source)
         fixed_classes = labels.parse_classes(opts.classes, read_text=_read_classes_file)
-        analyze = read.analyzed_splits(
+        analyze = read_windows.analyzed_splits(
             opts.analyze_splits, split_names=tuple(n for n, _ in splits) or (fmt.ALL_SPLIT,)
         )
     except ValueError as e:
@@ -179,16 +180,16 @@ def plan_record(opts: Any, *, shard_func: Callable[[dict], int] | None = None) -
     matched = match_inputs(opts.input_pattern)
     _check(bool(matched), f"--input_pattern {opts.input_pattern!r} matches no file")
     csv_labels = _read_csv_labels(csv_path) if csv_path else None
-    shard_plan = sharding.Sharding(
+    sharding = shard_plan.Sharding(
         shard_by=opts.shard_by,
         splits=splits,
-        split_base=sharding.pattern_base(opts.input_pattern),
+        split_base=shard_plan.pattern_base(opts.input_pattern),
         elements_per_shard=opts.elements_per_shard,
         max_elements=opts.max_elements,
         shard_func=shard_func,
     )
     labelled = [
-        _with_class(_input_file(i, p, s, label_kind, csv_labels, shard_plan), fixed_classes, opts)
+        _with_class(_input_file(i, p, s, label_kind, csv_labels, sharding), fixed_classes, opts)
         for i, (p, s) in enumerate(matched)
     ]  # class ids come from every usable label, known here: never from the data
     try:
@@ -224,8 +225,8 @@ def plan_record(opts: Any, *, shard_func: Callable[[dict], int] | None = None) -
         if names
         else {}
     )
-    shard_plan = dataclasses.replace(
-        shard_plan, classes=tuple(sorted({f.label for f in inputs if f.label}))
+    sharding = dataclasses.replace(
+        sharding, classes=tuple(sorted({f.label for f in inputs if f.label}))
     )
 
     output_dir = opts.output_dir.rstrip("/") or "/"
@@ -256,7 +257,7 @@ def plan_record(opts: Any, *, shard_func: Callable[[dict], int] | None = None) -
                 split_channels=opts.channel_mode == "split",
                 sample_rate=opts.sample_rate,
                 fixed_classes=fixed_classes,
-                split_base=shard_plan.split_base,
+                split_base=sharding.split_base,
                 strict=opts.strict,
             )
         except ValueError as e:
@@ -283,18 +284,18 @@ def plan_record(opts: Any, *, shard_func: Callable[[dict], int] | None = None) -
             int(growth * sum(f.size_bytes for f in inputs if f.split == split)),
             num_shards=opts.num_shards,
         )
-        for split in shard_plan.split_names
+        for split in sharding.split_names
     }
     usable = [f for f in inputs if f.error is None]
-    segments = sharding.plan_segments(
+    segments = shard_plan.plan_segments(
         [
             (f, f.annotation.num_rows if f.annotation else planned_rows(f.info, read_config))
             for f in usable
         ],
-        shard_plan,
+        sharding,
     )
-    shard_plan = dataclasses.replace(
-        shard_plan, num_shards=sharding.split_shard_counts(segments, shard_plan, estimated)
+    sharding = dataclasses.replace(
+        sharding, num_shards=shard_plan.split_shard_counts(segments, sharding, estimated)
     )
     total_rows = sum(kept for _, kept, _ in segments)
     _check(
@@ -318,9 +319,9 @@ def plan_record(opts: Any, *, shard_func: Callable[[dict], int] | None = None) -
         inputs=inputs,
         read=read_config,
         compression=compression,
-        sharding=shard_plan,
+        sharding=sharding,
         tasks=annotation_plan.segment_tasks(
-            sharding.plan_tasks(segments, rows_per_task=rows_per_task)
+            shard_plan.plan_tasks(segments, rows_per_task=rows_per_task)
         ),
         input_bytes=input_bytes,
         params=json.loads(json.dumps(params)),
@@ -369,9 +370,9 @@ def _input_file(
     size: int,
     kind: str,
     csv_labels: Mapping[str, str] | None,
-    shard_plan: sharding.Sharding,
+    sharding: shard_plan.Sharding,
 ) -> InputFile:
-    split = sharding.split_of(path, shard_plan)
+    split = shard_plan.split_of(path, sharding)
     try:
         label = labels.label_for(path, kind=kind, csv_labels=csv_labels)
     except labels.LabelError as e:

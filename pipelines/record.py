@@ -13,7 +13,7 @@ Stages (each a Beam step with its own counters), planned in `pipelines.plan`:
    files, and feed ``Analyze`` (TFT full pass: class vocabulary, z-score statistics) in the same
    fused stage. Only small descriptions cross stage boundaries.
 3. ``GroupByShard`` -> ``WriteShards``: each shard's parts -> TFT transform -> Examples -> file.
-4. ``Finalize``: schema.pbtxt, feature_fn/, and last manifest.json.
+4. ``Finalize``: schema.pbtxt, feature_fn/, and last finalize.json.
 """
 
 from __future__ import annotations
@@ -33,9 +33,17 @@ import runners
 from pipelines.plan import RUN_MARKER, RecordPlan, UsageError, plan_record
 from replay import format as fmt
 from runners.options import JobOptions
-from transforms import annotation_job, dtypes, labels, manifest, read, rows, sharding, shards
-from transforms.preprocessing import preprocessing_fn
-from transforms.progress import ProgressReporter
+from transforms.audio import dtypes, labels
+from transforms.record import (
+    annotation_job,
+    file_rows,
+    finalize,
+    read_windows,
+    shard_plan,
+    write_shards,
+)
+from transforms.record.preprocessing import preprocessing_fn
+from transforms.record.progress import ProgressReporter
 
 
 class RecordOptions(PipelineOptions):
@@ -55,7 +63,7 @@ class RecordOptions(PipelineOptions):
         add(
             "--channel_mode",
             default="first",
-            choices=rows.CHANNEL_MODES,
+            choices=file_rows.CHANNEL_MODES,
             help="multi-channel files: first channel, mean of channels, or split (one element "
             "per channel, with a `channel` key)",
         )
@@ -92,7 +100,7 @@ class RecordOptions(PipelineOptions):
         add(
             "--shard_by",
             default="hash",
-            choices=sharding.SHARD_BY,
+            choices=shard_plan.SHARD_BY,
             help="hash: spread windows; file: a file's windows in one shard; class: shard sets",
         )
         add(
@@ -146,20 +154,24 @@ def build_pipeline(p: beam.Pipeline, plan: RecordPlan) -> None:
         | "SpreadTasks" >> beam.Reshuffle()
         | "ReadWindows"
         >> beam.ParDo(
-            read.ReadTaskFn(
+            read_windows.ReadTaskFn(
                 plan.read,
                 plan.sharding,
                 output_dir=plan.output_dir,
                 analyze_splits=plan.analyze_splits,
             )
         ).with_outputs(
-            read.FILES_TAG, read.ERRORS_TAG, read.PARTS_TAG, read.SAMPLES_TAG, main="rows"
+            read_windows.FILES_TAG,
+            read_windows.ERRORS_TAG,
+            read_windows.PARTS_TAG,
+            read_windows.SAMPLES_TAG,
+            main="rows",
         )
     )
     planned_errors = [{"path": f.path, "reason": f.error} for f in plan.inputs if f.error]
     planned_errors += plan.annotation_errors  # bad table rows, "<table>:<line>"
     errors = (
-        read_out[read.ERRORS_TAG],
+        read_out[read_windows.ERRORS_TAG],
         p | "PlannedErrors" >> beam.Create(planned_errors),
     ) | "AllErrors" >> beam.Flatten()
     raw = (
@@ -180,19 +192,20 @@ def build_pipeline(p: beam.Pipeline, plan: RecordPlan) -> None:
             plan.output_dir
         )
     compression = (
-        read_out[read.SAMPLES_TAG]
-        | "Sample" >> beam.combiners.Sample.FixedSizeGlobally(shards.AUTO_SAMPLE_SIZE)
-        | "ChooseCompression" >> beam.Map(lambda s: shards.choose_compression(plan.compression, s))
+        read_out[read_windows.SAMPLES_TAG]
+        | "Sample" >> beam.combiners.Sample.FixedSizeGlobally(write_shards.AUTO_SAMPLE_SIZE)
+        | "ChooseCompression"
+        >> beam.Map(lambda s: write_shards.choose_compression(plan.compression, s))
     )
-    spec = shards.ShardSpec(output_dir=plan.output_dir, name=plan.name)
+    spec = write_shards.ShardSpec(output_dir=plan.output_dir, name=plan.name)
     num_shards = dict(plan.sharding.num_shards)
     written = (
-        read_out[read.PARTS_TAG]
+        read_out[read_windows.PARTS_TAG]
         | "KeyByShard" >> beam.Map(lambda part: ((part["split"], part["shard"]), part))
         | "GroupByShard" >> beam.GroupByKey()
         | "WriteShards"
         >> beam.ParDo(
-            shards.WriteShardFn(spec, layout, compute_threads=plan.read.compute_threads),
+            write_shards.WriteShardFn(spec, layout, compute_threads=plan.read.compute_threads),
             beam.pvalue.AsSingleton(compression),
             num_shards,
             beam.pvalue.AsList(errors),
@@ -204,14 +217,14 @@ def build_pipeline(p: beam.Pipeline, plan: RecordPlan) -> None:
         | "FinalizeStart" >> beam.Create([None])
         | "Finalize"
         >> beam.Map(
-            manifest.finalize,
+            finalize.finalize,
             spec=spec,
             layout=layout,
             feature_config=plan.read.features,
             win_len=plan.read.window.win_len,
             params=plan.params,
             shards=beam.pvalue.AsList(written),
-            files=beam.pvalue.AsList(read_out[read.FILES_TAG]),
+            files=beam.pvalue.AsList(read_out[read_windows.FILES_TAG]),
             errors=beam.pvalue.AsList(errors),
             compression=beam.pvalue.AsSingleton(compression),
             signal_dtype=plan.read.signal_dtype,
@@ -234,7 +247,7 @@ def prepare_output_dir(plan: RecordPlan) -> None:
     out = plan.output_dir
     tf.io.gfile.makedirs(out)
     with tf.io.gfile.GFile(f"{out}/{RUN_MARKER}", "w") as fh:
-        fh.write("an audiorecords run writes here; manifest.json appears when it is complete\n")
+        fh.write("an audiorecords run writes here; finalize.json appears when it is complete\n")
     for name in sorted(tf.io.gfile.listdir(out), key=lambda n: n != fmt.MANIFEST_FILENAME):
         path = f"{out}/{name.rstrip('/')}"
         if name.rstrip("/") != RUN_MARKER:

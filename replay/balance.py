@@ -35,7 +35,9 @@ from replay import format as fmt
 from replay.info import load_info
 
 BALANCE_MODES = ("class",)
-LABELS_KEY = "labels"  # multi-hot labels of an annotated dataset (transforms.annotation_plan)
+LABELS_KEY = (
+    "labels"  # multi-hot labels of an annotated dataset (transforms.record.annotation_plan)
+)
 _CYCLE_LENGTH = 16
 
 

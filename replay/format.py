@@ -190,7 +190,7 @@ def split_names(manifest: Mapping[str, Any]) -> Sequence[str]:
 #                      input file; features see signal / full_scale (2**(bits-1), 1.0 for float);
 #                      a lossy one (Ogg Vorbis) also has "lossy": true and "lossy_reason";
 #                      with --annotations each has "annotation" (per-class events, event
-#                      seconds, windows: transforms.annotation_stats) and "label" is ""
+#                      seconds, windows: transforms.audio.annotation_stats) and "label" is ""
 #   errors            [{"path", "reason"}]  every input file that failed, with its reason;
 #                      with --annotations also every bad table row, "path" "<table>:<line>"
 #                      (annotated runs add the element keys labels, events, num_events and

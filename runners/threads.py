@@ -6,8 +6,8 @@ Two reasons, both measured on this project:
   thread pools fight over the same cores; multi-processing gets *slower* unless every worker is
   limited to one numeric thread.
 - Byte-identical output: OpenBLAS splits a matrix product between its threads, and the float32
-  log-mel product (`transforms.features`) then rounds differently (~1 ulp) with 1 or 2 threads.
-  The record job promises byte-identical shards whatever the runner, so every process that
+  log-mel product (`transforms.audio.features`) then rounds differently (~1 ulp) with 1 or 2
+  threads. The record job promises byte-identical shards whatever the runner, so every process that
   computes features must use the same BLAS thread count: one.
 
 Environment variables work only before the libraries load (spawned workers, the worker pool

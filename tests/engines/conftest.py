@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.engines import clusters
-from tests.record_helpers import SAMPLE_DIR, record
+from tests.support.record_helpers import SAMPLE_DIR, record
 
 # Two shards: written by different workers on a parallel engine.
 ARGS = ("--win_len", "16000", "--num_shards", "2")

@@ -23,8 +23,8 @@ import pytest
 from runners import jobserver
 from tests.engines import clusters
 from tests.engines.conftest import ARGS
-from tests.record_helpers import SAMPLE_DIR
-from tests.test_reliability_support import assert_same_dataset
+from tests.support.record_helpers import SAMPLE_DIR
+from tests.support.reliability import assert_same_dataset
 
 pytestmark = pytest.mark.slow
 

@@ -1,0 +1,250 @@
+"""`python -m pipelines.inspect`: the text summary, the HTML report / PNG plots, and its errors."""
+
+from __future__ import annotations
+
+import base64
+import html.parser
+import io
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pipelines import inspect
+from pipelines.tools import report
+from replay import load_info
+from tests.support.record_helpers import SAMPLE_DIR, record
+
+ROOT = Path(__file__).resolve().parents[2]
+FIGURES = ("classes", "examples", "files", "feature_stats")
+HEAVY = ("apache_beam", "tensorflow_transform")
+
+
+def _python(code: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300
+    )
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("inspect") / "sample"
+    record(str(SAMPLE_DIR / "*.wav"), out, "--win_len", "16000")
+    return out
+
+
+@pytest.fixture(scope="module")
+def rendered(dataset, tmp_path_factory) -> dict:
+    out = tmp_path_factory.mktemp("report")
+    argv = [str(dataset), "--report", str(out / "r.html"), "--plots", str(out / "plots")]
+    assert inspect.run(argv) == 0
+    return {"html": (out / "r.html").read_text(), "plots": out / "plots"}
+
+
+class _Images(html.parser.HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.images: dict[str, str] = {}
+        self.tags: set[str] = set()
+        self.links: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.add(tag)
+        attr = dict(attrs)
+        if tag == "img":
+            self.images[attr.get("id") or ""] = attr.get("src") or ""
+        self.links += [v for k, v in attrs if k in ("src", "href") and v]
+
+
+def _decode_png(payload: bytes) -> np.ndarray:
+    import matplotlib.image
+
+    assert payload.startswith(b"\x89PNG\r\n\x1a\n")
+    return matplotlib.image.imread(io.BytesIO(payload), format="png")
+
+
+def _check_png(payload: bytes) -> None:
+    pixels = _decode_png(payload)
+    assert pixels.size > 0 and pixels.shape[0] > 50 and pixels.shape[1] > 50
+    assert float(pixels.std()) > 0.01  # not a blank image
+
+
+@pytest.mark.slow
+def test_summary_lists_counts_classes_shapes_and_compression(dataset, capsys):
+    assert inspect.run([str(dataset)]) == 0
+    out = capsys.readouterr().out
+    assert "18 windows in 1 split(s), 3 classes, from 6 source files (0 failed)" in out
+    assert "compression:  NONE" in out
+    for line in ("signal         int16    [16000]", "log_mel        float32  [98, 64]"):
+        assert line in out
+    sections = {block.split(":")[0]: block.splitlines()[1:] for block in out.split("\n\n")}
+    classes = [line.split() for line in sections["Classes (windows per split)"]]
+    assert classes == [
+        ["target", "class", "all"],
+        ["0", "bird", "6"],
+        ["1", "engine", "6"],
+        ["2", "rain", "6"],
+    ]  # class ids are the labels sorted by name
+    shard = sections["Splits (shard file sizes)"][1].split()
+    assert shard[:3] == ["all", "18", "1"] and shard[-1] == "MB"
+    for text in ("Parameters:", "win_len=16000", "Versions:", "apache_beam 2.77", "created:"):
+        assert text in out
+
+
+@pytest.mark.slow
+def test_summary_needs_no_tensorflow_and_the_report_no_beam(dataset):
+    proc = _python(
+        "import sys; from pipelines import inspect\n"
+        f"assert inspect.run([{str(dataset)!r}]) == 0\n"
+        "print('SUMMARY', [m for m in ('tensorflow', *HEAVY) if m in sys.modules])\n"
+        "from pipelines.tools import report_html, report_plots, report_sample\n"
+        "print('REPORT', [m for m in HEAVY if m in sys.modules])\n".replace("HEAVY", repr(HEAVY))
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "SUMMARY []" in proc.stdout and "REPORT []" in proc.stdout
+
+
+@pytest.mark.slow
+def test_report_is_self_contained_with_every_figure(rendered):
+    parser = _Images()
+    parser.feed(rendered["html"])
+    assert set(parser.images) == {f"fig-{name}" for name in FIGURES}
+    for src in parser.images.values():
+        prefix = "data:image/png;base64,"
+        assert src.startswith(prefix)
+        _check_png(base64.b64decode(src[len(prefix) :], validate=True))
+    assert not parser.tags & {"script", "link", "iframe"}
+    assert all(link.startswith(("data:", "#")) for link in parser.links), parser.links
+    assert "Element spec (10 keys)" in rendered["html"]  # the text summary is on the page
+
+
+@pytest.mark.slow
+def test_plots_dir_holds_the_same_pngs(rendered):
+    for name in FIGURES:
+        payload = (rendered["plots"] / f"{name}.png").read_bytes()
+        _check_png(payload)
+        assert base64.b64encode(payload).decode() in rendered["html"]
+
+
+def _fails(capsys, *argv: str) -> str:
+    assert inspect.run(list(argv)) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: "), err
+    return err[0]
+
+
+def test_missing_or_incomplete_dataset_is_one_error_line(tmp_path, capsys):
+    assert "does not exist" in _fails(capsys, str(tmp_path / "nope"))
+    (tmp_path / "file").write_text("x")
+    assert "is not a directory" in _fails(capsys, str(tmp_path / "file"))
+    (tmp_path / "partial").mkdir()
+    assert "incomplete dataset" in _fails(capsys, str(tmp_path / "partial"))
+    (tmp_path / "partial" / "manifest.json").write_text('{"format": "audiorecords"')
+    assert "unreadable manifest" in _fails(capsys, str(tmp_path / "partial"))
+
+
+def test_command_line_exit_code(tmp_path):
+    proc = subprocess.run(
+        [sys.executable, "-m", "pipelines.inspect", str(tmp_path / "nope")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.strip().splitlines() == [
+        f"error: {tmp_path / 'nope'}: dataset directory does not exist"
+    ]
+
+
+def _manifest(tmp_path: Path, **overrides) -> Path:
+    """A manifest-only dataset with two splits and many failed files (no shards needed)."""
+    files = [
+        {
+            "path": f"in/{i}_{label}.wav",
+            "index": i,
+            "label": label,
+            "split": split,
+            "num_windows": n,
+            "sample_rate": 8000,
+            "num_frames": 8000 * n,
+            "num_channels": 1,
+            "subtype": "PCM_16",
+            "full_scale": 32768.0,
+        }
+        for i, (label, split, n) in enumerate(
+            [("cat", "train", 5), ("dog", "train", 3), ("cat", "test", 2)]
+        )
+    ]
+    shards = {"train": [100, 300, 200], "test": [50]}
+    manifest = {
+        "format": "audiorecords",
+        "format_version": 1,
+        "complete": True,
+        "name": "ds",
+        "created_utc": "2030-01-01T00:00:00+00:00",
+        "compression": "GZIP",
+        "elements": {
+            "class": {"dtype": "string", "shape": [], "encoding": "bytes_list"},
+            "signal": {"dtype": "int16", "shape": [8000], "encoding": "raw"},
+        },
+        "num_examples": 10,
+        "classes": ["cat", "dog"],
+        "num_classes": 2,
+        "splits": {
+            split: {
+                "num_examples": 8 if split == "train" else 2,
+                "shards": [
+                    {
+                        "filename": f"ds-{split}.tfrecord-{i:05d}-of-{len(sizes):05d}.gz",
+                        "num_examples": (3, 3, 2)[i] if split == "train" else 2,
+                        "num_bytes": size,
+                    }
+                    for i, size in enumerate(sizes)
+                ],
+            }
+            for split, sizes in shards.items()
+        },
+        "files": files,
+        "errors": [{"path": f"bad/{i}.wav", "reason": "not RIFF " * 40} for i in range(13)],
+        "params": {"win_len": 8000},
+        "versions": {"python": "3.11"},
+    } | overrides
+    (tmp_path / "manifest.json").write_text(json.dumps(manifest))
+    return tmp_path
+
+
+def test_summary_of_splits_class_counts_and_failed_files(tmp_path):
+    info = load_info(_manifest(tmp_path))
+    assert report.class_counts(info) == {
+        "cat": {"train": 5, "test": 2},
+        "dog": {"train": 3, "test": 0},
+    }
+    train, test, total = report.shard_stats(info)
+    assert (train.count, train.min_bytes, train.median_bytes, train.max_bytes) == (3, 100, 200, 300)
+    assert (test.total_bytes, total.split, total.total_bytes, total.count) == (50, "total", 650, 4)
+    text = report.format_summary(info)
+    assert "compression:  GZIP" in text and "failed: 13" in text
+    assert text.count("bad/") == report.MAX_ERRORS_SHOWN and "... and 3 more" in text
+    assert max(len(line) for line in text.splitlines()) < 200  # long reasons are truncated
+
+
+def test_feature_stats_match_numpy_and_waveform_only_grid_renders():
+    from pipelines.tools import report_plots
+    from pipelines.tools.report_sample import Example, FeatureStats, Sample
+
+    rng = np.random.default_rng(0)
+    data = rng.normal(2.0, 3.0, size=(40, 7, 5))
+    stats = FeatureStats.empty("f", (7, 5))
+    for chunk in np.split(data, 4):
+        stats.update(chunk)
+    np.testing.assert_allclose(stats.per_bin()[0], data.mean(axis=(0, 1)))
+    np.testing.assert_allclose(stats.per_frame()[1], data.std(axis=(0, 2)))
+    np.testing.assert_allclose(stats.overall(), (data.mean(), data.std()))
+    wave = np.sin(np.linspace(0, 60, 4000)).astype(np.float32)
+    example = Example("cat", "in/a_cat.wav", 0, 8000, wave, None)
+    sample = Sample(1, None, ["cat"], {"cat": [example]}, {})
+    _check_png(report_plots.render_png(report_plots.example_grid_figure(sample)))

@@ -1,0 +1,103 @@
+"""The record job translates into a Dataflow job, offline, with our package staged from setup.py.
+
+Beam's DataflowRunner with ``--template_location`` stages files and writes the job description
+instead of submitting it; ``--dataflow_endpoint`` pointing nowhere and ``--no_auth`` keep it off
+the network. The job graph (Runner API proto, staged as pipeline.pb) must hold our named stages.
+"""
+
+from __future__ import annotations
+
+import json
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from tests.support.record_helpers import SAMPLE_DIR
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parents[2]
+STAGES = ("ReadWindows", "Analyze", "WriteTransformFn", "GroupByShard", "WriteShards", "Finalize")
+
+
+@pytest.fixture(scope="module")
+def translated(tmp_path_factory) -> Path:
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    import runners
+    from pipelines import record
+
+    root = tmp_path_factory.mktemp("dataflow")
+    (root / "staging").mkdir()
+    argv = [
+        "--input_pattern",
+        str(SAMPLE_DIR / "*.wav"),
+        "--output_dir",
+        str(root / "out"),
+        "--win_len",
+        "16000",
+        "--runner",
+        "DataflowRunner",
+        "--project",
+        "my-project",
+        "--region",
+        "europe-west1",
+        "--dataflow_endpoint",
+        "http://localhost:1",
+        "--no_auth",
+        "--temp_location",
+        str(root / "tmp"),
+        "--staging_location",
+        str(root / "staging"),
+        "--template_location",
+        str(root / "job.json"),
+        "--machine_type",
+        "n2-standard-4",
+        "--max_num_workers",
+        "20",
+    ]
+    assert runners.translation_only(PipelineOptions(argv))
+    assert record.main(argv) == 0  # the real CLI path: translate, do not wait, do not read
+    assert not (root / "out" / "manifest.json").exists()
+    return root
+
+
+def test_job_graph_has_our_named_stages(translated):
+    from apache_beam.portability.api import beam_runner_api_pb2
+
+    proto = beam_runner_api_pb2.Pipeline()
+    proto.ParseFromString((translated / "staging" / "pipeline.pb").read_bytes())
+    names = {t.unique_name for t in proto.components.transforms.values()}
+    for stage in STAGES:
+        assert stage in names, (stage, sorted(n for n in names if "/" not in n))
+
+
+def test_job_description_stages_our_package_and_worker_settings(translated):
+    job = json.loads((translated / "job.json").read_text())
+    pool = job["environment"]["workerPools"][0]
+    assert "workflow.tar.gz" in {p["name"] for p in pool["packages"]}
+    options = {
+        d["key"]: d["value"] for d in job["environment"]["sdkPipelineOptions"]["display_data"]
+    }
+    assert options["setup_file"] == str(ROOT / "setup.py")
+    assert "runners.worker_setup" in options["beam_plugins"]
+    assert options["machine_type"] == "n2-standard-4" and options["max_num_workers"] == 20
+
+
+def test_staged_sdist_holds_every_package_the_workers_import(translated):
+    with tarfile.open(translated / "staging" / "workflow.tar.gz") as tar:
+        names = {n.split("/", 1)[1] for n in tar.getnames() if "/" in n}
+    for module in (
+        "setup.py",
+        "pipelines/record.py",
+        "pipelines/plan.py",
+        "transforms/record/read_windows.py",
+        "transforms/audio/features.py",
+        "transforms/record/write_shards.py",
+        "replay/format.py",
+        "runners/worker_setup.py",
+        "runners/threads.py",
+    ):
+        assert module in names, module
+    assert not any(n.startswith("tests/") for n in names)

@@ -1,0 +1,71 @@
+"""Runs ``python -m pipelines.record`` and freezes it at a named point of its work (test-only).
+
+    python -m tests.support.pause_points PHASE MARKER [record arguments...]
+
+The record CLI's `main` runs unchanged in this process (one in-memory DirectRunner worker:
+every stage runs here), except that one function of the job is wrapped: when the job reaches
+PHASE, the wrapper writes MARKER and stops the whole process with SIGSTOP. The test waits for
+MARKER, sees the process stopped, checks the output directory and SIGKILLs it. The kill lands in
+the phase every time, whatever the machine's speed: nothing here depends on timing, and
+production code carries no test switch (the wrapping lives only in this test module).
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import os
+import signal
+import sys
+from collections.abc import Callable
+
+# phase -> (module, attribute, which call pauses (1 = the first)). Each point is an entry of a
+# function that runs once the job is in that phase; the output directory is then:
+PHASES: dict[str, tuple[str, str, int]] = {
+    # reading: a read task has written its part files under temporary names; no shard yet
+    "reading": ("transforms.record.read_windows", "_Parts.commit", 1),
+    # writing shards: the first shard is written and renamed; the second is about to be written
+    "writing shards": ("transforms.record.write_shards", "write_shard", 2),
+    # finalising: every shard, schema.pbtxt and feature_fn/ are written; the manifest is not
+    "finalising": ("transforms.record.finalize", "build_manifest", 1),
+}
+_calls = {"n": 0}
+
+
+def _pausing(fn: Callable, *, marker: str, at_call: int) -> Callable:
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        _calls["n"] += 1
+        if _calls["n"] == at_call:
+            with open(marker, "w") as fh:
+                fh.write(str(os.getpid()))
+            os.kill(os.getpid(), signal.SIGSTOP)  # every thread stops here, until SIGKILL
+        return fn(*args, **kwargs)
+
+    return wrapper
+
+
+def install(phase: str, marker: str) -> None:
+    """Wraps the function of `phase` wherever the record job's modules bound it."""
+    module_name, attr, at_call = PHASES[phase]
+    importlib.import_module("pipelines.record")  # binds every `from x import y` of the job
+    owner = importlib.import_module(module_name)
+    *path, name = attr.split(".")
+    for part in path:
+        owner = getattr(owner, part)
+    original = getattr(owner, name)
+    wrapped = _pausing(original, marker=marker, at_call=at_call)
+    setattr(owner, name, wrapped)
+    if not path:  # a module function: rebind it in every module that imported it by name
+        for module in list(sys.modules.values()):
+            if getattr(module, name, None) is original:
+                setattr(module, name, wrapped)
+
+
+if __name__ == "__main__":
+    from pipelines import record  # loads no TensorFlow yet
+
+    phase, marker, *argv = sys.argv[1:]
+    record.load_one_keras()  # as the CLI's own __main__ does
+    install(phase, marker)
+    record.exit_now(record.main(argv))  # what `python -m pipelines.record` runs

@@ -1,0 +1,159 @@
+"""Shared pieces of the reliability tests (tests/test_reliability_*.py); holds no test itself.
+
+One small, deliberately nasty corpus (file names with spaces, unicode, shell and glob
+characters; CSV labels with ``../``, ``/``, quotes and ``$(...)``) and one uninterrupted
+*reference* run of it, made once per test process and shared by every module that compares
+against it.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from tests.support import wavgen
+
+ROOT = Path(__file__).resolve().parents[2]
+# file name -> label (the CSV's second column). Labels never become file names: shard names come
+# from --dataset_name only.
+NASTY_FILES = {
+    "take 1_engine.wav": "engine",
+    "ünïcödé ðata_bird.wav": "bïrd ü",
+    "$(touch pwned)_rain.wav": "$(rm -rf ~)",
+    "semi;colon&amp|pipe_rain.wav": "../../escaped",
+    "quote'n\"dq_bird.wav": "a/b",
+    "..dots.._engine.wav": "..",
+    "back`tick`_engine.wav": "engine",
+    "star*[x]?_bird.wav": "'quoted' \"label\"",
+}
+WIN_LEN = 4000
+FRAMES = 4 * WIN_LEN + 123  # 4 windows per file
+RUN_TIMEOUT = 240  # seconds: an upper bound on any one record run in these tests
+_REFERENCE: dict[str, Path] = {}
+
+
+def make_corpus(directory: Path) -> tuple[str, Path]:
+    """Writes the nasty corpus and its label CSV; returns (input pattern, csv path)."""
+    audio = directory / "in dir (x)"
+    audio.mkdir(parents=True, exist_ok=True)
+    for i, name in enumerate(NASTY_FILES):
+        wavgen.write_wav(
+            audio / name, wavgen.synth(FRAMES, seed=i), sample_rate=16000, subtype="PCM_16"
+        )
+    labels = directory / "labels.csv"
+    with open(labels, "w", newline="", encoding="utf-8") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(["filename", "label"])
+        writer.writerows(NASTY_FILES.items())
+    return str(audio / "*.wav"), labels
+
+
+def record_args(pattern: str, labels: Path, output_dir: Path, *extra: str) -> list[str]:
+    """The record command line every reliability run uses (plus `extra`)."""
+    return [
+        "--input_pattern",
+        pattern,
+        "--output_dir",
+        str(output_dir),
+        "--win_len",
+        str(WIN_LEN),
+        "--label_source",
+        f"csv:{labels}",
+        "--num_shards",
+        "3",
+        "--direct_running_mode",  # one worker, explicitly (extra may override: the last wins)
+        "in_memory",
+        "--direct_num_workers",
+        "1",
+        *extra,
+    ]
+
+
+def reference_run(tmp_root: Path) -> tuple[str, Path, Path]:
+    """(pattern, labels csv, output dir) of the one uninterrupted reference run (made once)."""
+    if "out" not in _REFERENCE:
+        from pipelines import record
+
+        # Two levels below the test process's own temp dir, so that anything escaping the run's
+        # folders by "../.." still lands in folders only this test process uses.
+        corpus = tmp_root / "reliability" / "reference" / "corpus"
+        pattern, labels = make_corpus(corpus)
+        out = corpus.parent / "out"
+        record.run(record_args(pattern, labels, out))
+        _REFERENCE.update(corpus=corpus, labels=labels, out=out)
+        _REFERENCE["pattern"] = Path(pattern)
+    return str(_REFERENCE["pattern"]), _REFERENCE["labels"], _REFERENCE["out"]
+
+
+def shard_files(output_dir: Path) -> dict[str, bytes]:
+    """Every shard file's bytes, by name (shards are the files named ``*.tfrecord-*``)."""
+    return {p.name: p.read_bytes() for p in sorted(output_dir.glob("*.tfrecord-*"))}
+
+
+def manifest_without_time(output_dir: Path) -> dict:
+    manifest = json.loads((output_dir / "manifest.json").read_text())
+    manifest.pop("created_utc")
+    return manifest
+
+
+def assert_same_dataset(got: Path, want: Path) -> None:
+    """Byte-identical shards and schema, equal manifests apart from created_utc."""
+    a, b = shard_files(got), shard_files(want)
+    assert sorted(a) == sorted(b), (sorted(a), sorted(b))
+    for name in b:
+        assert a[name] == b[name], f"{name} differs ({len(a[name])} vs {len(b[name])} bytes)"
+    assert manifest_without_time(got) == manifest_without_time(want)
+    assert (got / "schema.pbtxt").read_bytes() == (want / "schema.pbtxt").read_bytes()
+
+
+def cli(*argv: str, log: Path, env: dict | None = None, module: str = "pipelines.record"):
+    """Starts ``python -m module argv`` in its own process group, output to `log`."""
+    with open(log, "wb") as fh:
+        return subprocess.Popen(
+            [sys.executable, "-m", module, *argv],
+            cwd=ROOT,
+            stdout=fh,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
+        )
+
+
+def wait_until_paused(proc: subprocess.Popen, marker: Path, *, timeout: float = RUN_TIMEOUT):
+    """Waits until `proc` (run by tests.support.pause_points) wrote `marker` and stopped itself.
+
+    Raises AssertionError if the process ends first. `timeout` only stops a hung test: whether
+    the pause point is reached never depends on it.
+    """
+    start = time.monotonic()
+    while not (marker.exists() and _stopped(proc.pid)):
+        assert proc.poll() is None, f"run ended (rc={proc.returncode}) before its pause point"
+        assert time.monotonic() - start < timeout, "pause point not reached (test hung?)"
+        time.sleep(0.01)
+
+
+def _stopped(pid: int) -> bool:
+    """Whether process `pid` is stopped (state T in /proc/<pid>/stat)."""
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    return stat[stat.rindex(")") + 2] == "T"
+
+
+def kill(proc: subprocess.Popen) -> None:
+    """SIGKILLs `proc`'s whole process group and reaps it."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait(timeout=30)
+
+
+def copy_dataset(src: Path, dst: Path) -> Path:
+    shutil.copytree(src, dst)
+    return dst

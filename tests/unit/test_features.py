@@ -1,0 +1,308 @@
+"""Tests of transforms.audio.features against an independent float64 reference and tf.signal."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from transforms.audio import features
+from transforms.audio.features import FEATURE_NAMES, FeatureConfig
+
+SR = 16000
+WIN_LEN = 1600  # 100 ms: 8 frames of 400 every 160, enough for the loops of the reference
+CONFIG = FeatureConfig(names=FEATURE_NAMES)
+# Odd sizes everywhere: other sample rate, fft_length > frame_length, edges inside the band.
+ODD_CONFIG = FeatureConfig(
+    names=("mfcc", "spectrogram"),
+    frame_length=300,
+    frame_step=128,
+    fft_length=400,
+    num_mel_bins=40,
+    lower_edge_hz=0.0,
+    upper_edge_hz=7000.0,
+    num_mfccs=20,
+    log_offset=1e-3,
+)
+ODD_SR = 22050
+ODD_WIN_LEN = 2205
+
+
+def _waveforms(n: int, win_len: int, sample_rate: int, seed: int = 0) -> np.ndarray:
+    """float32 [n >= 3, win_len]: tones + noise at random levels; window 1 silent, 2 clipped."""
+    rng = np.random.default_rng(seed)
+    t = np.arange(win_len) / sample_rate
+    x = np.stack(
+        [
+            rng.uniform(0.05, 0.5) * np.sin(2 * np.pi * rng.uniform(50, 4000) * t)
+            + rng.uniform(0.001, 0.1) * rng.standard_normal(win_len)
+            for _ in range(n)
+        ]
+    )
+    x[1] = 0.0
+    x[2] = np.clip(x[2] * 50, -1.0, 1.0 - 2**-15)
+    return x.astype(np.float32)
+
+
+# --- the independent reference: float64 loops over the textbook formulas -----------------------
+
+
+def _reference(waveforms: np.ndarray, sample_rate: int, cfg: FeatureConfig) -> dict:
+    """{name: float64 [n, frames, bins]} from per-frame rFFTs, an HTK filterbank and a DCT-II."""
+    length, step, nfft = cfg.frame_length, cfg.frame_step, cfg.fft_length
+    n_frames = 1 + (waveforms.shape[1] - length) // step
+    hann = np.array([0.5 - 0.5 * np.cos(2 * np.pi * i / length) for i in range(length)])
+    spec = np.array(
+        [
+            [
+                np.abs(np.fft.rfft(w[f * step : f * step + length] * hann, n=nfft))
+                for f in range(n_frames)
+            ]
+            for w in waveforms.astype(np.float64)
+        ]
+    ).reshape(len(waveforms), n_frames, nfft // 2 + 1)
+
+    def mel(hz: float) -> float:
+        return 1127.0 * np.log(1.0 + hz / 700.0)
+
+    upper_hz = sample_rate / 2 if cfg.upper_edge_hz is None else cfg.upper_edge_hz
+    lo, hi, m = mel(cfg.lower_edge_hz), mel(upper_hz), cfg.num_mel_bins
+    edges = [lo + (hi - lo) * i / (m + 1) for i in range(m + 2)]  # m + 2 points equally in mel
+    bank = np.zeros((nfft // 2 + 1, m))
+    for k in range(1, nfft // 2 + 1):  # k = 0 (DC) stays zero, as in HTK / tf
+        bin_mel = mel(k * (sample_rate / 2) / (nfft // 2))
+        for j in range(m):
+            left, center, right = edges[j : j + 3]
+            rising = (bin_mel - left) / (center - left)
+            falling = (right - bin_mel) / (right - center)
+            bank[k, j] = max(0.0, min(rising, falling))
+    log_mel = np.log(spec @ bank + cfg.log_offset)
+
+    # Orthonormal DCT-II: c_k = sqrt((1 if k == 0 else 2) / M) sum_n x_n cos(pi k (2n + 1) / 2M).
+    # tf.signal.mfccs_from_log_mel_spectrograms scales every coefficient by sqrt(2 / M), i.e.
+    # orthonormal except c_0, which is sqrt(2) larger.
+    dct = np.array(
+        [
+            [
+                np.sqrt((1 if k == 0 else 2) / m) * np.cos(np.pi * k * (2 * i + 1) / (2 * m))
+                for k in range(m)
+            ]
+            for i in range(m)
+        ]
+    )
+    dct[:, 0] *= np.sqrt(2.0)
+    mfcc = (log_mel @ dct)[..., : cfg.num_mfccs]
+    return {"spectrogram": spec, "log_mel": log_mel, "mfcc": mfcc}
+
+
+def _assert_close(
+    actual: dict, expected: dict, *, num_mel_bins: int, rtol: float, log_atol: float
+) -> None:
+    """Assert |actual - expected| <= rtol * |expected| + floor for every feature.
+
+    The absolute floors (assert_allclose's atol, here per frame where that is what is justified):
+    spectrogram: float32 FFT rounding is relative to the frame's energy, not to each bin (bins
+      in the Hann sidelobes are ~1e-6 of the peak), so the floor is rtol * the frame's largest
+      bin (0 for a silent frame, which must then be exactly 0).
+    log_mel: near log(x) = 0 a relative tolerance is meaningless; an absolute error e in the log
+      domain is a relative error e of the mel energy, so the floor is log_atol.
+    mfcc: a DCT-II row of M = num_mel_bins weights of size sqrt(2 / M) turns log_mel errors of
+      at most log_atol into at most sqrt(2 / M) * M * log_atol = sqrt(2 M) * log_atol.
+    """
+    assert list(actual) == list(expected)
+    for name, want in expected.items():
+        got, want = actual[name], np.asarray(want, dtype=np.float64)
+        assert got.dtype == np.float32 and got.shape == want.shape, name
+        if name == "spectrogram":
+            floor = rtol * np.abs(want).max(axis=-1, keepdims=True)
+        else:
+            floor = log_atol * (np.sqrt(2 * num_mel_bins) if name == "mfcc" else 1.0)
+        error = np.abs(got - want)
+        excess = error > rtol * np.abs(want) + floor
+        assert not excess.any(), (
+            f"{name}: {excess.sum()} of {excess.size} values off; worst at "
+            f"{np.unravel_index(np.argmax(error), error.shape)}: {got.flat[np.argmax(error)]} vs "
+            f"{want.flat[np.argmax(error)]}"
+        )
+
+
+CASES = {
+    "default": (CONFIG, SR, WIN_LEN),
+    "odd": (ODD_CONFIG, ODD_SR, ODD_WIN_LEN),
+}
+
+
+@pytest.fixture(scope="module", params=list(CASES))
+def case(request) -> tuple[FeatureConfig, int, np.ndarray]:
+    cfg, sample_rate, win_len = CASES[request.param]
+    return cfg, sample_rate, _waveforms(7, win_len, sample_rate)
+
+
+def test_compute_features_matches_independent_reference(case) -> None:
+    cfg, sample_rate, waveforms = case
+    got = features.compute_features(waveforms, sample_rate=sample_rate, config=cfg)
+    ref = _reference(waveforms, sample_rate, cfg)
+    want = {name: ref[name] for name in cfg.names}
+    _assert_close(got, want, num_mel_bins=cfg.num_mel_bins, rtol=1e-4, log_atol=1e-4)
+
+
+def test_numpy_and_tf_paths_agree(case) -> None:
+    cfg, sample_rate, waveforms = case
+    numpy_out = features.compute_features_numpy(waveforms, sample_rate=sample_rate, config=cfg)
+    tf_out = features.compute_features_tf(waveforms, sample_rate=sample_rate, config=cfg)
+    _assert_close(numpy_out, tf_out, num_mel_bins=cfg.num_mel_bins, rtol=1e-5, log_atol=1e-5)
+
+
+def test_saved_feature_module_matches_compute_features(case, tmp_path) -> None:
+    """Train/serve skew: the exported graph, re-loaded, computes what the pipeline stored."""
+    tf = pytest.importorskip("tensorflow")
+    cfg, sample_rate, waveforms = case
+    win_len = waveforms.shape[1]
+    module = features.tf_feature_module(cfg, win_len=win_len, sample_rate=sample_rate)
+    tf.saved_model.save(module, str(tmp_path), signatures={"serving_default": module.__call__})
+    loaded = tf.saved_model.load(str(tmp_path))
+    want = features.compute_features(waveforms, sample_rate=sample_rate, config=cfg)
+
+    got = {name: t.numpy() for name, t in loaded(tf.constant(waveforms)).items()}
+    _assert_close(
+        {n: got[n] for n in cfg.names},
+        want,
+        num_mel_bins=cfg.num_mel_bins,
+        rtol=1e-5,
+        log_atol=1e-5,
+    )
+    served = loaded.signatures["serving_default"](waveforms=tf.constant(waveforms))
+    assert sorted(served) == sorted(cfg.names)
+    np.testing.assert_array_equal(served[cfg.names[0]].numpy(), got[cfg.names[0]])
+    empty = loaded(tf.zeros([0, win_len]))
+    shapes = features.feature_shapes(cfg, win_len=win_len, sample_rate=sample_rate)
+    assert {n: tuple(t.shape) for n, t in empty.items()} == {n: (0, *s) for n, s in shapes.items()}
+
+
+def test_mel_matrix_matches_tf_signal() -> None:
+    """The numpy port (float64) is within tf.signal's own float32 rounding (~1e-5 a weight)."""
+    tf = pytest.importorskip("tensorflow")
+    for mel_bins, spec_bins, sample_rate, lower, upper in [
+        (64, 257, 16000, 20.0, 8000.0),
+        (40, 201, 22050, 0.0, 7000.0),
+        (128, 1025, 44100, 30.0, 22050.0),
+        (20, 129, 8000, 125.0, 3800.0),
+    ]:
+        want = tf.signal.linear_to_mel_weight_matrix(mel_bins, spec_bins, sample_rate, lower, upper)
+        got = features.mel_weight_matrix(
+            num_mel_bins=mel_bins,
+            num_spectrogram_bins=spec_bins,
+            sample_rate=sample_rate,
+            lower_edge_hz=lower,
+            upper_edge_hz=upper,
+        )
+        np.testing.assert_allclose(got, want.numpy(), rtol=0, atol=2e-5)
+        assert not got[0].any()  # DC row zero
+
+
+@pytest.mark.parametrize("compute", ["compute_features_numpy", "compute_features_tf"])
+def test_blocking_is_invisible(compute, monkeypatch) -> None:
+    """Chunks larger than one block (with a partial last block) give the same features."""
+    waveforms = _waveforms(7, WIN_LEN, SR, seed=1)
+    fn = getattr(features, compute)
+    whole = fn(waveforms, sample_rate=SR, config=CONFIG)
+    monkeypatch.setattr(features, "_BLOCK_FRAMES", 3 * 8)  # 3 windows of 8 frames a block
+    monkeypatch.setattr(features, "_TF_BLOCK_FRAMES", 3 * 8)
+    features._cached_tf_module.cache_clear()
+    blocked = fn(waveforms, sample_rate=SR, config=CONFIG)
+    for name in FEATURE_NAMES:
+        np.testing.assert_allclose(blocked[name], whole[name], rtol=1e-6, atol=1e-6, err_msg=name)
+
+
+@pytest.mark.parametrize("cfg,sample_rate,win_len", list(CASES.values()), ids=list(CASES))
+def test_shapes_match_feature_shapes(cfg, sample_rate, win_len) -> None:
+    shapes = features.feature_shapes(cfg, win_len=win_len, sample_rate=sample_rate)
+    assert list(shapes) == list(cfg.names)
+    for n in (0, 3):
+        waveforms = _waveforms(max(n, 3), win_len, sample_rate)[:n]
+        for fn in (features.compute_features_numpy, features.compute_features_tf):
+            out = fn(waveforms, sample_rate=sample_rate, config=cfg)
+            assert list(out) == list(cfg.names)
+            assert {k: v.shape for k, v in out.items()} == {k: (n, *s) for k, s in shapes.items()}
+            assert all(v.dtype == np.float32 for v in out.values())
+
+
+def test_feature_shapes_values() -> None:
+    shapes = features.feature_shapes(CONFIG, win_len=16000, sample_rate=16000)
+    assert shapes == {"spectrogram": (98, 257), "log_mel": (98, 64), "mfcc": (98, 13)}
+    only = FeatureConfig(names=["log_mel"], frame_length=400, frame_step=400)  # list -> tuple
+    assert only.names == ("log_mel",) and hash(only)
+    assert FeatureConfig(names="mfcc").names == ("mfcc",)
+    assert features.feature_shapes(only, win_len=1600, sample_rate=SR) == {"log_mel": (4, 64)}
+    assert (
+        features.compute_features(_waveforms(3, 1600, SR), sample_rate=SR, config=FeatureConfig())
+        == {}
+    )
+
+
+def test_constants_are_cached_and_read_only() -> None:
+    kwargs = dict(
+        num_mel_bins=64,
+        num_spectrogram_bins=257,
+        sample_rate=16000.0,
+        lower_edge_hz=20.0,
+        upper_edge_hz=8000.0,
+    )
+    assert features.mel_weight_matrix(**kwargs) is features.mel_weight_matrix(**kwargs)
+    assert features.periodic_hann_window(400) is features.periodic_hann_window(400)
+    dct = features.mfcc_dct_matrix(num_mel_bins=64, num_mfccs=13)
+    assert dct is features.mfcc_dct_matrix(num_mel_bins=64, num_mfccs=13)
+    with pytest.raises(ValueError):
+        dct[0, 0] = 1.0
+
+
+def test_rejects_bad_waveforms() -> None:
+    with pytest.raises(TypeError, match="float"):
+        features.compute_features(np.zeros((2, WIN_LEN), np.int16), sample_rate=SR, config=CONFIG)
+    with pytest.raises(ValueError, match="n, win_len"):
+        features.compute_features(np.zeros(WIN_LEN, np.float32), sample_rate=SR, config=CONFIG)
+
+
+@pytest.mark.parametrize(
+    "changes,win_len,sample_rate,message",
+    [
+        ({"names": ("log_mel", "mel")}, 16000, SR, "names"),
+        ({"names": ("mfcc", "mfcc")}, 16000, SR, "names"),
+        ({}, 0, SR, "win_len"),
+        ({}, 16000, 0, "sample_rate"),
+        ({"frame_length": 0}, 16000, SR, "frame_length"),
+        ({"frame_length": 400.0}, 16000, SR, "frame_length"),
+        ({"frame_length": 16001, "fft_length": 16384}, 16000, SR, "frame_length"),
+        ({"frame_step": -160}, 16000, SR, "frame_step"),
+        ({"fft_length": 256}, 16000, SR, "fft_length"),
+        ({"num_mel_bins": 0}, 16000, SR, "num_mel_bins"),
+        ({"lower_edge_hz": -1.0}, 16000, SR, "lower_edge_hz"),
+        ({"lower_edge_hz": 8000.0}, 16000, SR, "lower_edge_hz"),
+        ({"upper_edge_hz": 8001.0}, 16000, SR, "upper_edge_hz"),
+        ({"lower_edge_hz": 4000.0, "upper_edge_hz": 3000.0}, 16000, SR, "upper_edge_hz"),
+        ({"upper_edge_hz": 8000.0}, 16000, 8000, "upper_edge_hz"),
+        ({"num_mfccs": 0}, 16000, SR, "num_mfccs"),
+        ({"num_mfccs": 65}, 16000, SR, "num_mfccs"),
+        ({"log_offset": 0.0}, 16000, SR, "log_offset"),
+    ],
+)
+def test_validate_rejects(changes, win_len, sample_rate, message) -> None:
+    cfg = dataclasses.replace(CONFIG, **changes)
+    with pytest.raises(ValueError, match=message) as info:
+        cfg.validate(win_len=win_len, sample_rate=sample_rate)
+    assert "\n" not in str(info.value)
+    with pytest.raises(ValueError, match=message):  # and before any work is done
+        features.feature_shapes(cfg, win_len=win_len, sample_rate=sample_rate)
+
+
+def test_validate_accepts() -> None:
+    CONFIG.validate(win_len=400, sample_rate=SR)  # one frame
+    dataclasses.replace(CONFIG, upper_edge_hz=8000.0, lower_edge_hz=0.0).validate(
+        win_len=400, sample_rate=SR
+    )
+    # mel / mfcc parameters only matter when those features are requested
+    spectrogram = FeatureConfig(names=("spectrogram",), num_mfccs=100, upper_edge_hz=8000.0)
+    spectrogram.validate(win_len=16000, sample_rate=8000)
+    with pytest.raises(ValueError, match="empty"):
+        features.tf_feature_module(FeatureConfig(), win_len=16000, sample_rate=SR)

@@ -1,0 +1,353 @@
+"""Planning a record run with ``--annotations``: tables -> events -> every file's windows.
+
+At planning (launcher side, after the WAV headers are read; `transforms.record.annotation_job` reads
+the tables), `plan_annotations` matches the events to the input files, checks them against each
+file's duration and channels, and fixes every file's windows with their labels
+(`FileAnnotation`): the grid windows (without the background ones under ``--drop_background``)
+or, with ``--event_windows centered``, one window centred on each event plus
+``--background_per_file`` seeded background windows. The read stage then cuts exactly those
+windows (`transforms.audio.annotation_windows.cut_at`) and adds their columns
+(`annotation_columns`). Bad rows become manifest ``errors`` entries (``path`` = ``<table>:<line>``)
+and never stop the job; per-file statistics go to ``files[].annotation``
+(`transforms.audio.annotation_stats`).
+
+Keys added to every element of an annotated run:
+
+- ``labels``: float32 [num_classes], multi-hot over the class list (sorted event labels plus the
+  background class);
+- ``events``: int64 [max_events, 3], (start, end, class id) of every event overlapping the
+  window, start/end in samples relative to the window start (not clipped), padded with -1;
+  ``max_events`` is the most any recorded window has;
+- ``num_events``: int64 [], how many rows of ``events`` are real;
+- ``class``: the window's label, or its labels joined with ``+`` when it has several (then
+  ``target`` is -1: use ``labels``).
+
+Under ``--channel_mode split`` an event with a channel labels only that channel's rows, and a
+window is dropped by ``--drop_background`` only when no channel has a label.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from math import gcd
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from replay import format as fmt
+from transforms.audio import annotation_windows as aw
+from transforms.audio import annotations as ann
+from transforms.audio.annotation_stats import Row, file_summary
+from transforms.audio.windows import WindowConfig, window_starts
+
+LABELS_KEY = "labels"
+EVENTS_KEY = "events"
+NUM_EVENTS_KEY = "num_events"
+EVENT_WINDOWS = ("grid", "centered")
+MULTI_LABEL_JOIN = "+"
+
+
+@dataclasses.dataclass(frozen=True)
+class AnnotationConfig:
+    """The ``--annotations`` options.
+
+    Attributes:
+      pattern: glob of annotation tables.
+      fmt: table format (`transforms.audio.annotations.FORMATS`).
+      label_column: Raven label column (None: ``Annotation`` or the 8th column).
+      rule: the window label rule.
+      event_windows: ``grid`` (the usual windows) or ``centered`` (one per event).
+      background_per_file: background windows per file with ``centered``.
+      seed: seed of the background windows.
+    """
+
+    pattern: str
+    fmt: str = "auto"
+    label_column: str | None = None
+    rule: aw.LabelRule = aw.LabelRule()
+    event_windows: str = "grid"
+    background_per_file: int = 0
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.fmt not in ann.FORMATS:
+            raise ValueError(f"--annotation_format must be one of {', '.join(ann.FORMATS)}")
+        if self.event_windows not in EVENT_WINDOWS:
+            raise ValueError(f"--event_windows must be one of {', '.join(EVENT_WINDOWS)}")
+        if self.background_per_file < 0:
+            raise ValueError("--background_per_file must be >= 0")
+        if self.background_per_file and self.event_windows != "centered":
+            raise ValueError("--background_per_file needs --event_windows centered")
+        if self.background_per_file and self.rule.drop_background:
+            raise ValueError("--background_per_file and --drop_background exclude each other")
+
+
+@dataclasses.dataclass(frozen=True)
+class FileAnnotation:
+    """A file's planned windows and their label columns, rows in (window, channel) order.
+
+    The row arrays may hold only rows [row_offset, row_offset + len(classes)) of the file: a
+    read task carries its segment's rows (`segment_tasks`), not the whole file's, while
+    `starts` always lists every window (8 bytes each).
+    """
+
+    starts: np.ndarray  # int64 [n] sorted, unique window starts (output-rate samples)
+    channels: int  # rows per window
+    classes: tuple[str, ...]  # [n * channels] the `class` string of each row
+    labels: np.ndarray  # float32 [n * channels, num_classes]
+    events: np.ndarray  # int64 [n * channels, max_events, 3]
+    num_events: np.ndarray  # int64 [n * channels]
+    summary: Mapping[str, Any] = dataclasses.field(default_factory=dict)  # annotation_stats
+    row_offset: int = 0  # file row of the first row held
+
+    def rows(self, start: int, stop: int) -> FileAnnotation:
+        """The same annotation holding only file rows [start, stop) (within those it holds)."""
+        lo, hi = start - self.row_offset, stop - self.row_offset
+        if lo < 0 or hi > len(self.classes) or hi < lo:
+            raise ValueError(f"rows [{start}, {stop}) are not all held")
+        return dataclasses.replace(
+            self,
+            classes=self.classes[lo:hi],
+            labels=self.labels[lo:hi],
+            events=self.events[lo:hi],
+            num_events=self.num_events[lo:hi],
+            row_offset=start,
+        )
+
+    @property
+    def num_rows(self) -> int:
+        return len(self.classes)
+
+
+@dataclasses.dataclass(frozen=True)
+class AnnotationPlan:
+    """Per-file annotations (by input path), the class list, bad rows, and `max_events`."""
+
+    files: Mapping[str, FileAnnotation]
+    classes: tuple[str, ...]
+    errors: tuple[dict[str, str], ...]
+    max_events: int
+
+
+def output_frames(num_frames: int, rate: int, target: int | None) -> int:
+    """Frames after resampling to `target` (scipy resample_poly: ceil(n * up / down))."""
+    if not target or target == rate:
+        return num_frames
+    g = gcd(rate, target)
+    return -(-num_frames * (target // g) // (rate // g))
+
+
+def plan_annotations(
+    files: Sequence[tuple[str, int, int, int]],
+    events: Sequence[ann.Event],
+    table_errors: Sequence[ann.RowError],
+    *,
+    config: AnnotationConfig,
+    window: WindowConfig,
+    split_channels: bool,
+    sample_rate: int | None = None,
+    fixed_classes: tuple[str, ...] | None = None,
+    seed_keys: Mapping[str, str] | None = None,
+) -> AnnotationPlan:
+    """Matches events to files and fixes every file's windows and label columns (pure).
+
+    Args:
+      files: (path, num_frames, sample_rate, num_channels) of every usable input file.
+      events: every event read from the tables; `table_errors` their bad rows.
+      config: the annotation options.
+      window: the window rule (length, hop, pad, max windows per signal).
+      split_channels: ``--channel_mode split`` (a row per channel).
+      sample_rate: ``--sample_rate`` (None: each file's own).
+      fixed_classes: ``--classes`` (an event label outside it is a bad row).
+      seed_keys: {path: the key its background windows are seeded with} (default: the path;
+        the record job passes the path relative to the input pattern, as for splits).
+
+    Raises:
+      ValueError: ``--classes`` without the background class.
+    """
+    rule = config.rule
+    matched, errors = ann.match_events(events, [p for p, *_ in files])
+    errors = list(table_errors) + errors
+    checked: dict[str, list[ann.Event]] = {}
+    for path, frames, rate, channels in files:
+        kept, bad = ann.check_events(
+            matched.get(path, []), num_frames=frames, sample_rate=rate, num_channels=channels
+        )
+        if fixed_classes is not None:
+            bad += [_not_a_class(e) for e in kept if e.label not in fixed_classes]
+            kept = [e for e in kept if e.label in fixed_classes]
+        checked[path] = kept
+        errors += bad
+    background = None if rule.drop_background else rule.background_class
+    classes = fixed_classes or ann.event_classes(checked, background_class=background)
+    if background is not None and background not in classes:
+        raise ValueError(f"--classes must list the background class {background!r}")
+    rows = {}
+    for path, frames, rate, channels in files:
+        out_rate = sample_rate or rate
+        key = (seed_keys or {}).get(path, path)
+        starts = file_starts(
+            checked[path],
+            num_frames=output_frames(frames, rate, sample_rate),
+            sample_rate=out_rate,
+            window=window,
+            config=config,
+            seed_key=f"{config.seed}:{key}",
+        )
+        rows[path] = label_rows(
+            checked[path],
+            starts,
+            sample_rate=out_rate,
+            win_len=window.win_len,
+            channels=channels if split_channels else 1,
+            rule=rule,
+        )
+    max_events = max([len(evs) for _, r in rows.values() for _, evs in r] + [1])
+    return AnnotationPlan(
+        files={
+            p: _file_annotation(s, r, classes, max_events, file_summary(checked[p], r))
+            for p, (s, r) in rows.items()
+        },
+        classes=tuple(classes),
+        errors=tuple(e.to_manifest() for e in sorted(errors, key=_row_order)),
+        max_events=max_events,
+    )
+
+
+def file_starts(
+    events: Sequence[ann.Event],
+    *,
+    num_frames: int,
+    sample_rate: int,
+    window: WindowConfig,
+    config: AnnotationConfig,
+    seed_key: str,
+) -> np.ndarray:
+    """The sorted, unique window starts of one file, before background windows are dropped."""
+    if config.event_windows == "grid":
+        return window_starts(num_frames, window)
+    centred = aw.centered_starts(
+        events, sample_rate=sample_rate, win_len=window.win_len, num_frames=num_frames
+    )
+    background = aw.background_starts(
+        events,
+        sample_rate=sample_rate,
+        win_len=window.win_len,
+        num_frames=num_frames,
+        count=config.background_per_file,
+        seed_key=seed_key,
+    )
+    starts = np.unique(np.concatenate([centred, background]))
+    return starts if window.max_windows is None else starts[: window.max_windows]
+
+
+def label_rows(
+    events: Sequence[ann.Event],
+    starts: np.ndarray,
+    *,
+    sample_rate: int,
+    win_len: int,
+    channels: int,
+    rule: aw.LabelRule,
+) -> tuple[np.ndarray, list[Row]]:
+    """(kept starts, rows in (window, channel) order) after the rule and background dropping."""
+    per_channel = []
+    for c in range(channels):
+        evs = events if channels == 1 else [e for e in events if e.channel in (None, c)]
+        per_channel.append(
+            aw.label_windows(
+                starts, win_len=win_len, sample_rate=sample_rate, events=evs, rule=rule
+            )
+        )
+    keep = np.logical_or.reduce([w.keep for w in per_channel])
+    rows = [(w.labels[i], w.events[i]) for i in np.flatnonzero(keep) for w in per_channel]
+    return starts[keep], rows
+
+
+def _file_annotation(
+    starts: np.ndarray,
+    rows: list[Row],
+    classes: Sequence[str],
+    max_events: int,
+    summary: Mapping[str, Any],
+) -> FileAnnotation:
+    events, counts = aw.events_array([e for _, e in rows], classes, max_events=max_events)
+    return FileAnnotation(
+        starts=starts.astype(np.int64),
+        channels=len(rows) // len(starts) if len(starts) else 1,
+        classes=tuple(MULTI_LABEL_JOIN.join(labels) for labels, _ in rows),
+        labels=aw.multi_hot([labels for labels, _ in rows], classes),
+        events=events,
+        num_events=counts,
+        summary=summary,
+    )
+
+
+def annotation_columns(
+    annotation: FileAnnotation, starts: np.ndarray, channels: np.ndarray
+) -> dict[str, tuple[np.ndarray, int, pa.DataType]]:
+    """The ``class``, ``labels``, ``events`` and ``num_events`` columns of k rows of a file.
+
+    Args:
+      annotation: the file's planned annotation.
+      starts: int64 [k] window starts of the rows (each one of `annotation.starts`).
+      channels: int64 [k] their channels (0 unless ``--channel_mode split``).
+
+    Returns:
+      {key: (flat values, values per row, Arrow value type)}
+      (`transforms.record.file_rows.list_column`).
+    """
+    window = np.searchsorted(annotation.starts, starts)
+    if np.any(window >= len(annotation.starts)) or np.any(annotation.starts[window] != starts):
+        raise ValueError("a row's window start is not one of the planned windows")
+    rows = window * annotation.channels + np.asarray(channels, np.int64) - annotation.row_offset
+    if len(rows) and (rows.min() < 0 or rows.max() >= len(annotation.classes)):
+        raise ValueError("a row outside the rows this annotation holds")
+    names = np.array([annotation.classes[r].encode() for r in rows], dtype=object)
+    return {
+        fmt.CLASS_KEY: (names, 1, pa.binary()),
+        LABELS_KEY: (annotation.labels[rows].reshape(-1), annotation.labels.shape[1], pa.float32()),
+        EVENTS_KEY: (
+            annotation.events[rows].reshape(-1),
+            annotation.events.shape[1] * 3,
+            pa.int64(),
+        ),
+        NUM_EVENTS_KEY: (annotation.num_events[rows], 1, pa.int64()),
+    }
+
+
+def _not_a_class(e: ann.Event) -> ann.RowError:
+    return ann.RowError(e.source, e.line, f"label {e.label!r} is not in --classes")
+
+
+def _row_order(e: ann.RowError) -> tuple[str, int]:
+    return e.source, e.line or 0
+
+
+def manifest_fields(f: Any) -> dict[str, Any]:
+    """``{"annotation": <stats>}`` for a `files[]` entry of an annotated file, else {}."""
+    annotation = getattr(f, "annotation", None)
+    return {} if annotation is None else {"annotation": dict(annotation.summary)}
+
+
+def segment_tasks(tasks: Sequence[Any]) -> tuple[Any, ...]:
+    """Read tasks whose annotated segments carry only their own rows (smaller to ship).
+
+    Every task is pickled on its own: a 2-hour file with 5,000 events in 74 tasks would carry
+    its whole annotation (2.4 MB) 74 times.
+    """
+    if all(seg.file.annotation is None for t in tasks for seg in t.segments):
+        return tuple(tasks)  # no --annotations: the tasks as planned
+    return tuple(
+        dataclasses.replace(t, segments=tuple(_own_rows(seg) for seg in t.segments)) for t in tasks
+    )
+
+
+def _own_rows(seg: Any) -> Any:
+    annotation = seg.file.annotation
+    if annotation is None:
+        return seg
+    held = annotation.rows(seg.row_start, seg.row_stop)
+    return dataclasses.replace(seg, file=dataclasses.replace(seg.file, annotation=held))

@@ -1,0 +1,213 @@
+"""Finalisation: manifest (built by a pure function), schemas, feature_fn/; written last.
+
+`finalize` runs once, after every shard and the transform graph are written (it takes them as
+side inputs). It fills in shards no window hashed to (empty files, so names stay ``-of-N``),
+writes ``schema.pbtxt``, the raw schema ``metadata/schema.pbtxt`` (where
+``tft.TFTransformOutput`` looks for it: the output directory is a standard TFT output) and the
+``feature_fn`` SavedModel, and writes ``manifest.json`` under a temporary name and renames it: a
+directory with a manifest is a complete dataset.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import platform
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from replay import format as fmt
+from transforms.audio import features as feats
+from transforms.record.preprocessing import CLASS_VOCABULARY, RecordLayout, element_schema
+from transforms.record.read_windows import merge_file_summaries
+from transforms.record.write_shards import ShardSpec, write_shard
+
+
+def library_versions() -> dict[str, str]:
+    """Versions of the stack that wrote a dataset (recorded in the manifest)."""
+    from importlib import metadata
+
+    import apache_beam
+    import tensorflow
+    import tensorflow_transform
+
+    try:
+        own = metadata.version("audiorecords")
+    except metadata.PackageNotFoundError:  # running from a source tree without `pip install`
+        own = "dev"
+    return {
+        "audiorecords": own,
+        "apache_beam": apache_beam.__version__,
+        "tensorflow": tensorflow.__version__,
+        "tensorflow_transform": tensorflow_transform.__version__,
+        "python": platform.python_version(),
+    }
+
+
+def build_manifest(
+    *,
+    name: str,
+    compression: str,
+    elements: Mapping[str, fmt.ElementSpec],
+    classes: Sequence[str],
+    shards: Sequence[Mapping[str, Any]],
+    files: Sequence[Mapping[str, Any]],
+    errors: Sequence[Mapping[str, Any]],
+    params: Mapping[str, Any],
+    versions: Mapping[str, str],
+    created_utc: str,
+    split_names: Sequence[str] = (),
+    analyzed_splits: Sequence[str] = (),
+) -> dict[str, Any]:
+    """The manifest.json content (see replay/format.py), deterministic apart from created_utc.
+
+    Splits appear in `split_names` order (the order of ``--splits``), then any others sorted.
+    `analyzed_splits` are the splits TFT's statistics were computed on.
+    """
+    splits: dict[str, dict[str, Any]] = {
+        name: {"num_examples": 0, "shards": []} for name in split_names
+    }
+    for shard in sorted(shards, key=lambda s: (s["split"], s["shard"])):
+        split = splits.setdefault(shard["split"], {"num_examples": 0, "shards": []})
+        split["num_examples"] += shard["num_examples"]
+        split["shards"].append({k: shard[k] for k in ("filename", "num_examples", "num_bytes")})
+    return {
+        "format": fmt.FORMAT_NAME,
+        "format_version": fmt.FORMAT_VERSION,
+        "complete": True,
+        "name": name,
+        "created_utc": created_utc,
+        "compression": compression,
+        "elements": {k: spec.to_json() for k, spec in elements.items()},
+        "num_examples": sum(s["num_examples"] for s in splits.values()),
+        "classes": list(classes),
+        "num_classes": len(classes),
+        "splits": splits,
+        "analyzed_splits": list(analyzed_splits),
+        "files": sorted(files, key=lambda f: f["index"]),
+        "errors": sorted(errors, key=lambda e: e["path"]),
+        "params": dict(params),
+        "versions": dict(versions),
+    }
+
+
+def read_vocabulary(output_dir: str) -> list[str]:
+    """The class vocabulary TFT wrote, in `target` order ([] when there is none)."""
+    import tensorflow as tf
+
+    path = f"{output_dir}/{fmt.TRANSFORM_FN_DIR}/assets/{CLASS_VOCABULARY}"
+    if not tf.io.gfile.exists(path):
+        return []
+    with tf.io.gfile.GFile(path, "rb") as fh:
+        return [line.decode("utf-8") for line in fh.read().splitlines()]
+
+
+def export_feature_fn(
+    output_dir: str, *, config: feats.FeatureConfig, win_len: int, sample_rate: int
+) -> None:
+    """Saves the serving graph raw waveform [None, win_len] -> raw features (feature_fn/)."""
+    import tensorflow as tf
+
+    module = feats.tf_feature_module(config, win_len=win_len, sample_rate=sample_rate)
+    tf.saved_model.save(module, f"{output_dir}/{fmt.FEATURE_FN_DIR}")
+
+
+def finalize(
+    _,
+    *,
+    spec: ShardSpec,
+    layout: RecordLayout,
+    feature_config: feats.FeatureConfig,
+    win_len: int,
+    params: Mapping[str, Any],
+    shards: Sequence[Mapping[str, Any]],
+    files: Sequence[Mapping[str, Any]],
+    errors: Sequence[Mapping[str, Any]],
+    compression: str,
+    signal_dtype: str,
+    num_shards: Mapping[str, int],
+    classes: Sequence[str],
+    analyzed_splits: Sequence[str],
+    transform_written: Any = None,
+) -> dict[str, Any]:
+    """Writes the empty shards, the schemas, feature_fn/ and, last, manifest.json.
+
+    Raises:
+      RuntimeError: TFT's class vocabulary differs from the planned `classes` (a bug: the
+        manifest would contradict the stored ``target`` ids).
+    """
+    import tensorflow as tf
+
+    del transform_written  # only orders this step after WriteTransformFn
+    errors = list({e["path"]: e for e in reversed(list(errors))}.values())  # one per file
+    files = merge_file_summaries(list(files), errors)
+    shards = list(shards)
+    for split, count in sorted(num_shards.items()):
+        present = {s["shard"] for s in shards if s["split"] == split}
+        for shard in range(count):
+            if shard not in present:
+                shards.append(
+                    write_shard(
+                        spec,
+                        split=split,
+                        shard=shard,
+                        num_shards=count,
+                        records=[],
+                        compression=compression,
+                    )
+                )
+    elements = layout.element_specs(signal_dtype=signal_dtype, win_len=win_len)
+    out = spec.output_dir.rstrip("/")
+    rates = sorted({f["sample_rate"] for f in files})
+    if feature_config.names and len(rates) == 1:
+        export_feature_fn(out, config=feature_config, win_len=win_len, sample_rate=rates[0])
+    with tf.io.gfile.GFile(f"{out}/{fmt.SCHEMA_FILENAME}", "w") as fh:
+        fh.write(_text_proto(element_schema(elements)))
+    write_raw_metadata(out, layout=layout, elements=elements)
+    vocabulary = read_vocabulary(out)
+    if classes and vocabulary != list(classes):
+        raise RuntimeError(f"{out}: TFT class vocabulary {vocabulary} != planned {list(classes)}")
+    manifest = build_manifest(
+        name=spec.name,
+        compression=compression,
+        elements=elements,
+        classes=classes,
+        shards=shards,
+        files=files,
+        errors=errors,
+        params=params,
+        versions=library_versions(),
+        created_utc=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        split_names=list(num_shards),
+        analyzed_splits=analyzed_splits,
+    )
+    tmp = f"{out}/.tmp/{fmt.MANIFEST_FILENAME}"
+    with tf.io.gfile.GFile(tmp, "w") as fh:
+        fh.write(json.dumps(manifest, indent=1, sort_keys=False))
+    tf.io.gfile.rename(tmp, f"{out}/{fmt.MANIFEST_FILENAME}", overwrite=True)
+    return {k: manifest[k] for k in ("num_examples", "compression", "num_classes")}
+
+
+def write_raw_metadata(
+    output_dir: str, *, layout: RecordLayout, elements: Mapping[str, fmt.ElementSpec]
+) -> None:
+    """Writes ``metadata/schema.pbtxt``: the schema of the raw keys TFT transforms.
+
+    Those are the transform graph's inputs, ``class`` and the raw features (the other stored keys
+    pass TFT by untransformed; the transform graph refuses them as inputs), so
+    ``TFTransformOutput.raw_feature_spec()`` parses our shards into exactly what
+    ``transform_raw_features`` takes.
+    """
+    import tensorflow as tf
+
+    raw_keys = set(layout.tensor_representations())
+    raw = {key: spec for key, spec in elements.items() if key in raw_keys}
+    tf.io.gfile.makedirs(f"{output_dir}/{fmt.RAW_METADATA_DIR}")
+    with tf.io.gfile.GFile(f"{output_dir}/{fmt.RAW_METADATA_DIR}/{fmt.SCHEMA_FILENAME}", "w") as fh:
+        fh.write(_text_proto(element_schema(raw)))
+
+
+def _text_proto(message) -> str:
+    from google.protobuf import text_format
+
+    return text_format.MessageToString(message)

@@ -1,0 +1,196 @@
+"""The tensorflow-transform side: raw record layout (Arrow), `preprocessing_fn`, and schemas.
+
+Raw windows travel through the pipeline as Arrow RecordBatches (TFT's TFXIO path: one batch per
+chunk of a file's windows, no per-window Python dicts). Only ``class`` and the raw features are
+tensors TFT sees; every other key is a TFT *passthrough* column that is appended unchanged to the
+transformed batches.
+
+TFT computes, over the analysed splits (``--analyze_splits``; by default ``train`` when there are
+splits, else everything):
+
+- ``target``: the index of ``class`` in the run's class list, fixed at planning (sorted names or
+  ``--classes``; see `transforms.audio.labels`), never TFT's frequency order; -1 for a label
+  outside it. The list is TFT's own vocabulary file ``class`` (``transform_fn/assets/class``), so
+  ``TFTransformOutput.vocabulary_file_by_name("class")`` and serving read the same ids;
+  ``num_classes`` is its length;
+- ``<feature>_norm``: ``tft.scale_to_z_score(<feature>)`` (one mean/variance per feature key) when
+  normalisation is on; the raw ``<feature>`` is kept beside it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping, Sequence
+
+import pyarrow as pa
+from tensorflow_metadata.proto.v0 import schema_pb2
+
+from replay import format as fmt
+from transforms.record.annotation_plan import EVENTS_KEY, LABELS_KEY, NUM_EVENTS_KEY
+
+CLASS_VOCABULARY = "class"  # vocab_filename of the class vocabulary in transform_fn/assets
+
+# Columns TFT never sees (passthrough) and their Arrow types: one value per row, as TFT requires.
+_PASSTHROUGH_TYPES = {
+    fmt.FILEPATH_KEY: pa.list_(pa.binary()),
+    fmt.INDEX_KEY: pa.list_(pa.int64()),
+    fmt.WIN_START_KEY: pa.list_(pa.int64()),
+    fmt.SAMPLE_RATE_KEY: pa.list_(pa.int64()),
+    fmt.CHANNEL_KEY: pa.list_(pa.int64()),
+    fmt.SIGNAL_KEY: pa.list_(pa.binary()),
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class RecordLayout:
+    """Which keys a run's windows carry, and the shapes of its features.
+
+    Attributes:
+      feature_shapes: {feature name: (frames, bins)} in the requested order.
+      normalize: add ``<feature>_norm`` z-scored copies computed by TFT.
+      with_channel: carry the ``channel`` key (``--channel_mode split``).
+      num_label_classes: ``--annotations``: length of the multi-hot ``labels`` (0: no
+        annotation keys; see `transforms.record.annotation_plan`).
+      max_events: ``--annotations``: rows of ``events`` [max_events, 3].
+    """
+
+    feature_shapes: Mapping[str, tuple[int, ...]]
+    normalize: bool = True
+    with_channel: bool = False
+    num_label_classes: int = 0
+    max_events: int = 0
+
+    @property
+    def passthrough_keys(self) -> tuple[str, ...]:
+        keys = [k for k in _PASSTHROUGH_TYPES if k != fmt.CHANNEL_KEY or self.with_channel]
+        return tuple(keys)
+
+    def arrow_schema(self) -> pa.Schema:
+        """Schema of the raw RecordBatches the read stage emits."""
+        fields = [pa.field(fmt.CLASS_KEY, pa.list_(pa.binary()))]
+        fields += [pa.field(k, _PASSTHROUGH_TYPES[k]) for k in self.passthrough_keys]
+        fields += [pa.field(name, pa.list_(pa.float32())) for name in self.feature_shapes]
+        if self.num_label_classes:  # annotation keys (no tensor TFT sees)
+            fields += [pa.field(LABELS_KEY, pa.list_(pa.float32()))]
+            fields += [pa.field(k, pa.list_(pa.int64())) for k in (EVENTS_KEY, NUM_EVENTS_KEY)]
+        return pa.schema(fields)
+
+    def tensor_representations(self) -> dict[str, schema_pb2.TensorRepresentation]:
+        """What TFT's preprocessing_fn sees: ``class`` [batch] and each feature [batch, *shape]."""
+        reps = {fmt.CLASS_KEY: _dense(fmt.CLASS_KEY, ())}
+        for name, shape in self.feature_shapes.items():
+            reps[name] = _dense(name, shape)
+        return reps
+
+    def element_specs(self, *, signal_dtype: str, win_len: int) -> dict[str, fmt.ElementSpec]:
+        """The manifest's ``elements``: every key of a replayed element."""
+        int64 = fmt.ElementSpec("int64", (), fmt.ENCODING_INT64_LIST)
+        string = fmt.ElementSpec("string", (), fmt.ENCODING_BYTES_LIST)
+        specs = {
+            fmt.CLASS_KEY: string,
+            fmt.TARGET_KEY: int64,
+            fmt.NUM_CLASSES_KEY: int64,
+            fmt.FILEPATH_KEY: string,
+            fmt.INDEX_KEY: int64,
+            fmt.WIN_START_KEY: int64,
+            fmt.SAMPLE_RATE_KEY: int64,
+        }
+        if self.with_channel:
+            specs[fmt.CHANNEL_KEY] = int64
+        specs[fmt.SIGNAL_KEY] = fmt.ElementSpec(signal_dtype, (win_len,), fmt.ENCODING_RAW)
+        for name, shape in self.feature_shapes.items():
+            specs[name] = fmt.ElementSpec("float32", tuple(shape), fmt.ENCODING_FLOAT_LIST)
+            if self.normalize:
+                specs[name + fmt.NORMALIZED_SUFFIX] = specs[name]
+        if self.num_label_classes:
+            labels = (self.num_label_classes,)
+            specs[LABELS_KEY] = fmt.ElementSpec("float32", labels, fmt.ENCODING_FLOAT_LIST)
+            events = (self.max_events, 3)
+            specs[EVENTS_KEY] = fmt.ElementSpec("int64", events, fmt.ENCODING_INT64_LIST)
+            specs[NUM_EVENTS_KEY] = int64
+        return specs
+
+
+def _dense(column: str, shape: tuple[int, ...]) -> schema_pb2.TensorRepresentation:
+    rep = schema_pb2.TensorRepresentation()
+    rep.dense_tensor.column_name = column
+    for size in shape:
+        rep.dense_tensor.shape.dim.add().size = size
+    return rep
+
+
+def preprocessing_fn(
+    inputs: dict, *, feature_names: tuple[str, ...], normalize: bool, classes: Sequence[str]
+) -> dict:
+    """TFT preprocessing: class -> target (fixed class list)/num_classes; z-scored features.
+
+    The class vocabulary is TFT's (a vocabulary file written by the analysis, applied by a lookup
+    table in the graph) with `classes` as its reserved tokens, in order, and nothing else: no
+    label seen in the data passes an infinite frequency threshold. So ``target`` is the index in
+    `classes` whatever the data holds, and a label outside it maps to -1 (TFT's default value).
+
+    Args:
+      inputs: {"class": string [batch], <feature>: float32 [batch, frames, bins]}.
+      feature_names: the raw feature keys present in `inputs`.
+      normalize: also emit ``<feature>_norm``.
+      classes: the class list in ``target`` order (fixed at planning).
+
+    Returns:
+      {"class", "target" int64 [batch], "num_classes" int64 [batch], <feature>,
+      <feature>_norm}.
+    """
+    import tensorflow as tf
+    import tensorflow_transform as tft
+
+    labels = inputs[fmt.CLASS_KEY]
+    target = tft.compute_and_apply_vocabulary(
+        labels,
+        vocab_filename=CLASS_VOCABULARY,
+        reserved_tokens=list(classes),
+        frequency_threshold=math.inf,
+        default_value=-1,
+    )
+    # len(classes), not tft.experimental.get_vocabulary_size_by_name: with reserved tokens and
+    # everything else pruned, TFT 1.21 counts one entry too many (4 for 3 classes, measured).
+    num_classes = tf.constant(len(classes), tf.int64)
+    outputs = {
+        fmt.CLASS_KEY: labels,
+        fmt.TARGET_KEY: target,
+        fmt.NUM_CLASSES_KEY: tf.fill(tf.shape(target), num_classes),
+    }
+    for name in feature_names:
+        outputs[name] = inputs[name]
+        if normalize:
+            outputs[name + fmt.NORMALIZED_SUFFIX] = tft.scale_to_z_score(inputs[name])
+    return outputs
+
+
+_TFMD_TYPES = {
+    fmt.ENCODING_BYTES_LIST: schema_pb2.BYTES,
+    fmt.ENCODING_RAW: schema_pb2.BYTES,
+    fmt.ENCODING_INT64_LIST: schema_pb2.INT,
+    fmt.ENCODING_FLOAT_LIST: schema_pb2.FLOAT,
+}
+
+
+def element_schema(specs: Mapping[str, fmt.ElementSpec]) -> schema_pb2.Schema:
+    """A tensorflow_metadata Schema of the stored records, one feature per element key.
+
+    Keys stored as raw little-endian bytes (``signal``) are BYTES features of shape [1]; their
+    decoded dtype and shape are in the annotation tags ``dtype:<name>`` and ``shape:<d0,d1>``
+    (tf.train.Example has no int16/int32; raw bytes keep samples bit-exact and compact).
+    """
+    schema = schema_pb2.Schema()
+    for key, spec in specs.items():
+        feature = schema.feature.add(name=key, type=_TFMD_TYPES[spec.encoding])
+        feature.presence.min_fraction = 1.0
+        feature.presence.min_count = 1
+        stored_shape = (1,) if spec.encoding == fmt.ENCODING_RAW else spec.shape
+        feature.shape.SetInParent()  # an empty shape is a scalar
+        for size in stored_shape:
+            feature.shape.dim.add().size = size
+        feature.annotation.tag.append(f"dtype:{spec.dtype}")
+        feature.annotation.tag.append("shape:" + ",".join(str(d) for d in spec.shape))
+        feature.annotation.tag.append(f"encoding:{spec.encoding}")
+    return schema

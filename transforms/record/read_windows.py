@@ -1,0 +1,338 @@
+"""Read stage: a ReadTask (segments of files) -> raw rows, routed to per-shard part files.
+
+For each task the DoFn decodes its file segments in bounded memory (`transforms.record.file_rows`),
+computes features once per chunk, and
+
+- streams every row to a *part* file of the shard it belongs to (Arrow IPC under
+  ``<output_dir>/.tmp/parts/<split>/<shard>/<task>.arrow``, written under a temporary name and
+  renamed when the task is done, so a retried task rewrites identical parts);
+- emits the rows of the analysed splits (`analyzed_splits`: ``train`` by default when there are
+  splits, so test windows never shape the statistics) as RecordBatches for
+  tensorflow-transform's analysis (fused in this stage); every row is still written and later
+  transformed with those statistics;
+- emits small tagged records: written ``parts``, per-segment ``files`` summaries, ``errors``
+  (a file that fails to decode, with its reason), and ``samples`` to decide AUTO compression.
+
+Only these small records cross stage boundaries: the bulk data goes through files, so memory
+stays bounded and worker processes pay off (the runner's data plane never carries the audio).
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Collection, Iterator, Sequence
+
+import apache_beam as beam
+import numpy as np
+import pyarrow as pa
+from apache_beam.io.filesystems import FileSystems
+
+from replay import format as fmt
+from transforms.audio import formats, wav
+from transforms.record import annotation_plan, faults, shard_plan
+from transforms.record.file_rows import ReadConfig, file_rows, output_rate, rows_to_batch
+from transforms.record.prefetch import ComputePool, prefetch
+from transforms.record.progress import ProgressFile
+from transforms.record.shard_plan import ReadTask, Segment, Sharding
+
+FILES_TAG = "files"
+ERRORS_TAG = "errors"
+PARTS_TAG = "parts"
+SAMPLES_TAG = "samples"
+PARTS_DIR = ".tmp/parts"
+_SAMPLE_ROWS = 2  # rows per task kept to decide AUTO compression
+_AHEAD_CHUNKS = 4  # chunks decoded / in the feature pool ahead of the writer (8 MiB each)
+
+
+TRAIN_SPLIT = "train"  # the split analysed by default when --splits is given
+
+
+def analyzed_splits(value: str | None, *, split_names: Sequence[str]) -> tuple[str, ...]:
+    """The splits TFT's full pass (z-score statistics) sees, from ``--analyze_splits``.
+
+    Without ``--splits`` (the single split "all") that is everything; with splits, the named
+    ones, by default ``train``: statistics from held-out data would leak into training features.
+
+    Raises:
+      ValueError: an unknown or repeated name, the option without ``--splits``, or splits
+        without a ``train`` split and no ``--analyze_splits``.
+    """
+    if tuple(split_names) == (fmt.ALL_SPLIT,):
+        if value:
+            raise ValueError("--analyze_splits needs --splits")
+        return (fmt.ALL_SPLIT,)
+    if not value:
+        if TRAIN_SPLIT not in split_names:
+            raise ValueError(
+                f"--splits has no split named {TRAIN_SPLIT!r} to compute statistics on; "
+                f"name the analysed splits with --analyze_splits (of {', '.join(split_names)})"
+            )
+        return (TRAIN_SPLIT,)
+    names = [n.strip() for n in value.split(",")]
+    for i, name in enumerate(names):
+        if name not in split_names:
+            raise ValueError(
+                f"--analyze_splits: unknown split {name!r}; --splits has {', '.join(split_names)}"
+            )
+        if name in names[:i]:
+            raise ValueError(f"--analyze_splits: split {name!r} is listed twice")
+    return tuple(names)
+
+
+def part_path(output_dir: str, *, split: str, shard: int, task: int) -> str:
+    return f"{output_dir.rstrip('/')}/{PARTS_DIR}/{split}/{shard:05d}/{task:06d}.arrow"
+
+
+class _Parts:
+    """The open part writers of one task, one per (split, shard) it routes rows to."""
+
+    def __init__(self, output_dir: str, task: int, schema: pa.Schema):
+        self._output_dir, self._task, self._schema = output_dir, task, schema
+        self._open: dict[tuple[str, int], tuple] = {}
+
+    def write(self, split: str, shard: int, batch: pa.RecordBatch) -> None:
+        key = (split, shard)
+        if key not in self._open:
+            final = part_path(self._output_dir, split=split, shard=shard, task=self._task)
+            tmp = f"{final}.tmp-{uuid.uuid4().hex[:8]}"
+            fh = FileSystems.create(tmp, compression_type="uncompressed")
+            self._open[key] = (final, tmp, fh, pa.ipc.new_stream(fh, self._schema), [0])
+        _, _, _, writer, rows = self._open[key]
+        writer.write_batch(batch)
+        rows[0] += batch.num_rows
+
+    def commit(self) -> list[dict]:
+        """Closes and renames every part; returns their descriptions, sorted."""
+        out = []
+        for (split, shard), (final, tmp, fh, writer, rows) in sorted(self._open.items()):
+            writer.close()
+            fh.close()
+            if FileSystems.exists(final):  # a retried task: the same content, written again
+                FileSystems.delete([final])
+            FileSystems.rename([tmp], [final])
+            out.append(
+                {"split": split, "shard": shard, "task": self._task, "path": final, "rows": rows[0]}
+            )
+        return out
+
+
+def _route(batch: pa.RecordBatch, seg: Segment, first_row: int, sh: Sharding) -> np.ndarray:
+    """Shard of every row of `batch`, whose first row is row `first_row` of `seg`.s file."""
+    n = batch.num_rows
+    split = seg.file.split
+    count = sh.num_shards[split]
+    if sh.shard_func is not None:
+        rows = [
+            {k: (v[0] if len(v) == 1 else np.asarray(v)) for k, v in r.items()}
+            for r in batch.to_pylist()
+        ]
+        return np.array([int(sh.shard_func(r)) % count for r in rows], dtype=np.int64)
+    starts = batch.column(batch.schema.get_field_index(fmt.WIN_START_KEY)).flatten()
+    i = batch.schema.get_field_index(fmt.CHANNEL_KEY)
+    channels = batch.column(i).flatten().to_numpy() if i >= 0 else np.zeros(n, np.int64)
+    starts = starts.to_numpy()
+    return np.array(
+        [
+            shard_plan.shard_of(
+                (seg.file.index, int(channels[j]), int(starts[j])),
+                label=seg.file.label,
+                split_rank=seg.split_rank + first_row + j,
+                num_shards=count,
+                sharding=sh,
+            )
+            for j in range(n)
+        ],
+        dtype=np.int64,
+    )
+
+
+class _SegmentStream:
+    """Splits the (segment, batch | None | error) items of `ReadTaskFn._task_batches` by segment."""
+
+    def __init__(self, items: Iterator[tuple[int, object]]):
+        self._items = items
+        self._ended = -1  # the last segment whose end item was consumed
+
+    def batches(self) -> Iterator[pa.RecordBatch]:
+        """The next segment's batches; raises the error that ended it, if one did."""
+        for seg, item in self._items:
+            if item is None or isinstance(item, Exception):
+                self._ended = seg
+                if isinstance(item, Exception):
+                    raise item
+                return
+            yield item.result()
+
+    def skip(self, i: int) -> None:
+        """Drops the rest of segment `i` (its consumer failed part-way)."""
+        if self._ended < i:
+            try:
+                for _ in self.batches():
+                    pass
+            except Exception:  # noqa: BLE001, S110 - the segment is already reported as failed
+                pass
+
+    def close(self) -> None:
+        self._items.close()
+
+
+class ReadTaskFn(beam.DoFn):
+    """ReadTask -> RecordBatches (for TFT analysis) + tagged parts/files/errors/samples.
+
+    Only rows of `analyze_splits` (None: every split) go to the analysis; all rows are written.
+    """
+
+    def __init__(
+        self,
+        config: ReadConfig,
+        sh: Sharding,
+        *,
+        output_dir: str,
+        analyze_splits: Collection[str] | None = None,
+    ):
+        self._config, self._sharding, self._output_dir = config, sh, output_dir
+        self._analyze = None if analyze_splits is None else frozenset(analyze_splits)
+        self._files = beam.metrics.Metrics.counter("record", "files_read")
+        self._failed = beam.metrics.Metrics.counter("record", "files_failed")
+        self._windows = beam.metrics.Metrics.counter("record", "windows")
+        self._audio_frames = beam.metrics.Metrics.counter("record", "audio_frames")
+        self._progress = ProgressFile(output_dir)
+
+    def setup(self) -> None:
+        self._pool = ComputePool(self._config.compute_threads, name="audiorecords-features")
+
+    def teardown(self) -> None:
+        self._pool.shutdown()
+
+    def finish_bundle(self) -> None:
+        self._progress.flush()
+
+    def process(self, task: ReadTask) -> Iterator:
+        parts = _Parts(self._output_dir, task.task_id, self._config.layout.arrow_schema())
+        samples = 0
+        # Decoding runs ahead in a thread, across the task's files, and features in a pool of
+        # `compute_threads`, while this thread routes, writes and analyses earlier chunks.
+        stream = _SegmentStream(prefetch(self._task_batches(task), depth=_AHEAD_CHUNKS))
+        try:
+            for i, seg in enumerate(task.segments):
+                rows = 0
+                try:
+                    for batch in faults.fail_once(
+                        stream.batches(), stage="read", key=seg.file.path
+                    ):  # fault injection: tests only
+                        shards = _route(batch, seg, seg.row_start + rows, self._sharding)
+                        targets = np.unique(shards)
+                        for shard in targets:
+                            one = len(targets) == 1
+                            part = batch if one else batch.filter(pa.array(shards == shard))
+                            parts.write(seg.file.split, int(shard), part)
+                        if samples < _SAMPLE_ROWS:
+                            samples += 1
+                            yield beam.pvalue.TaggedOutput(SAMPLES_TAG, _sample_bytes(batch))
+                        rows += batch.num_rows
+                        if self._analyze is None or seg.file.split in self._analyze:
+                            yield batch
+                except Exception as e:  # noqa: BLE001 - a bad file becomes an error entry
+                    if self._config.strict or isinstance(e, faults.InjectedFault):
+                        raise
+                    stream.skip(i)
+                    yield self._error(seg, e)
+                    continue
+                yield beam.pvalue.TaggedOutput(FILES_TAG, self._summary(seg, rows))
+        finally:
+            stream.close()
+        for part in parts.commit():
+            yield beam.pvalue.TaggedOutput(PARTS_TAG, part)
+
+    def _task_batches(self, task: ReadTask) -> Iterator[tuple[int, object]]:
+        """(segment, Future of a RecordBatch); a segment ends with (i, None) | (i, error)."""
+        for i, seg in enumerate(task.segments):
+            try:
+                for batch in self._segment_batches(seg):
+                    yield i, batch
+            except Exception as e:  # noqa: BLE001 - raised in the consuming thread
+                yield i, e
+                continue
+            yield i, None
+
+    def _segment_batches(self, seg: Segment) -> Iterator[pa.RecordBatch]:
+        if seg.row_stop <= seg.row_start:
+            return
+        f = seg.file
+        with FileSystems.open(f.path, compression_type="uncompressed") as fh:
+            chunks = file_rows(
+                fh,
+                path=f.path,
+                info=f.info,
+                config=self._config,
+                row_start=seg.row_start,
+                row_stop=seg.row_stop,
+                planned_starts=None if f.annotation is None else f.annotation.starts,
+            )
+            for starts, channels, signal in chunks:
+                yield self._pool.submit(
+                    rows_to_batch,
+                    f=f,
+                    starts=starts,
+                    channels=channels,
+                    signal=signal,
+                    config=self._config,
+                )
+
+    def _error(self, seg: Segment, e: Exception) -> beam.pvalue.TaggedOutput:
+        reason = e.reason if isinstance(e, wav.WavDecodeError) else f"{type(e).__name__}: {e}"
+        logging.getLogger("audiorecords").warning("skipping %s: %s", seg.file.path, reason)
+        self._failed.inc()
+        self._progress.add(failed=1)
+        return beam.pvalue.TaggedOutput(ERRORS_TAG, {"path": seg.file.path, "reason": reason})
+
+    def _summary(self, seg: Segment, rows: int) -> dict:
+        f, info = seg.file, seg.file.info
+        first = seg.row_start == 0
+        self._windows.inc(rows)
+        if first:
+            self._files.inc()
+            self._audio_frames.inc(info.num_frames)
+        self._progress.add(files=int(first), windows=rows)
+        return {
+            "path": f.path,
+            "index": f.index,
+            "label": f.label,
+            "split": f.split,
+            "num_windows": rows,
+            "sample_rate": output_rate(info, self._config),
+            "num_frames": info.num_frames,
+            "num_channels": info.num_channels,
+            "subtype": info.subtype,
+            "full_scale": info.full_scale,
+            **formats.lossy_fields(info.subtype),  # Vorbis: lossy: true, lossy_reason
+            **annotation_plan.manifest_fields(f),  # --annotations: per-class statistics
+        }
+
+
+def _sample_bytes(batch: pa.RecordBatch) -> bytes:
+    """The payload of the first row (signal + features), as it will be stored."""
+    row = batch.slice(0, 1)
+    parts = []
+    for i, name in enumerate(row.schema.names):
+        values = row.column(i).flatten()
+        if name == fmt.SIGNAL_KEY:
+            parts.append(values[0].as_py())
+        elif values.type == pa.float32():
+            parts.append(values.to_numpy().tobytes())
+    return b"".join(parts)
+
+
+def merge_file_summaries(summaries: list[dict], errors: list[dict]) -> list[dict]:
+    """One summary per decoded file (its segments' windows summed); failed files left out."""
+    failed = {e["path"] for e in errors}
+    merged: dict[str, dict] = {}
+    for s in summaries:
+        if s["path"] in failed:
+            continue
+        if s["path"] in merged:
+            merged[s["path"]]["num_windows"] += s["num_windows"]
+        else:
+            merged[s["path"]] = dict(s)
+    return sorted(merged.values(), key=lambda s: s["index"])

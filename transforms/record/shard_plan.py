@@ -1,0 +1,224 @@
+"""Pure planning of splits and shards: which split a file goes to, which shard a window goes to.
+
+- Splits (``--splits train=80,validation=10,test=10``) take whole source files, by a stable hash
+  (blake2b) of the file's path relative to the input pattern's fixed prefix, so no window of one
+  recording leaks across splits and moving the corpus elsewhere keeps the assignment.
+- Shards (``--shard_by``): ``hash`` spreads windows by a hash of (index, channel, win_start_idx);
+  ``file`` keeps all windows of a file in one shard; ``class`` gives each class its own disjoint
+  set of shards; a Python ``shard_func(element) -> int`` (the snapshot contract) chooses freely.
+- ``--elements_per_shard N`` / ``--max_elements M`` work on the element *rank*: elements ordered
+  by (file index, win_start_idx, channel), counted within their split; shards then hold exactly
+  N consecutive elements (the last one the rest) and only the first M elements are kept. No
+  element is dropped at a shard or file boundary.
+
+Reading is planned here too: the index-ordered rows (window counts come from the headers, read
+at planning) are cut into `ReadTask`s of similar size, long files into several segments.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import glob
+import hashlib
+import math
+import re
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from replay import format as fmt
+
+SHARD_BY = ("hash", "file", "class")
+_SPLIT_NAME = re.compile(r"^[A-Za-z0-9_]+$")
+
+
+@dataclasses.dataclass(frozen=True)
+class Sharding:
+    """How windows are assigned to splits and shards (picklable; shipped to workers).
+
+    Attributes:
+      shard_by: hash, file or class (ignored when `shard_func` is set).
+      splits: ((name, fraction), ...) summing to 1; empty for the single split "all".
+      split_base: prefix stripped from paths before hashing them into splits.
+      classes: sorted class labels (``shard_by="class"``).
+      elements_per_shard: exact shard size by element rank (None: count from planning).
+      max_elements: keep only the first that many elements (by rank, over all splits).
+      shard_func: user callable element dict -> int (Python API only).
+      num_shards: shard count per split, fixed at planning.
+    """
+
+    shard_by: str = "hash"
+    splits: tuple[tuple[str, float], ...] = ()
+    split_base: str = ""
+    classes: tuple[str, ...] = ()
+    elements_per_shard: int | None = None
+    max_elements: int | None = None
+    shard_func: Callable[[dict], int] | None = None
+    num_shards: Mapping[str, int] = dataclasses.field(default_factory=dict)
+
+    @property
+    def split_names(self) -> tuple[str, ...]:
+        return tuple(name for name, _ in self.splits) or (fmt.ALL_SPLIT,)
+
+
+def parse_splits(value: str | None) -> tuple[tuple[str, float], ...]:
+    """``train=80,validation=10,test=10`` -> (("train", .8), ...); None/"" -> ().
+
+    Raises:
+      ValueError: malformed, duplicate or reserved names, or non-positive weights.
+    """
+    if not value:
+        return ()
+    parts = []
+    for item in value.split(","):
+        name, sep, weight = item.partition("=")
+        name = name.strip()
+        if not sep or not _SPLIT_NAME.match(name) or name == fmt.ALL_SPLIT:
+            raise ValueError(f"--splits: bad item {item!r}; expected name=weight, e.g. train=80")
+        try:
+            w = float(weight)
+        except ValueError:
+            raise ValueError(f"--splits: weight of {name!r} is not a number: {weight!r}") from None
+        if not w > 0:
+            raise ValueError(f"--splits: weight of {name!r} must be > 0")
+        parts.append((name, w))
+    names = [n for n, _ in parts]
+    if len(set(names)) != len(names):
+        raise ValueError(f"--splits: duplicate split names in {value!r}")
+    total = sum(w for _, w in parts)
+    return tuple((n, w / total) for n, w in parts)
+
+
+def pattern_base(pattern: str) -> str:
+    """The fixed directory prefix of a glob (``data/**/*.wav`` -> ``data/``)."""
+    cut = len(pattern)
+    for i, ch in enumerate(pattern):
+        if glob.has_magic(ch):
+            cut = i
+            break
+    return pattern[: pattern[:cut].rfind("/") + 1]
+
+
+def _unit_hash(text: str) -> float:
+    digest = hashlib.blake2b(text.encode("utf-8"), digest_size=8).digest()
+    return int.from_bytes(digest, "little") / 2.0**64
+
+
+def split_of(path: str, sharding: Sharding) -> str:
+    """The split a source file belongs to (all its windows go there)."""
+    if not sharding.splits:
+        return fmt.ALL_SPLIT
+    key = path[len(sharding.split_base) :] if path.startswith(sharding.split_base) else path
+    u, acc = _unit_hash(key), 0.0
+    for name, fraction in sharding.splits:
+        acc += fraction
+        if u < acc:
+            return name
+    return sharding.splits[-1][0]
+
+
+def _hash_int(*parts: Any) -> int:
+    key = ":".join(str(p) for p in parts).encode()
+    return int.from_bytes(hashlib.blake2b(key, digest_size=8).digest(), "little")
+
+
+@dataclasses.dataclass(frozen=True)
+class Segment:
+    """Rows [row_start, row_stop) of one file; `split_rank` is the split rank of its row 0."""
+
+    file: Any  # transforms.record.file_rows.InputFile
+    row_start: int
+    row_stop: int
+    split_rank: int
+
+
+@dataclasses.dataclass(frozen=True)
+class ReadTask:
+    """A unit of parallel reading: consecutive segments in file-index order."""
+
+    task_id: int
+    segments: tuple[Segment, ...]
+
+    @property
+    def rows(self) -> int:
+        return sum(s.row_stop - s.row_start for s in self.segments)
+
+
+def plan_segments(
+    files: Sequence[tuple[Any, int]], sharding: Sharding
+) -> list[tuple[Any, int, int]]:
+    """[(file, rows kept, split rank of row 0)] in index order, after ``--max_elements``.
+
+    Args:
+      files: (file, planned rows) for every usable file, in index order.
+      sharding: the split / rank rules.
+    """
+    out, total = [], 0
+    split_rows = dict.fromkeys(sharding.split_names, 0)
+    limit = math.inf if sharding.max_elements is None else sharding.max_elements
+    for f, rows in files:
+        kept = int(max(0, min(rows, limit - total)))
+        out.append((f, kept, split_rows[f.split]))
+        total += kept
+        split_rows[f.split] += kept
+    return out
+
+
+def plan_tasks(segments: Sequence[tuple[Any, int, int]], *, rows_per_task: int) -> tuple:
+    """Cuts the index-ordered rows into ReadTasks of about `rows_per_task` rows each.
+
+    Files longer than a task are cut into several segments, so a single long recording is read
+    in parallel; files with no rows still get a segment (their summary must be reported).
+    """
+    tasks, current, filled = [], [], 0
+    for f, rows, split_rank in segments:
+        start = 0
+        while True:
+            take = min(rows - start, rows_per_task - filled)
+            current.append(Segment(f, start, start + take, split_rank))
+            start, filled = start + take, filled + take
+            if filled >= rows_per_task:
+                tasks.append(ReadTask(len(tasks), tuple(current)))
+                current, filled = [], 0
+            if start >= rows:
+                break
+    if current:
+        tasks.append(ReadTask(len(tasks), tuple(current)))
+    return tuple(tasks)
+
+
+def split_shard_counts(
+    segments: Sequence[tuple[Any, int, int]], sharding: Sharding, estimated: Mapping[str, int]
+) -> dict[str, int]:
+    """Shard count per split: exact under ``--elements_per_shard``, else `estimated`."""
+    if sharding.elements_per_shard is None:
+        counts = dict(estimated)
+    else:
+        rows = dict.fromkeys(sharding.split_names, 0)
+        for f, kept, _ in segments:
+            rows[f.split] += kept
+        counts = {s: max(1, math.ceil(n / sharding.elements_per_shard)) for s, n in rows.items()}
+    if sharding.shard_by == "class":
+        counts = {s: max(n, len(sharding.classes)) for s, n in counts.items()}
+    return counts
+
+
+def shard_of(
+    element_key: tuple[int, int, int],
+    *,
+    label: str,
+    split_rank: int,
+    num_shards: int,
+    sharding: Sharding,
+) -> int:
+    """Shard of one window within its split (`shard_func` is applied by the caller)."""
+    index, channel, win_start = element_key
+    if sharding.elements_per_shard is not None:
+        return split_rank // sharding.elements_per_shard
+    if sharding.shard_by == "file":
+        return _hash_int(index) % num_shards
+    if sharding.shard_by == "class":
+        k = len(sharding.classes)
+        i = sharding.classes.index(label)
+        lo, hi = i * num_shards // k, (i + 1) * num_shards // k
+        return lo + _hash_int(index, channel, win_start) % (hi - lo)
+    return _hash_int(index, channel, win_start) % num_shards
