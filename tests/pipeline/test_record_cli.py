@@ -84,7 +84,8 @@ def test_command_loads_only_the_keras_tft_uses(tmp_path):
     script = (
         "import sys\n"
         "from pipelines import record\n"
-        "record.load_one_keras()\n"
+        "from runners.internals import load_one_keras\n"
+        "load_one_keras()\n"
         f"assert record.main(['--input_pattern', {SAMPLE!r}, '--output_dir', {str(tmp_path)!r},"
         " '--win_len', '16000']) == 0\n"
         "print(sorted(m for m in ('keras', 'tf_keras', 'matplotlib') if m in sys.modules))\n"
