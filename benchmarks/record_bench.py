@@ -9,8 +9,9 @@ this run (order rotated between repeats), and is timed end to end (wall time of 
 imports included) while its whole process tree's memory is sampled (`_measure`):
 
 - ours:     ``python -m pipelines.record --win_len 16000 --features log_mel`` (defaults: the
-            DirectRunner, multi-processing on every core above 64 MiB of input, AUTO
-            compression, TFT normalisation: writes log_mel and log_mel_norm);
+            DirectRunner in one process, or one worker process per core with 4+ cores and
+            1 GiB+ of input (`runners.direct.auto_running_mode`), AUTO compression, TFT
+            normalisation: writes log_mel and log_mel_norm);
 - tfdata:   `baselines.py tfdata` (a): tf.data + TFRecordWriter, writes log_mel only;
 - save:     `baselines.py save` (b): ``tf.data.Dataset.save(compression="GZIP")``;
 - limit:    `baselines.py limit` (c): the log-mel computation alone on all cores (its own timer:
