@@ -32,7 +32,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.runners.portability.fn_api_runner import fn_runner
 from apache_beam.testing.util import assert_that, equal_to
 
-from pipelines import record
+from pipelines import job, record
 from pipelines.plan import plan_record
 from replay import IncompleteDatasetError, load_info
 from runners import threads
@@ -96,7 +96,7 @@ def test_read_and_write_stages_retried_write_the_reference_bytes(tmp_path, tmp_p
     plan = plan_record(
         PipelineOptions(record_args(pattern, labels, out)).view_as(record.RecordOptions)
     )
-    record.prepare_output_dir(plan)
+    job.prepare_output_dir(plan)
     shutil.copytree(reference / "transform_fn", out / "transform_fn")  # what Analyze writes
     manifest = load_info(reference).manifest
     windows = [
