@@ -24,9 +24,18 @@ import numpy as np
 import pytest
 import scipy.signal
 import soundfile as sf
+from google.protobuf import text_format
+from tensorflow_metadata.proto.v0 import schema_pb2
 
 from tests.support.feature_reference import assert_within_stated_bound, reference_features
-from tests.support.record_helpers import SAMPLE_DIR, TUG_WAV, load_manifest, read_records, record
+from tests.support.record_helpers import (
+    SAMPLE_DIR,
+    TUG_WAV,
+    load_manifest,
+    read_records,
+    read_records_by_shard,
+    record,
+)
 from transforms.audio.features import FeatureConfig
 
 pytestmark = pytest.mark.slow
@@ -102,11 +111,12 @@ def _readme_elements(win_len: int, features: dict[str, int]) -> dict[str, tuple[
     return want
 
 
-def test_schema_pbtxt_says_what_the_readme_table_says(sample_dataset):
-    from google.protobuf import text_format
-    from tensorflow_metadata.proto.v0 import schema_pb2
+def _schema(path: Path) -> schema_pb2.Schema:
+    return text_format.Parse(path.read_text(), schema_pb2.Schema())
 
-    schema = text_format.Parse((sample_dataset / "schema.pbtxt").read_text(), schema_pb2.Schema())
+
+def test_schema_pbtxt_says_what_the_readme_table_says(sample_dataset):
+    schema = _schema(sample_dataset / "schema.pbtxt")
     want = _readme_elements(SAMPLE_WIN_LEN, {"log_mel": MEL_BINS, "log_mel_norm": MEL_BINS})
     kinds = {"bytes_list": schema_pb2.BYTES, "raw": schema_pb2.BYTES}
     kinds |= {"int64_list": schema_pb2.INT, "float_list": schema_pb2.FLOAT}
@@ -141,23 +151,11 @@ def test_default_shard_count_is_one_per_128_mib_of_output(sample_run):
     # (the multi-shard case, 427 MB -> 4 shards: tests/reliability/test_reliability_large.py)
 
 
-def _shard_keys(out: Path) -> list[list[tuple[int, int, int]]]:
-    """Per shard, in file order: (index, win_start_idx, channel) of each record (plain tf.data)."""
-    import tensorflow as tf
-
-    spec = {k: tf.io.FixedLenFeature([], tf.int64) for k in ("index", "win_start_idx")}
-    out_keys = []
-    for filename, _ in _shards(out):
-        shard = []
-        for serialized in tf.data.TFRecordDataset(str(out / filename)):
-            parsed = tf.io.parse_single_example(serialized, spec)
-            shard.append((int(parsed["index"]), int(parsed["win_start_idx"]), 0))  # no channel key
-        out_keys.append(shard)
-    return out_keys
-
-
 def test_each_shard_holds_its_windows_in_index_start_channel_order(mixed_run):
-    shards = _shard_keys(mixed_run["out"])
+    shards = [
+        [(int(r["index"]), int(r["win_start_idx"]), int(r.get("channel", 0))) for r in records]
+        for records in read_records_by_shard(mixed_run["out"]).values()
+    ]
     assert len(shards) == MIXED_SHARDS and all(shards), [len(s) for s in shards]
     for shard in shards:
         assert shard == sorted(shard)
@@ -193,16 +191,13 @@ def test_counters_match_the_inputs_and_outputs(mixed_run):
 def test_no_normalize_leaves_no_norm_key_anywhere(mixed_run):
     import tensorflow as tf
     import tensorflow_transform as tft
-    from google.protobuf import text_format
-    from tensorflow_metadata.proto.v0 import schema_pb2
 
     out = mixed_run["out"]
     manifest = load_manifest(out)
     records = read_records(out)
     schemas = {}
     for name in ("schema.pbtxt", "metadata/schema.pbtxt", "transformed_metadata/schema.pbtxt"):
-        schema = text_format.Parse((out / name).read_text(), schema_pb2.Schema())
-        schemas[name] = {f.name for f in schema.feature}
+        schemas[name] = {f.name for f in _schema(out / name).feature}
     output = tft.TFTransformOutput(str(out))
     raw_spec = output.raw_feature_spec()
     shard = str(out / _shards(out)[0][0])
