@@ -27,7 +27,8 @@ import apache_beam as beam
 
 import runners
 from pipelines.config import RecordConfig, UsageError
-from pipelines.plan import RUN_MARKER, RecordPlan, plan_record
+from pipelines.inputs import RUN_MARKER
+from pipelines.plan import RecordPlan, plan_record
 from replay import format as fmt
 from runners.options import JobOptions
 from transforms.record import write_shards
@@ -39,6 +40,7 @@ from transforms.record.stages import (
     GroupByShard,
     ReadWindows,
     WriteShards,
+    count_refused,
 )
 
 
@@ -56,11 +58,14 @@ def build_pipeline(p: beam.Pipeline, plan: RecordPlan) -> None:
         output_dir=out,
         analyze_splits=plan.analyze_splits,
     )
-    planned_errors = [{"path": f.path, "reason": f.error} for f in plan.inputs if f.error]
-    planned_errors += plan.annotation_errors  # bad table rows, "<table>:<line>"
+    refused = [{"path": f.path, "reason": f.error} for f in plan.inputs if f.error]
+    planned_errors = (  # {"path", "reason"}: files refused at planning (counted), bad table rows
+        p
+        | "PlannedErrors" >> beam.Create(refused + list(plan.annotation_errors))
+        | "CountRefused" >> beam.Map(count_refused, paths=frozenset(e["path"] for e in refused))
+    )
     errors = (  # {"path", "reason"}: files failed in planning or reading, bad table rows
-        (read["errors"], p | "PlannedErrors" >> beam.Create(planned_errors))
-        | "AllErrors" >> beam.Flatten()
+        (read["errors"], planned_errors) | "AllErrors" >> beam.Flatten()
     )
     # TFT's transform_fn (saved model path + metadata), one element
     transform_fn = read["rows"] | "Analyze" >> Analyze(

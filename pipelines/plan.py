@@ -5,13 +5,13 @@ produces a frozen `RecordPlan` the pipeline is built from, in three steps:
 
 1. validate: building the `pipelines.config.RecordConfig` checks every option (no I/O);
 2. `scan_inputs`: match the files, read labels and headers (and annotation tables), check the
-   output directory: everything planning learns from storage (`ScannedInputs`);
+   output directory: everything planning learns from storage (`ScannedInputs`; the reads
+   themselves are in `pipelines.inputs`);
 3. `size_tasks`: feature shapes, shard counts and read tasks, a pure function of the two.
 """
 
 from __future__ import annotations
 
-import concurrent.futures
 import dataclasses
 import json
 import math
@@ -19,23 +19,26 @@ import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from apache_beam.io.filesystems import FileSystems
-
 from pipelines.config import RecordConfig, UsageError, require
+from pipelines.inputs import (
+    match_inputs,
+    output_dir_state,
+    read_classes_file,
+    read_csv_labels,
+    scan_headers,
+)
 from replay import format as fmt
 from transforms.audio import features as feats
-from transforms.audio import formats, labels, wav
+from transforms.audio import labels
 from transforms.audio.dtypes import resolve as resolve_signal_dtype
 from transforms.record import annotation_job, annotation_plan, shard_plan
 from transforms.record.file_rows import InputFile, ReadConfig, planned_rows
 from transforms.record.preprocessing import RecordLayout
 from transforms.record.write_shards import plan_num_shards
 
-RUN_MARKER = ".audiorecords-run"  # written first into the output dir: "this folder is ours"
 TASK_BYTES = 32 << 20  # 32 MiB of stored elements per read task, at most ...
 TASKS_PER_CORE = 4  # ... and at least 4 tasks per core when there is enough data ...
 MIN_TASK_ROWS = 64  # ... but never tasks of fewer than 64 elements
-HEADER_THREADS = 16  # parallel header reads at planning (remote stores: latency-bound)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -100,13 +103,13 @@ def scan_inputs(
         a bad file with ``--strict``, an output directory we may not replace, bad tables.
     """
     try:
-        fixed_classes = labels.parse_classes(config.classes, read_text=_read_classes_file)
+        fixed_classes = labels.parse_classes(config.classes, read_text=read_classes_file)
     except ValueError as e:
         raise UsageError(str(e)) from e
     matched = match_inputs(config.input_pattern)
     require(bool(matched), f"--input_pattern {config.input_pattern!r} matches no file")
     _, csv_path = labels.parse_label_source(config.label_source)
-    csv_labels = _read_csv_labels(csv_path) if csv_path else None
+    csv_labels = read_csv_labels(csv_path) if csv_path else None
     sharding = shard_plan.Sharding(
         shard_by=config.shard_by,
         splits=config.split_weights,
@@ -337,83 +340,3 @@ def _with_class(f: InputFile, classes: tuple[str, ...] | None, *, keep_unknown: 
     """A file whose label is outside --classes (or no class name) becomes an error entry."""
     reason = None if f.error else labels.class_error(f.label, classes, keep_unknown=keep_unknown)
     return f if reason is None else dataclasses.replace(f, error=reason)
-
-
-# Planning's I/O: class lists, label CSVs, headers, listing files and directories.
-
-
-def _read_classes_file(path: str) -> str:
-    try:
-        with FileSystems.open(path, compression_type="uncompressed") as fh:
-            return fh.read().decode("utf-8-sig")
-    except (OSError, UnicodeDecodeError) as e:
-        raise ValueError(f"--classes @{path}: cannot read the class list ({e})") from e
-
-
-def _read_csv_labels(csv_path: str) -> dict[str, str]:
-    try:
-        with FileSystems.open(csv_path, compression_type="uncompressed") as fh:
-            text = fh.read().decode("utf-8-sig")
-        return labels.read_label_csv(text, source=csv_path)
-    except (OSError, ValueError, UnicodeDecodeError) as e:
-        raise UsageError(f"--label_source csv:{csv_path}: {e}") from e
-
-
-def _read_header(f: InputFile) -> InputFile:
-    if f.error is not None:
-        return f
-    try:
-        with FileSystems.open(f.path, compression_type="uncompressed") as fh:
-            return dataclasses.replace(f, info=wav.read_info(fh, path=f.path))
-    except wav.WavDecodeError as e:
-        return dataclasses.replace(f, error=e.reason)
-    except Exception as e:  # noqa: BLE001 - any unreadable file is reported, never fatal
-        return dataclasses.replace(f, error=f"{type(e).__name__}: {e}")
-
-
-def scan_headers(inputs: list[InputFile]) -> tuple[InputFile, ...]:
-    """Reads every file's header in parallel (a few KB each); bad ones get their `error`."""
-    with concurrent.futures.ThreadPoolExecutor(HEADER_THREADS) as pool:
-        return tuple(pool.map(_read_header, inputs))
-
-
-def match_inputs(pattern: str) -> list[tuple[str, int]]:
-    """(path, size) of every file `pattern` matches, sorted by path (local, gs://, s3://...).
-
-    ``{a,b}`` alternatives are expanded (``data/**/*.{wav,flac}``); Beam's glob has none.
-    """
-    try:
-        results = FileSystems.match(formats.expand_braces(pattern))
-    except Exception as e:  # noqa: BLE001 - Beam raises BeamIOError / ValueError by scheme
-        raise UsageError(f"--input_pattern {pattern!r}: cannot list files ({e})") from e
-    found = {m.path: m.size_in_bytes for r in results for m in r.metadata_list}
-    return sorted(found.items())
-
-
-def output_dir_state(output_dir: str) -> str:
-    """ "missing", "empty", "ours" (a dataset or one of our runs) or "foreign"."""
-    if not FileSystems.exists(output_dir):
-        return "missing"
-    if "://" not in output_dir and not os.path.isdir(output_dir):
-        return "foreign"  # an existing file is never ours (nor replaced)
-    if "://" not in output_dir:  # every entry: Beam's local match lists no subdirectories
-        entries = os.listdir(output_dir)
-    else:
-        pattern = output_dir.rstrip("/") + "/*"
-        entries = [m.path for r in FileSystems.match([pattern]) for m in r.metadata_list]
-    if not entries:
-        return "empty"
-    names = {e.rstrip("/").rsplit("/", 1)[-1] for e in entries}
-    if fmt.MANIFEST_FILENAME in names and not _is_our_manifest(output_dir):
-        return "foreign"  # e.g. a web app's manifest.json: not a dataset of ours
-    return "ours" if names & {fmt.MANIFEST_FILENAME, RUN_MARKER} else "foreign"
-
-
-def _is_our_manifest(output_dir: str) -> bool:
-    """Whether <output_dir>/manifest.json is an audiorecords manifest (its "format" says so)."""
-    try:
-        path = f"{output_dir.rstrip('/')}/{fmt.MANIFEST_FILENAME}"
-        with FileSystems.open(path, compression_type="uncompressed") as fh:
-            return json.loads(fh.read(16 << 20)).get("format") == fmt.FORMAT_NAME
-    except Exception:  # noqa: BLE001 - unreadable or not JSON: not ours
-        return False

@@ -129,6 +129,7 @@ if __name__ == "__main__":
     from runners.internals import exit_now, load_one_keras
     from runners.quiet import quiet_tensorflow
 
-    load_one_keras()  # the command line's own speed-ups (runners.internals); not record_dataset's
-    quiet_tensorflow()  # after load_one_keras: TensorFlow is imported here
+    if not {"-h", "--help"} & set(sys.argv[1:]):  # the help text needs no TensorFlow
+        load_one_keras()  # the command line's own speed-ups (runners.internals), not the API's
+        quiet_tensorflow()  # after load_one_keras: TensorFlow is imported here
     exit_now(main())

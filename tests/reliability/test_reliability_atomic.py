@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from pipelines import job, record, verify
-from pipelines.plan import RUN_MARKER, output_dir_state
+from pipelines.inputs import RUN_MARKER, output_dir_state
 from replay import IncompleteDatasetError, load_info
 from tests.support.pause_points import PHASES
 from tests.support.reliability import (

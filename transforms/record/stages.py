@@ -24,6 +24,16 @@ from transforms.record.file_rows import ReadConfig
 from transforms.record.preprocessing import RecordLayout, preprocessing_fn
 
 
+def count_refused(error: dict, *, paths: frozenset[str]) -> dict:
+    """Counts a file refused at planning in ``files_failed`` (as the read stage counts its own).
+
+    Bad annotation rows pass uncounted: they are not files. Returns `error` unchanged.
+    """
+    if error["path"] in paths:
+        beam.metrics.Metrics.counter("record", "files_failed").inc()
+    return error
+
+
 class ReadWindows(beam.PTransform):
     """Read tasks -> windows and features, streamed to per-shard part files.
 
