@@ -242,7 +242,10 @@ def plan_record(opts: Any, *, shard_func: Callable[[dict], int] | None = None) -
     )
 
     layout = RecordLayout(
-        feature_shapes=shapes, normalize=opts.normalize, with_channel=opts.channel_mode == "split"
+        feature_shapes=shapes,
+        normalize=opts.normalize,
+        with_channel=opts.channel_mode == "split",
+        feature_dtype=opts.feature_dtype,
     )
     window = WindowConfig(
         win_len=opts.win_len, hop_len=hop, pad=opts.pad, max_windows=opts.max_windows_per_signal
@@ -342,6 +345,7 @@ RECORD_PARAMS = (
     "channel_mode",
     "signal_dtype",
     "features",
+    "feature_dtype",
     "frame_length",
     "frame_step",
     "fft_length",

@@ -74,6 +74,13 @@ class RecordOptions(PipelineOptions):
             help="dtype of `signal`; auto = the narrowest that holds every file exactly",
         )
         add("--features", default="log_mel", help="comma list of spectrogram,log_mel,mfcc or none")
+        add(
+            "--feature_dtype",
+            default="float32",
+            choices=fmt.FEATURE_DTYPES,
+            help="how features are stored, read back as float32: float16 (relative error "
+            "<= 2^-11, values beyond +-65504 refused) or bfloat16 (<= 2^-8) halve them",
+        )
         add("--frame_length", type=int, default=400, help="feature frame length (samples)")
         add("--frame_step", type=int, default=160, help="feature frame step (samples)")
         add("--fft_length", type=int, default=512, help="FFT length")

@@ -18,7 +18,12 @@ from typing import Any
 
 from replay import format as fmt
 from transforms.audio import features as feats
-from transforms.record.preprocessing import CLASS_VOCABULARY, RecordLayout, element_schema
+from transforms.record.preprocessing import (
+    CLASS_VOCABULARY,
+    RecordLayout,
+    element_schema,
+    z_score_scope,
+)
 from transforms.record.read_windows import merge_file_summaries
 from transforms.record.write_shards import ShardSpec, write_shard
 
@@ -91,6 +96,45 @@ def build_manifest(
     }
 
 
+def read_z_score_statistics(
+    output_dir: str, layout: RecordLayout
+) -> dict[str, tuple[float, float]]:
+    """{feature: (mean, var)}: the statistics TFT's analysis put into ``transform_fn/``.
+
+    After the analysis, each ``scale_to_z_score`` reads its mean and variance as constants the
+    transform function captures; the capture placeholders are named after their consumers in
+    the feature's name scope (``z_score_<feature>/sub`` takes the mean, ``.../Sqrt`` the
+    variance). Reading them back from the graph gives exactly the float32 values the graph uses,
+    so the reader's z-score is bit for bit the graph's (tests compare with TFT's transform).
+
+    Raises:
+      RuntimeError: a statistic is not found (a TFT whose graph this does not know).
+    """
+    import tensorflow as tf
+
+    loaded = tf.saved_model.load(f"{output_dir}/{fmt.TRANSFORM_FN_DIR}")
+    function = loaded.transform_fn
+    concrete = getattr(function, "concrete_functions", None) or [function]
+    captured = {}
+    for fn in concrete:
+        names = [t.name.split(":")[0] for t in fn.graph.inputs[-len(fn.captured_inputs) :]]
+        captured.update(zip(names, fn.captured_inputs, strict=True))
+    statistics = {}
+    for feature in layout.feature_shapes:
+        scope = z_score_scope(feature)
+        values = []
+        for placeholder in (f"{scope}_sub_y", f"{scope}_sqrt_x"):
+            tensor = captured.get(placeholder)
+            if tensor is None or tensor.dtype != tf.float32 or tensor.shape.rank != 0:
+                raise RuntimeError(
+                    f"{output_dir}: no float32 statistic {placeholder!r} in the transform graph "
+                    f"(captures: {sorted(captured)})"
+                )
+            values.append(float(tensor.numpy()))  # a float32 value: exact as a Python float
+        statistics[feature] = (values[0], values[1])
+    return statistics
+
+
 def read_vocabulary(output_dir: str) -> list[str]:
     """The class vocabulary TFT wrote, in `target` order ([] when there is none)."""
     import tensorflow as tf
@@ -156,8 +200,11 @@ def finalize(
                         compression=compression,
                     )
                 )
-    elements = layout.element_specs(signal_dtype=signal_dtype, win_len=win_len)
     out = spec.output_dir.rstrip("/")
+    statistics = read_z_score_statistics(out, layout) if layout.normalize else {}
+    elements = layout.element_specs(
+        signal_dtype=signal_dtype, win_len=win_len, statistics=statistics
+    )
     rates = sorted({f["sample_rate"] for f in files})
     if feature_config.names and len(rates) == 1:
         export_feature_fn(out, config=feature_config, win_len=win_len, sample_rate=rates[0])
@@ -194,14 +241,23 @@ def write_raw_metadata(
     """Writes ``metadata/schema.pbtxt``: the schema of the raw keys TFT transforms.
 
     Those are the transform graph's inputs, ``class`` and the raw features (the other stored keys
-    pass TFT by untransformed; the transform graph refuses them as inputs), so
-    ``TFTransformOutput.raw_feature_spec()`` parses our shards into exactly what
-    ``transform_raw_features`` takes.
+    pass TFT by untransformed; the transform graph refuses them as inputs), as the graph takes
+    them: ``TFTransformOutput.raw_feature_spec()`` is what ``transform_raw_features`` takes, which
+    `replay_dataset` gives (``features=["class", "log_mel"]``). The shards store the features as
+    raw bytes, so parse them with replay, not with ``raw_feature_spec()``.
     """
     import tensorflow as tf
 
     raw_keys = set(layout.tensor_representations())
     raw = {key: spec for key, spec in elements.items() if key in raw_keys}
+    # The graph takes float32 tensors; the shards store them as raw bytes (format version 2), so
+    # the raw schema describes the graph's inputs, as replay decodes them.
+    raw = {
+        key: fmt.ElementSpec(spec.dtype, spec.shape, fmt.ENCODING_FLOAT_LIST)
+        if spec.dtype == "float32"
+        else spec
+        for key, spec in raw.items()
+    }
     tf.io.gfile.makedirs(f"{output_dir}/{fmt.RAW_METADATA_DIR}")
     with tf.io.gfile.GFile(f"{output_dir}/{fmt.RAW_METADATA_DIR}/{fmt.SCHEMA_FILENAME}", "w") as fh:
         fh.write(_text_proto(element_schema(raw)))

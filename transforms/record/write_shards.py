@@ -4,8 +4,9 @@ Planning (`plan_num_shards`, `choose_compression`) is pure; `WriteShardFn` does 
 read stage routed every row to its shard's part files (`transforms.record.read_windows`); a shard
 is the concatenation of its parts in task order, i.e. sorted by (index, win_start_idx, channel), so
 two runs over the same input give byte-identical shards whatever the runner's bundling. The TFT
-graph (`transform_fn/`, vocabulary and z-score statistics) is applied here with
-`tf.saved_model.load`, batch by batch, exactly as a server applies it.
+graph (`transform_fn/`: the class vocabulary) is applied here with `tf.saved_model.load`, batch by
+batch, exactly as a server applies it; its z-scored features are not stored (format version 2:
+the reader computes them from the statistics in the manifest).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from apache_beam.io.filesystems import FileSystems
 
 from replay import format as fmt
 from transforms.record import faults
-from transforms.record.examples import encode_examples
+from transforms.record.examples import encode_examples, raw_float_rows
 from transforms.record.file_rows import list_column
 from transforms.record.prefetch import ComputePool, prefetch
 from transforms.record.preprocessing import RecordLayout
@@ -84,23 +85,26 @@ class _Transform:
         self._layout = layout
 
     def __call__(self, batch: pa.RecordBatch) -> pa.RecordBatch:
-        """Raw batch -> the stored batch: raw columns + target, num_classes, <feature>_norm."""
+        """Raw batch -> the stored batch: raw columns, float tensors as raw bytes (features in
+        ``--feature_dtype``), + target, num_classes. ``<feature>_norm`` is not stored: the
+        reader computes it from the statistics in the manifest (format version 2)."""
         tf, n = self._tf, batch.num_rows
         column = lambda key: batch.column(batch.schema.get_field_index(key))  # noqa: E731
         inputs = {fmt.CLASS_KEY: tf.constant(column(fmt.CLASS_KEY).flatten().to_numpy(False))}
-        for name, shape in self._layout.feature_shapes.items():
+        for name, shape in self._layout.feature_shapes.items():  # the graph takes every input
             values = column(name).flatten().to_numpy()
             inputs[name] = tf.constant(values.reshape((n, *shape)))
         out = self._loaded.transform_fn(inputs)
-        arrays, names = list(batch.columns), list(batch.schema.names)
+        arrays, names = [], []
+        for name, array in zip(batch.schema.names, batch.columns, strict=True):
+            if pa.types.is_floating(array.type.value_type):
+                dtype = self._layout.feature_dtype if name in self._layout.feature_shapes else ""
+                array = raw_float_rows(name, array, stored_dtype=dtype or "float32")
+            arrays.append(array)
+            names.append(name)
         for key in (fmt.TARGET_KEY, fmt.NUM_CLASSES_KEY):
             arrays.append(list_column(out[key].numpy().reshape(-1).astype(np.int64), 1, pa.int64()))
             names.append(key)
-        if self._layout.normalize:
-            for name, shape in self._layout.feature_shapes.items():
-                norm = out[name + fmt.NORMALIZED_SUFFIX].numpy().reshape(-1)
-                arrays.append(list_column(norm, int(np.prod(shape)), pa.float32()))
-                names.append(name + fmt.NORMALIZED_SUFFIX)
         return pa.RecordBatch.from_arrays(arrays, names=names)
 
 
