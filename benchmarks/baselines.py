@@ -1,25 +1,35 @@
 """What a user would write instead of audiorecords: the baselines of record_bench / replay_bench.
 
     python benchmarks/baselines.py tfdata --input_dir DIR --output_dir OUT
+    python benchmarks/baselines.py seed     --input_dir DIR --output_dir OUT
     python benchmarks/baselines.py save     --input_dir DIR --output_dir OUT
     python benchmarks/baselines.py limit    --input_dir DIR
 
 Same files and same features as ``python -m pipelines.record --win_len 16000 --features
 log_mel``: windows of 16000 samples (hop 16000, partial windows dropped), log-mel with 64 bins,
-400-sample frames, 160 hop, 512-point FFT, 20 Hz .. rate/2, log(mel + 1e-6); the signal kept as
-int32 sample values (the record job's auto dtype for a corpus with a 24-bit file); class = last
+400-sample frames, 160 hop, 512-point FFT, 20 Hz .. rate/2, log(mel + 1e-6) (the parameters of
+transforms/audio/features.py); the signal kept as the file's sample values, int16 when every file
+is 16-bit PCM, else int32 (the record job's ``--signal_dtype auto``); class = last
 ``_``-separated word of the file name.
 
-- ``tfdata``: a plain tf.data script: read + decode (tf.audio.decode_wav; 24-bit files, which
+- ``tfdata`` (a): a plain tf.data script: read + decode (tf.audio.decode_wav; 24-bit files, which
   it cannot read, through tf.numpy_function + soundfile) + window + tf.signal log-mel, all with
-  AUTOTUNE parallelism, then a Python loop building tf.train.Example and writing them with
-  tf.io.TFRecordWriter (uncompressed, one file per ~128 MiB, round-robin).
-- ``save``: the same dataset written with ``tf.data.Dataset.save(..., compression="GZIP")``.
-- ``limit``: the feature computation alone over all cores, no I/O: every window decoded into
+  AUTOTUNE parallelism, then a Python loop building tf.train.Example (signal as raw bytes,
+  log_mel as a float_list) and writing them with tf.io.TFRecordWriter (uncompressed, one file per
+  ~128 MiB).
+- ``seed``: the "seed-style" script of issue 18: the same dataset, every key of
+  `SEED_KEYS` stored as ``tf.io.serialize_tensor`` bytes (signal, log_mel, class, target: the
+  class's index in the sorted class list), uncompressed TFRecords written as in (a). Its
+  equivalent of our ``log_mel_norm``: while writing it sums log_mel and its square, saves one
+  mean and standard deviation (``meta.json``, the scalar z-score of ``tft.scale_to_z_score``)
+  and `seed_replay` computes ``log_mel_norm`` from them at read time.
+- ``save`` (b): the same dataset written with ``tf.data.Dataset.save(..., compression="GZIP")``.
+- ``limit`` (c): the feature computation alone over all cores, no I/O: every window decoded into
   memory first (not timed), then our numpy path in one single-threaded process per core and
   tf.signal with all threads; prints the faster.
 
-Each prints one JSON line: windows, seconds (the timed part), bytes written.
+Each prints one JSON line: windows, seconds (the timed part), bytes written. `tfdata_replay` and
+`seed_replay` are the replay halves of (a) and the seed-style script (batch 64, no shuffle).
 """
 
 from __future__ import annotations
@@ -33,6 +43,10 @@ import time
 
 WIN = 16000
 FRAME, STEP, FFT, BINS, LOWER, LOG_OFFSET = 400, 160, 512, 64, 20.0, 1e-6
+FRAMES = 1 + (WIN - FRAME) // STEP  # 98 log-mel frames per window
+BATCH = 64
+SEED_KEYS = ("signal", "log_mel", "class", "target")
+META = "meta.json"  # what the scripts' replay needs: signal dtype, classes, log_mel statistics
 
 
 def _label(path: str) -> str:
@@ -48,12 +62,18 @@ def _files(input_dir: str) -> tuple[list[str], list[str]]:
     return pcm16, [p for p in paths if p not in pcm16]
 
 
+def signal_dtype(input_dir: str) -> str:
+    """int16 when every file is 16-bit PCM, else int32 (the record job's auto choice here)."""
+    return "int32" if _files(input_dir)[1] else "int16"
+
+
 def tf_dataset(input_dir: str):
-    """tf.data.Dataset of per-window dicts: signal int32 [16000], log_mel [98, 64], class, ..."""
+    """tf.data.Dataset of per-window dicts: signal int16/32 [16000], log_mel [98, 64], class, ..."""
     import numpy as np
     import tensorflow as tf
 
     pcm16, other = _files(input_dir)
+    dtype = tf.as_dtype(signal_dtype(input_dir))
 
     # linear_to_mel_weight_matrix needs a Python sample rate: one matrix per rate in the corpus.
     import soundfile as sf
@@ -73,7 +93,7 @@ def tf_dataset(input_dir: str):
         k = tf.shape(frames)[0]
         feats = log_mel(tf.cast(frames, tf.float32) / full_scale, rate)
         return {
-            "signal": frames,
+            "signal": tf.cast(frames, dtype),
             "log_mel": feats,
             "class": tf.fill([k], tf.strings.regex_replace(path, r"^.*_|\.wav$", "")),
             "filepath": tf.fill([k], path),
@@ -110,43 +130,155 @@ def tf_dataset(input_dir: str):
     return ds.unbatch().prefetch(tf.data.AUTOTUNE)
 
 
-def run_tfrecord(input_dir: str, output_dir: str, *, shard_bytes: int = 128 << 20) -> dict:
-    """The familiar helper: iterate the dataset, build Examples in Python, TFRecordWriter."""
+def _write_records(records, output_dir: str, *, shard_bytes: int = 128 << 20) -> int:
+    """Writes serialized records with TFRecordWriter, a new file every ~`shard_bytes`."""
     import tensorflow as tf
 
     os.makedirs(output_dir, exist_ok=True)
-    start = time.perf_counter()
-    ds = tf_dataset(input_dir)
     count, written, shard, writer = 0, 0, 0, None
-    for e in ds.as_numpy_iterator():
-        if writer is None or written >= shard_bytes * (shard + 1):
+    for record in records:
+        if writer is None or written >= shard_bytes * shard:
             if writer is not None:
                 writer.close()
             writer = tf.io.TFRecordWriter(os.path.join(output_dir, f"data-{shard:05d}.tfrecord"))
             shard += 1
-        feature = {
-            "class": tf.train.Feature(bytes_list=tf.train.BytesList(value=[e["class"]])),
-            "filepath": tf.train.Feature(bytes_list=tf.train.BytesList(value=[e["filepath"]])),
-            "win_start_idx": tf.train.Feature(
-                int64_list=tf.train.Int64List(value=[e["win_start_idx"]])
-            ),
-            "sample_rate": tf.train.Feature(
-                int64_list=tf.train.Int64List(value=[e["sample_rate"]])
-            ),
-            "signal": tf.train.Feature(
-                bytes_list=tf.train.BytesList(value=[e["signal"].astype("<i4").tobytes()])
-            ),
-            "log_mel": tf.train.Feature(
-                float_list=tf.train.FloatList(value=e["log_mel"].reshape(-1))
-            ),
-        }
-        record = tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString()
         writer.write(record)
         written += len(record)
         count += 1
     if writer is not None:
         writer.close()
+    return count
+
+
+def _write_meta(output_dir: str, **meta) -> None:
+    with open(os.path.join(output_dir, META), "w") as fh:
+        json.dump(meta, fh)
+
+
+def run_tfrecord(input_dir: str, output_dir: str) -> dict:
+    """(a) The familiar helper: iterate the dataset, build Examples in Python, TFRecordWriter."""
+    import tensorflow as tf
+
+    start = time.perf_counter()
+
+    def examples():
+        for e in tf_dataset(input_dir).as_numpy_iterator():
+            feature = {
+                "class": tf.train.Feature(bytes_list=tf.train.BytesList(value=[e["class"]])),
+                "filepath": tf.train.Feature(bytes_list=tf.train.BytesList(value=[e["filepath"]])),
+                "win_start_idx": tf.train.Feature(
+                    int64_list=tf.train.Int64List(value=[e["win_start_idx"]])
+                ),
+                "sample_rate": tf.train.Feature(
+                    int64_list=tf.train.Int64List(value=[e["sample_rate"]])
+                ),
+                "signal": tf.train.Feature(
+                    bytes_list=tf.train.BytesList(value=[e["signal"].tobytes()])
+                ),
+                "log_mel": tf.train.Feature(
+                    float_list=tf.train.FloatList(value=e["log_mel"].reshape(-1))
+                ),
+            }
+            yield tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString()
+
+    count = _write_records(examples(), output_dir)
+    _write_meta(output_dir, signal_dtype=signal_dtype(input_dir))
     return {"windows": count, "seconds": time.perf_counter() - start, "bytes": _du(output_dir)}
+
+
+def run_seed(input_dir: str, output_dir: str) -> dict:
+    """The seed-style script: serialize_tensor of every key, uncompressed TFRecords."""
+    import numpy as np
+    import tensorflow as tf
+
+    start = time.perf_counter()
+    classes = sorted({_label(p) for p in sum(_files(input_dir), [])})
+
+    def serialize(e):
+        e = dict(e, target=tf.argmax(tf.cast(tf.equal(classes, e["class"]), tf.int64)))
+        out = {k: tf.io.serialize_tensor(e[k]) for k in SEED_KEYS}
+        x = tf.cast(e["log_mel"], tf.float64)  # for the z-score statistics
+        return out, tf.stack([tf.reduce_sum(x), tf.reduce_sum(x * x)])
+
+    ds = tf_dataset(input_dir).map(serialize, num_parallel_calls=tf.data.AUTOTUNE)
+    sums = np.zeros(2)
+
+    def examples():
+        for values, moments in ds.as_numpy_iterator():
+            sums[:] += moments
+            feature = {
+                k: tf.train.Feature(bytes_list=tf.train.BytesList(value=[values[k]]))
+                for k in SEED_KEYS
+            }
+            yield tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString()
+
+    count = _write_records(examples(), output_dir)
+    n = count * FRAMES * BINS
+    mean = sums[0] / n
+    std = float(np.sqrt(max(sums[1] / n - mean * mean, 0.0)))
+    meta = {"signal_dtype": signal_dtype(input_dir), "classes": classes}
+    _write_meta(output_dir, **meta, mean=float(mean), std=std)
+    return {"windows": count, "seconds": time.perf_counter() - start, "bytes": _du(output_dir)}
+
+
+def _records(path: str):
+    import tensorflow as tf
+
+    files = sorted(glob.glob(os.path.join(path, "*.tfrecord")))
+    return tf.data.TFRecordDataset(files, num_parallel_reads=tf.data.AUTOTUNE)
+
+
+def seed_replay(path: str, keys=SEED_KEYS, *, batch_size: int = BATCH):
+    """The seed-style script's reader: per record parse_single_example + parse_tensor, batch.
+
+    ``log_mel_norm`` in `keys`: (log_mel - mean) / std with the statistics of ``meta.json``.
+    """
+    import tensorflow as tf
+
+    with open(os.path.join(path, META)) as fh:
+        meta = json.load(fh)
+    dtypes = {"signal": meta["signal_dtype"], "log_mel": "float32", "class": "string"}
+    dtypes["target"] = "int64"
+    shapes = {"signal": [WIN], "log_mel": [FRAMES, BINS], "class": [], "target": []}
+    stored = [k for k in SEED_KEYS if k in keys or (k == "log_mel" and "log_mel_norm" in keys)]
+    spec = {k: tf.io.FixedLenFeature([], tf.string) for k in stored}
+
+    def parse(record):
+        raw = tf.io.parse_single_example(record, spec)
+        out = {
+            k: tf.ensure_shape(tf.io.parse_tensor(raw[k], tf.as_dtype(dtypes[k])), shapes[k])
+            for k in stored
+        }
+        if "log_mel_norm" in keys:
+            out["log_mel_norm"] = (out["log_mel"] - meta["mean"]) / meta["std"]
+        return {k: out[k] for k in keys}
+
+    ds = _records(path).map(parse, num_parallel_calls=tf.data.AUTOTUNE)
+    return ds.batch(batch_size).prefetch(tf.data.AUTOTUNE)
+
+
+def tfdata_replay(path: str, *, batch_size: int = BATCH):
+    """(a)'s reader: batch the records, one parse_example per batch, decode_raw the signal."""
+    import tensorflow as tf
+
+    with open(os.path.join(path, META)) as fh:
+        dtype = tf.as_dtype(json.load(fh)["signal_dtype"])
+    spec = {
+        "class": tf.io.FixedLenFeature([], tf.string),
+        "filepath": tf.io.FixedLenFeature([], tf.string),
+        "win_start_idx": tf.io.FixedLenFeature([], tf.int64),
+        "sample_rate": tf.io.FixedLenFeature([], tf.int64),
+        "signal": tf.io.FixedLenFeature([], tf.string),
+        "log_mel": tf.io.FixedLenFeature([FRAMES, BINS], tf.float32),
+    }
+
+    def parse(records):
+        out = tf.io.parse_example(records, spec)
+        out["signal"] = tf.reshape(tf.io.decode_raw(out["signal"], dtype), [-1, WIN])
+        return out
+
+    ds = _records(path).batch(batch_size).map(parse, num_parallel_calls=tf.data.AUTOTUNE)
+    return ds.prefetch(tf.data.AUTOTUNE)
 
 
 def run_save(input_dir: str, output_dir: str) -> dict:
@@ -233,13 +365,15 @@ def _du(path: str) -> int:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("mode", choices=("tfdata", "save", "limit"))
+    parser.add_argument("mode", choices=("tfdata", "seed", "save", "limit"))
     parser.add_argument("--input_dir", required=True)
     parser.add_argument("--output_dir", default=None)
     args = parser.parse_args(argv)
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     if args.mode == "tfdata":
         result = run_tfrecord(args.input_dir, args.output_dir)
+    elif args.mode == "seed":
+        result = run_seed(args.input_dir, args.output_dir)
     elif args.mode == "save":
         result = run_save(args.input_dir, args.output_dir)
     else:

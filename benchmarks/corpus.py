@@ -12,7 +12,8 @@ name (3 classes):
   random offsets with random gains and mixed with coloured noise and a quiet voice.
 
 Plus the real recording itself, untouched (64 kHz, 24-bit, 20.5 s, class ``tug``), which makes
-the record job's ``--signal_dtype auto`` choose int32.
+the record job's ``--signal_dtype auto`` choose int32; ``--pcm16`` leaves it out (every file 16 kHz
+16-bit, int16 signals: the setting of issue 18's measurements).
 
 Files are generated once per seed into ``<dir>/pool`` (file i depends only on the seed and i);
 ``corpus(minutes)`` returns a directory of symlinks to the first files that add up to
@@ -151,10 +152,18 @@ def _duration(path: Path) -> float:
     return info.frames / info.samplerate
 
 
-def corpus(minutes: float, *, root: str = DEFAULT_DIR, seed: int = SEED, workers: int = 0) -> Path:
+def corpus(
+    minutes: float,
+    *,
+    root: str = DEFAULT_DIR,
+    seed: int = SEED,
+    workers: int = 0,
+    pcm16: bool = False,
+) -> Path:
     """Directory of symlinks: the first pool files adding up to >= `minutes`, + the real file.
 
-    Generates missing pool files in parallel (`workers` processes, 0: one per core).
+    Generates missing pool files in parallel (`workers` processes, 0: one per core). With
+    `pcm16`, without the real (24-bit 64 kHz) file.
     """
     pool = Path(root) / f"pool-{seed}"
     pool.mkdir(parents=True, exist_ok=True)
@@ -173,13 +182,14 @@ def corpus(minutes: float, *, root: str = DEFAULT_DIR, seed: int = SEED, workers
                 chosen.append(path)
                 total += _duration(path)
         index += 16
-    out = Path(root) / f"corpus-{seed}-{minutes:g}min"
+    out = Path(root) / f"corpus-{seed}-{minutes:g}min{'-pcm16' if pcm16 else ''}"
     if not out.exists():
         tmp = Path(f"{out}.tmp{os.getpid()}")
         tmp.mkdir(parents=True)
         for path in chosen:
             (tmp / path.name).symlink_to(path)
-        (tmp / "real_tug.wav").symlink_to(REAL_RECORDING)
+        if not pcm16:
+            (tmp / "real_tug.wav").symlink_to(REAL_RECORDING)
         os.replace(tmp, out)
     return out
 
@@ -202,8 +212,9 @@ def main() -> None:
     parser.add_argument("--minutes", type=float, default=60.0)
     parser.add_argument("--dir", default=DEFAULT_DIR)
     parser.add_argument("--seed", type=int, default=SEED)
+    parser.add_argument("--pcm16", action="store_true", help="leave out the 24-bit real file")
     args = parser.parse_args()
-    out = corpus(args.minutes, root=args.dir, seed=args.seed)
+    out = corpus(args.minutes, root=args.dir, seed=args.seed, pcm16=args.pcm16)
     print(out, corpus_stats(out))
 
 

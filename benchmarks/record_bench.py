@@ -9,16 +9,21 @@ this run (order rotated between repeats), and is timed end to end (wall time of 
 imports included) while its whole process tree's memory is sampled (`_measure`):
 
 - ours:     ``python -m pipelines.record --win_len 16000 --features log_mel`` (defaults: the
-            DirectRunner, multi-processing on every core above 64 MiB of input, AUTO
-            compression, TFT normalisation: writes log_mel and log_mel_norm);
+            DirectRunner in one process, or one worker process per core with 4+ cores and
+            1 GiB+ of input (`runners.direct.auto_running_mode`), AUTO compression, TFT
+            normalisation: writes log_mel and log_mel_norm);
 - tfdata:   `baselines.py tfdata` (a): tf.data + TFRecordWriter, writes log_mel only;
+- seed:     `baselines.py seed`: the seed-style script (serialize_tensor per key, uncompressed);
 - save:     `baselines.py save` (b): ``tf.data.Dataset.save(compression="GZIP")``;
 - limit:    `baselines.py limit` (c): the log-mel computation alone on all cores (its own timer:
-            the windows are decoded into memory first, untimed).
+            the windows are decoded into memory first, untimed);
+- floor:    ``python -c "import tensorflow_transform.beam"``: what our job pays before any work.
 
-Prints a table (audio-seconds per wall second, windows/s, MB written, peak PSS of the process
-tree, peak RSS of the launcher process) and our ratios; at several `--scales` (1x, 2x, 4x the
-corpus) also the scaling of our wall time and memory. `--json PATH` saves the rows.
+Prints a table (audio-seconds per wall second, windows/s, MB written, bytes per window, peak PSS
+of the process tree, peak RSS of the launcher process) and our ratios against each peer (best
+of the repeats, and per repeat); at several `--scales` (1x, 2x, 4x the corpus) also the scaling
+of our wall time and memory. `--pcm16`: the corpus without the 24-bit file (int16 signals).
+`--json PATH` saves the rows.
 """
 
 from __future__ import annotations
@@ -42,6 +47,8 @@ RECORD_ARGS = ["--win_len", "16000", "--features", "log_mel"]
 QUIET = {"TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONWARNINGS": "ignore"}
 # Variants of our job: extra flags (``--systems ours,ours_none,...`` to compare them).
 OURS = {"ours": [], "ours_none": ["--compression", "NONE"], "ours_gzip": ["--compression", "GZIP"]}
+PEERS = ("tfdata", "seed", "save")  # what a user would write instead; "best peer": the fastest
+FLOOR = [PY, "-c", "import tensorflow_transform.beam"]
 
 
 def run_ours(input_dir: Path, out: Path, extra: list[str]) -> tuple[Measured, dict]:
@@ -50,7 +57,9 @@ def run_ours(input_dir: Path, out: Path, extra: list[str]) -> tuple[Measured, di
     m = run_measured(cmd, env=QUIET)
     manifest = json.loads((out / "manifest.json").read_text())
     size = sum(s["num_bytes"] for sp in manifest["splits"].values() for s in sp["shards"])
-    return m, {"windows": manifest["num_examples"], "bytes": size, "seconds": None}
+    total = sum(p.stat().st_size for p in out.rglob("*") if p.is_file())
+    return m, {"windows": manifest["num_examples"], "bytes": size, "seconds": None,
+               "bytes_dir": total}  # fmt: skip
 
 
 def run_baseline(mode: str, input_dir: Path, out: Path | None) -> tuple[Measured, dict]:
@@ -66,8 +75,11 @@ def run_baseline(mode: str, input_dir: Path, out: Path | None) -> tuple[Measured
 def measure(system: str, scale: int, input_dir: Path, work: Path, extra: list[str]) -> dict:
     """One measured run of `system` on `input_dir`; a result row."""
     out = work / f"{system}-{scale}x"
+    load = Path("/proc/loadavg").read_text().split()[0]  # the machine is shared: note its load
     if system in OURS:
         m, res = run_ours(input_dir, out, extra + OURS[system])
+    elif system == "floor":
+        m, res = run_measured(FLOOR, env=QUIET), {"windows": 0, "bytes": 0, "seconds": None}
     else:
         m, res = run_baseline(system, input_dir, None if system == "limit" else out)
     if out.exists():
@@ -84,6 +96,7 @@ def measure(system: str, scale: int, input_dir: Path, work: Path, extra: list[st
         "peak_rss_tree": m.peak_rss_tree,
         "peak_rss_root": m.peak_rss_root,
         "processes": m.peak_processes,
+        "load": float(load),
         "extra": {k: v for k, v in res.items() if k not in ("windows", "bytes", "seconds")},
     }
 
@@ -109,22 +122,26 @@ def per_repeat(rows: list[dict], ours: str, other: str, scale: int) -> list[floa
 def report(rows: list[dict], audio: dict[int, float]) -> str:
     """The results table and ratios as text."""
     lines = [
-        f"{'system':8} {'scale':>5} {'seconds':>8} {'audio-s/s':>9} {'windows/s':>9} "
-        f"{'MB out':>7} {'PSS tree MiB':>12} {'RSS launcher MiB':>16} {'procs':>5}"
+        f"{'system':9} {'scale':>5} {'seconds':>8} {'audio-s/s':>9} {'windows/s':>9} "
+        f"{'MB out':>7} {'KB/window':>9} {'PSS tree MiB':>12} {'RSS launcher MiB':>16} {'procs':>5}"
     ]
-    systems = (*OURS, "tfdata", "save", "limit")
+    systems = (*OURS, *PEERS, "limit", "floor")
     for scale in sorted(audio):
         for system in systems:
             r = best(rows, system, scale)
             if r is None:
                 continue
+            per_window = r["bytes"] / r["windows"] / 1e3 if r["windows"] and r["bytes"] else 0
+            if system == "floor":  # no work: its time only
+                lines.append(f"{system:9} {scale:>4}x {r['seconds']:8.2f}")
+                continue
             lines.append(
-                f"{system:8} {scale:>4}x {r['seconds']:8.1f} {audio[scale] / r['seconds']:9.0f} "
-                f"{r['windows'] / r['seconds']:9.0f} {r['bytes'] / 1e6:7.0f} "
+                f"{system:9} {scale:>4}x {r['seconds']:8.2f} {audio[scale] / r['seconds']:9.0f} "
+                f"{r['windows'] / r['seconds']:9.0f} {r['bytes'] / 1e6:7.0f} {per_window:9.1f} "
                 f"{mib(r['peak_pss_tree']):>12} {mib(r['peak_rss_root']):>16} {r['processes']:>5}"
             )
-    baselines = [r for r in (best(rows, s, 1) for s in ("tfdata", "save")) if r]
-    limit = best(rows, "limit", 1)
+    baselines = [r for r in (best(rows, s, 1) for s in PEERS) if r]
+    limit, floor = best(rows, "limit", 1), best(rows, "floor", 1)
     for variant in OURS:
         ours = best(rows, variant, 1)
         if ours is None:
@@ -133,16 +150,27 @@ def report(rows: list[dict], audio: dict[int, float]) -> str:
             if other:
                 ratio = other["seconds"] / ours["seconds"]
                 lines.append(f"{variant} / {other['system']}: {ratio:.2f}x (>1: {variant} faster)")
+                pairs = per_repeat(rows, variant, other["system"], 1)
+                if len(pairs) > 1:  # best-of ratios follow the luckiest run; show every pair
+                    shown = ", ".join(f"{x:.2f}" for x in pairs)
+                    lines.append(f"  per repeat: {shown}; median {statistics.median(pairs):.2f}x")
         if baselines:
             f = min(baselines, key=lambda r: r["seconds"])
             ratio = f["seconds"] / ours["seconds"]
+            lines.append(f"{variant} / best peer [{f['system']}]: {ratio:.2f}x")
+            for other in baselines:
+                if other["bytes"] and ours["bytes"]:
+                    bytes_ratio = (ours["bytes"] / ours["windows"]) / (
+                        other["bytes"] / other["windows"]
+                    )
+                    lines.append(
+                        f"{variant} bytes/window / {other['system']}'s: {bytes_ratio:.2f}x"
+                    )
+        if floor:
             lines.append(
-                f"{variant} / faster of (a),(b) [{f['system']}]: {ratio:.2f}x (target 1.2)"
+                f"{variant} - floor (import tensorflow_transform.beam, {floor['seconds']:.2f} s): "
+                f"{ours['seconds'] - floor['seconds']:.2f} s"
             )
-            pairs = per_repeat(rows, variant, f["system"], 1)
-            if len(pairs) > 1:  # best-of ratios follow the luckiest run; show every pair too
-                shown = ", ".join(f"{x:.2f}" for x in pairs)
-                lines.append(f"  per repeat: {shown}; median {statistics.median(pairs):.2f}x")
     for scale in sorted(audio)[1:]:
         r, a = best(rows, "ours", scale), best(rows, "tfdata", scale)
         if r and a:
@@ -166,19 +194,22 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--scales", default="1", help="comma list of corpus multiples")
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument(
-        "--systems", default="ours,tfdata,save,limit", help="systems run at 1x (others: ours)"
+        "--systems",
+        default="ours,tfdata,seed,save,limit,floor",
+        help="systems run at 1x (others: ours)",
     )
     parser.add_argument(
         "--every_scale", default="", help="systems also run at every other scale (e.g. tfdata)"
     )
     parser.add_argument("--dir", default=DEFAULT_DIR, help="corpus and output cache dir")
     parser.add_argument("--ours_args", default="", help="extra flags for pipelines.record")
+    parser.add_argument("--pcm16", action="store_true", help="corpus without the 24-bit file")
     parser.add_argument("--json", default=None, help="append the rows to this JSON file")
     args = parser.parse_args(argv)
     scales = [int(s) for s in args.scales.split(",")]
     work = Path(args.dir) / "work"
     work.mkdir(parents=True, exist_ok=True)
-    dirs = {s: corpus(args.minutes * s, root=args.dir) for s in scales}
+    dirs = {s: corpus(args.minutes * s, root=args.dir, pcm16=args.pcm16) for s in scales}
     stats = {s: corpus_stats(d) for s, d in dirs.items()}
     for s, st in stats.items():
         print(f"corpus {s}x: {dirs[s]} {st}", flush=True)
@@ -198,6 +229,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.json:
         previous = json.loads(Path(args.json).read_text()) if Path(args.json).exists() else []
         Path(args.json).write_text(json.dumps(previous + rows, indent=1))
+    print(f"load average after: {Path('/proc/loadavg').read_text().strip()}")
     print(report(rows, {s: st["audio_seconds"] for s, st in stats.items()}))
 
 

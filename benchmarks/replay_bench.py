@@ -1,27 +1,35 @@
-"""Replay benchmark: `replay_dataset` vs raw TFRecord parsing, Dataset.load and online features.
+"""Replay benchmark: `replay_dataset` vs the seed-style script, (a), Dataset.load, raw parsing.
 
-    python benchmarks/replay_bench.py --minutes 60 [--repeats 2] [--epochs 5]
+    python benchmarks/replay_bench.py --minutes 30 --pcm16 [--repeats 2] [--epochs 4]
     python benchmarks/replay_bench.py --minutes 5                     # quick run
 
-Needs two datasets of the corpus (`benchmarks/corpus.py`), made on first use and cached under
-$AUDIORECORDS_BENCH_DIR/work: ours (``python -m pipelines.record --win_len 16000 --features
-log_mel``) and the ``tf.data.Dataset.save(compression="GZIP")`` of `baselines.tf_dataset`.
+Needs the corpus (`benchmarks/corpus.py`) and four datasets of it, made on first use and cached
+under $AUDIORECORDS_BENCH_DIR/work (``--rerecord``: record ours again, e.g. after a format
+change): ours (``python -m pipelines.record --win_len 16000 --features log_mel``), the
+seed-style script's and (a)'s TFRecords and (b)'s ``Dataset.save(compression="GZIP")``
+(`baselines.py`).
 
-Variants, all batch 64 over every key of the element, each in its own process (so its peak
-memory is its own) and run one after the other in this run (order rotated between repeats):
+Protocol (issue 18): each variant in its own process (so its peak memory is its own); TensorFlow
+and the reader imported and the dataset built before the clock; batch 64, no shuffle; the first
+epoch, then `--epochs` warm epochs (median). Variants run one after the other in this run (order
+rotated between repeats):
 
-- ``ours``: ``replay_dataset(path, batch_size=64)``;
-- ``ours_shuffle``: the same with ``shuffle_buffer=10_000``;
-- ``raw``: the limit (a): ``TFRecordDataset(our shards, num_parallel_reads=AUTOTUNE)``, batch,
-  ``tf.io.parse_example`` + ``decode_raw`` of the signal (no count check, no interleave logic);
-- ``load``: (b) ``tf.data.Dataset.load`` of the Dataset.save output, batched;
-- ``online``: (c) `baselines.tf_dataset`: decode the WAV files + log-mel in tf.data, batched.
+- ``ours``: ``replay_dataset(path, batch_size=64)``, every key; ``ours_same``: signal + log_mel;
+  ``ours_same_norm``: signal + log_mel + log_mel_norm; ``ours_norm_target``: log_mel_norm +
+  target (the `features` argument); ``ours_shuffle``: every key, ``shuffle_buffer=10_000``;
+- ``seed``: the seed-style script's reader (`baselines.seed_replay`: parse_single_example +
+  parse_tensor per record), every key it stores (signal, log_mel, class, target);
+  ``seed_same``: signal + log_mel; ``seed_same_norm``: + log_mel_norm from its own statistics;
+- ``tfdata``: (a)'s reader (`baselines.tfdata_replay`), every key;
+- ``load``: (b) ``tf.data.Dataset.load`` of the Dataset.save output, every key, batched;
+  ``load_same``: the same, keeping signal + log_mel;
+- ``raw``: ``TFRecordDataset(our shards)`` + one ``parse_example`` per batch + ``decode_raw``
+  (no count check, no interleave logic): what parsing our shards costs at least;
+- ``online``: `baselines.tf_dataset`: decode the WAV files + log-mel in tf.data, batched.
 
-Each child iterates one warm-up epoch and then `--epochs` timed epochs; the table shows the median
-timed epoch over all repeats (single epochs of ~0.5 s vary 2x on a shared machine; the median of
-10 does not) and the median first epoch. Prints windows/s, MB/s
-(bytes on disk read per second: shards, snapshot files or WAV files), the peak PSS of the
-process, and the ratios of ours to each.
+Prints windows/s (median warm epoch over all repeats), MB/s (bytes on disk per second), the
+median first epoch, the peak PSS of the process, bytes per window of each dataset, and the
+ratios of ours to each peer, every key and same keys. The load average is noted with each row.
 """
 
 from __future__ import annotations
@@ -29,6 +37,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -40,10 +49,31 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.dirname(HERE))
 
 from _measure import last_json, mib, run_measured  # noqa: E402
+from baselines import BATCH, SEED_KEYS  # noqa: E402
 from corpus import DEFAULT_DIR, corpus  # noqa: E402
 
-VARIANTS = ("ours", "ours_shuffle", "raw", "load", "online")
-BATCH = 64
+SAME = ("signal", "log_mel")  # the keys every system stores
+# variant -> (dataset, keys; None: every key the dataset has)
+VARIANTS = {
+    "ours": ("ours", None),
+    "ours_same": ("ours", SAME),
+    "ours_same_norm": ("ours", (*SAME, "log_mel_norm")),
+    "ours_norm_target": ("ours", ("log_mel_norm", "target")),
+    "ours_shuffle": ("ours", None),
+    "seed": ("seed", SEED_KEYS),
+    "seed_same": ("seed", SAME),
+    "seed_same_norm": ("seed", (*SAME, "log_mel_norm")),
+    "tfdata": ("tfdata", None),
+    "load": ("save", None),
+    "load_same": ("save", SAME),
+    "raw": ("ours", None),
+    "online": ("corpus", None),
+}
+DEFAULT = [v for v in VARIANTS if v not in ("ours_shuffle", "online")]
+# (ours, peer) pairs whose ratios are printed: every key, then the same keys
+PAIRS = [("ours", "seed"), ("ours", "load"), ("ours", "tfdata"), ("ours", "raw"),
+         ("ours", "online"), ("ours_same", "seed_same"), ("ours_same", "load_same"),
+         ("ours_same_norm", "seed_same_norm"), ("ours_norm_target", "seed")]  # fmt: skip
 QUIET = {"TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONWARNINGS": "ignore"}
 
 
@@ -51,24 +81,33 @@ def _du(path: Path) -> int:
     return sum(p.stat().st_size for p in Path(path).rglob("*") if p.is_file())
 
 
-def prepare(minutes: float, root: str, record_args: str = "") -> dict[str, Path]:
-    """The corpus and both recorded datasets (made once, reused while present)."""
-    src = corpus(minutes, root=root)
+def prepare(
+    minutes: float, root: str, record_args: str = "", *, pcm16: bool = False, rerecord: bool = False
+) -> dict[str, Path]:
+    """The corpus and the recorded datasets (made once, reused while present)."""
+    src = corpus(minutes, root=root, pcm16=pcm16)
     work = Path(root) / "work"
     tag = "".join(c if c.isalnum() else "-" for c in record_args.strip())
-    ours = work / f"replay-ours-{minutes:g}min{'-' + tag if tag else ''}"
-    saved = work / f"replay-save-{minutes:g}min"
+    ours = work / f"replay-ours-{src.name}{'-' + tag if tag else ''}"
+    paths = {"corpus": src, "ours": ours}
+    if rerecord and ours.exists():
+        shutil.rmtree(ours)
     if not (ours / "manifest.json").exists():
         cmd = [sys.executable, "-m", "pipelines.record", "--input_pattern", f"{src}/*.wav"]
         cmd += ["--output_dir", str(ours), "--overwrite", "--win_len", "16000"]
         run_measured([*cmd, "--features", "log_mel", *record_args.split()], env=QUIET)
-    if not (saved / "snapshot.metadata").exists():
-        tmp = Path(f"{saved}.tmp")
-        script = os.path.join(HERE, "baselines.py")
-        run_measured([sys.executable, script, "save", "--input_dir", str(src), "--output_dir",
-                      str(tmp)], env=QUIET)  # fmt: skip
-        tmp.rename(saved)
-    return {"corpus": src, "ours": ours, "save": saved}
+    script = os.path.join(HERE, "baselines.py")
+    done_file = {"save": "snapshot.metadata", "seed": "meta.json", "tfdata": "meta.json"}
+    for name, done in done_file.items():
+        out = paths[name] = work / f"replay-{name}-{src.name}"
+        if not (out / done).exists():
+            tmp = Path(f"{out}.tmp")
+            if tmp.exists():
+                shutil.rmtree(tmp)
+            run_measured([sys.executable, script, name, "--input_dir", str(src), "--output_dir",
+                          str(tmp)], env=QUIET)  # fmt: skip
+            tmp.rename(out)
+    return paths
 
 
 def build(variant: str, paths: dict[str, Path]):
@@ -77,14 +116,27 @@ def build(variant: str, paths: dict[str, Path]):
 
     from replay import load_info, replay_dataset
 
-    if variant in ("ours", "ours_shuffle"):
+    dataset, keys = VARIANTS[variant]
+    if variant.startswith("ours"):
         shuffle = 10_000 if variant == "ours_shuffle" else 0
-        ds = replay_dataset(paths["ours"], batch_size=BATCH, shuffle_buffer=shuffle, seed=None)
+        ds = replay_dataset(
+            paths["ours"], features=keys, batch_size=BATCH, shuffle_buffer=shuffle, seed=None
+        )
         return ds, _du_shards(paths["ours"])
+    if variant.startswith("seed"):
+        from baselines import seed_replay
+
+        return seed_replay(str(paths["seed"]), keys), _du(paths["seed"])
+    if variant == "tfdata":
+        from baselines import tfdata_replay
+
+        return tfdata_replay(str(paths["tfdata"])), _du(paths["tfdata"])
     if variant == "raw":
         info = load_info(paths["ours"])
         spec, raw_keys = {}, {}
         for key, e in info.elements.items():
+            if getattr(e, "encoding", None) is None:
+                continue  # not stored (computed at read time)
             if e.encoding == "raw":
                 spec[key] = tf.io.FixedLenFeature([], tf.string)
                 raw_keys[key] = (tf.as_dtype(e.dtype), e.shape)
@@ -104,8 +156,10 @@ def build(variant: str, paths: dict[str, Path]):
         )
         ds = ds.batch(BATCH).map(parse, num_parallel_calls=tf.data.AUTOTUNE)
         return ds.prefetch(tf.data.AUTOTUNE), _du_shards(paths["ours"])
-    if variant == "load":
+    if variant.startswith("load"):
         ds = tf.data.Dataset.load(str(paths["save"]), compression="GZIP")
+        if keys:
+            ds = ds.map(lambda e: {k: e[k] for k in keys})
         return ds.batch(BATCH).prefetch(tf.data.AUTOTUNE), _du(paths["save"])
     if variant == "online":
         from baselines import tf_dataset
@@ -121,7 +175,7 @@ def _du_shards(path: Path) -> int:
 
 
 def child(variant: str, paths: dict[str, Path], epochs: int) -> dict:
-    """Runs in the subprocess: one warm-up epoch, then `epochs` timed epochs."""
+    """Runs in the subprocess: dataset built, then the first epoch and `epochs` warm epochs."""
     ds, nbytes = build(variant, paths)
     times, windows = [], 0
     for _ in range(epochs + 1):
@@ -134,49 +188,74 @@ def child(variant: str, paths: dict[str, Path], epochs: int) -> dict:
             "bytes": nbytes}  # fmt: skip
 
 
-def report(rows: list[dict]) -> str:
-    """Table (median timed epoch over all repeats per variant) and ratios."""
+def dataset_bytes(paths: dict[str, Path]) -> dict[str, tuple[int, int]]:
+    """(bytes on disk, windows) of each recorded dataset."""
+    manifest = json.loads((paths["ours"] / "manifest.json").read_text())
+    windows = manifest["num_examples"]
+    return {
+        "ours (shards)": (_du_shards(paths["ours"]), windows),
+        "ours (directory)": (_du(paths["ours"]), windows),
+        "seed-style": (_du(paths["seed"]), windows),
+        "(a) tfdata": (_du(paths["tfdata"]), windows),
+        "(b) Dataset.save GZIP": (_du(paths["save"]), windows),
+    }
+
+
+def report(rows: list[dict], sizes: dict[str, tuple[int, int]] | None = None) -> str:
+    """Table (median warm epoch over all repeats per variant, median first epoch) and ratios."""
     merged: dict[str, dict] = {}
     for r in rows:
-        m = merged.setdefault(r["variant"], dict(r, epochs=[], firsts=[], pss=0))
+        m = merged.setdefault(r["variant"], dict(r, epochs=[], firsts=[], pss=0, loads=[]))
         m["epochs"] += r["epochs"]
         m["firsts"].append(r.get("first", r["epochs"][0]))
         m["pss"] = max(m["pss"], r["pss"])
+        m["loads"].append(r.get("load", 0.0))
     for m in merged.values():
         m["seconds"] = statistics.median(m["epochs"])
-    head = f"{'variant':13} {'windows/s':>9} {'MB/s':>7} {'epoch s':>8} {'1st epoch s':>11}"
-    lines = [f"{head} {'peak PSS MiB':>12}"]
+        m["first"] = statistics.median(m["firsts"])
+    head = f"{'variant':16} {'windows/s':>9} {'MB/s':>7} {'warm s':>7} {'1st epoch s':>11}"
+    lines = [f"{head} {'peak PSS MiB':>12} {'load':>9}"]
     for v in VARIANTS:
         if v in merged:
             m = merged[v]
+            loads = "/".join(f"{x:.1f}" for x in m["loads"])
             lines.append(
-                f"{v:13} {m['windows'] / m['seconds']:9.0f} {m['bytes'] / 1e6 / m['seconds']:7.0f}"
-                f" {m['seconds']:8.2f} {statistics.median(m['firsts']):11.2f} {mib(m['pss']):>12}"
+                f"{v:16} {m['windows'] / m['seconds']:9.0f} {m['bytes'] / 1e6 / m['seconds']:7.0f}"
+                f" {m['seconds']:7.3f} {m['first']:11.3f} {mib(m['pss']):>12} {loads:>9}"
             )
-    if "ours" in merged:
-        targets = {"raw": ">= 0.9", "load": ">= 1.5", "online": ">= 10"}
-        for v, target in targets.items():
-            if v in merged:
-                ratio = merged[v]["seconds"] / merged["ours"]["seconds"]
-                lines.append(f"ours / {v}: {ratio:.2f}x (target {target})")
-        if "ours_shuffle" in merged and "raw" in merged:
-            ratio = merged["raw"]["seconds"] / merged["ours_shuffle"]["seconds"]
-            lines.append(f"ours_shuffle / raw: {ratio:.2f}x")
+    for ours, peer in PAIRS:
+        if ours in merged and peer in merged:
+            warm = merged[peer]["seconds"] / merged[ours]["seconds"]
+            first = merged[peer]["first"] / merged[ours]["first"]
+            lines.append(f"{ours} / {peer}: warm {warm:.2f}x, first epoch {first:.2f}x (>1: ours)")
+    if "ours_shuffle" in merged and "ours" in merged:
+        ratio = merged["ours"]["seconds"] / merged["ours_shuffle"]["seconds"]
+        lines.append(f"ours_shuffle / ours: {ratio:.2f}x")
+    for name, (nbytes, windows) in (sizes or {}).items():
+        per_window = nbytes / windows / 1e3
+        lines.append(f"bytes/window {name}: {per_window:.1f} KB ({nbytes / 1e6:.0f} MB)")
+    if sizes:
+        ours = sizes["ours (shards)"][0]
+        for name in ("seed-style", "(a) tfdata", "(b) Dataset.save GZIP"):
+            lines.append(f"ours shards bytes / {name}: {ours / sizes[name][0]:.2f}x")
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--minutes", type=float, default=60.0)
+    parser.add_argument("--minutes", type=float, default=30.0)
+    parser.add_argument("--pcm16", action="store_true", help="corpus without the 24-bit file")
     parser.add_argument("--repeats", type=int, default=2)
-    parser.add_argument("--epochs", type=int, default=5, help="timed epochs after a warm-up")
-    parser.add_argument("--variants", default=",".join(VARIANTS))
+    parser.add_argument("--epochs", type=int, default=4, help="warm epochs after the first")
+    parser.add_argument("--variants", default=",".join(DEFAULT), help=f"of {','.join(VARIANTS)}")
     parser.add_argument("--dir", default=DEFAULT_DIR)
     parser.add_argument("--record_args", default="", help="extra flags for our dataset")
+    parser.add_argument("--rerecord", action="store_true", help="record our dataset again")
     parser.add_argument("--json", default=None, help="append the rows to this JSON file")
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    paths = prepare(args.minutes, args.dir, args.record_args)
+    rerecord = args.rerecord and not args.child
+    paths = prepare(args.minutes, args.dir, args.record_args, pcm16=args.pcm16, rerecord=rerecord)
     if args.child:
         print(json.dumps(child(args.child, paths, args.epochs)))
         return
@@ -185,19 +264,21 @@ def main(argv: list[str] | None = None) -> None:
     for rep in range(args.repeats):
         for v in variants[rep % len(variants) :] + variants[: rep % len(variants)]:
             cmd = [sys.executable, __file__, "--minutes", str(args.minutes), "--dir", args.dir]
-            cmd.append(f"--record_args={args.record_args}")
+            cmd += [f"--record_args={args.record_args}", *(["--pcm16"] if args.pcm16 else [])]
+            load = float(Path("/proc/loadavg").read_text().split()[0])
             try:
                 m = run_measured([*cmd, "--epochs", str(args.epochs), "--child", v], env=QUIET)
             except (RuntimeError, subprocess.SubprocessError) as e:
                 print(f"{v}: failed: {e}", flush=True)
                 continue
             row = dict(last_json(m.stdout), pss=m.peak_pss_tree, rss=m.peak_rss_tree, repeat=rep)
+            row["load"] = load
             rows.append(row)
             print(json.dumps(row), flush=True)
     if args.json:
         previous = json.loads(Path(args.json).read_text()) if Path(args.json).exists() else []
         Path(args.json).write_text(json.dumps(previous + rows, indent=1))
-    print(report(rows))
+    print(report(rows, dataset_bytes(paths)))
 
 
 if __name__ == "__main__":

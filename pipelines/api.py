@@ -10,8 +10,9 @@ For notebooks and orchestration code (Airflow / Kubeflow tasks)::
     print(result.num_examples, result.errors)
 
 Every CLI option is a keyword (``--win_len 16000`` -> ``win_len=16000``; flags take booleans;
-lists are joined with commas; ``normalize=False`` is ``--no_normalize``). Beam options go in
-`beam_args` (``["--runner", "DataflowRunner", ...]``). `shard_func` is the
+lists are joined with commas; ``normalize=False`` is ``--no_normalize``): they build the same
+`pipelines.config.RecordConfig` the command line builds, without a command line in between.
+Beam options go in `beam_args` (``["--runner", "DataflowRunner", ...]``). `shard_func` is the
 `tf.data.experimental.snapshot` contract: a callable from an element (a dict of the element's
 keys, scalars as Python values, arrays as numpy) to a shard index (taken modulo the split's
 shard count); it must be picklable to run on remote workers.
@@ -19,12 +20,12 @@ shard count); it must be picklable to run on remote workers.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from pipelines import record as record_pipeline
+from pipelines import job
+from pipelines.config import OPTION_NAMES, RecordConfig
 
 
 @dataclasses.dataclass(frozen=True)
@@ -44,34 +45,6 @@ class RecordResult:
     audio_seconds_per_second: float
     windows_per_second: float
     counters: Mapping[str, int]
-
-
-def _option_dests() -> dict[str, argparse.Action]:
-    parser = argparse.ArgumentParser(add_help=False)
-    record_pipeline.RecordOptions._add_argparse_args(parser)  # noqa: SLF001 - Beam's own hook
-    return {a.dest: a for a in parser._actions}  # noqa: SLF001
-
-
-def to_argv(options: Mapping[str, Any]) -> list[str]:
-    """Keyword options -> the equivalent command line (raises TypeError on unknown names)."""
-    actions = _option_dests()
-    argv: list[str] = []
-    for name, value in options.items():
-        action = actions.get(name)
-        if action is None:
-            raise TypeError(f"record_dataset() got an unknown option {name!r}")
-        if value is None:
-            continue
-        flag = action.option_strings[0]
-        if isinstance(action, argparse._StoreFalseAction):  # noqa: SLF001 (e.g. normalize)
-            argv += [flag] if value is False else []
-        elif isinstance(action, argparse._StoreTrueAction):  # noqa: SLF001
-            argv += [flag] if value else []
-        elif isinstance(value, list | tuple):
-            argv += [flag, ",".join(str(v) for v in value)]
-        else:
-            argv += [flag, str(value)]
-    return argv
 
 
 def record_dataset(
@@ -98,8 +71,11 @@ def record_dataset(
       TypeError: an unknown option name.
       pipelines.plan.UsageError: invalid option values or inputs (before any work).
     """
-    argv = to_argv({"input_pattern": input_pattern, "output_dir": output_dir, **options})
-    summary = record_pipeline.run(argv + list(beam_args), shard_func=shard_func)
+    unknown = sorted(set(options) - OPTION_NAMES)
+    if unknown:
+        raise TypeError(f"record_dataset() got an unknown option {unknown[0]!r}")
+    config = RecordConfig(input_pattern=input_pattern, output_dir=output_dir, **options)
+    summary = job.run_job(config, beam_argv=list(beam_args), shard_func=shard_func)
     m = summary["manifest"]
     seconds = summary["seconds"]
     return RecordResult(

@@ -1,7 +1,12 @@
 """Planning a record run: validate options, match inputs, decide shards — before any work.
 
 Everything here happens in the launcher, fails fast with one clear line (`UsageError`), and
-produces a frozen `RecordPlan` the pipeline is built from.
+produces a frozen `RecordPlan` the pipeline is built from, in three steps:
+
+1. validate: building the `pipelines.config.RecordConfig` checks every option (no I/O);
+2. `scan_inputs`: match the files, read labels and headers (and annotation tables), check the
+   output directory: everything planning learns from storage (`ScannedInputs`);
+3. `size_tasks`: feature shapes, shard counts and read tasks, a pure function of the two.
 """
 
 from __future__ import annotations
@@ -16,26 +21,21 @@ from typing import Any
 
 from apache_beam.io.filesystems import FileSystems
 
+from pipelines.config import RecordConfig, UsageError, require
 from replay import format as fmt
 from transforms.audio import features as feats
 from transforms.audio import formats, labels, wav
-from transforms.audio.dtypes import SIGNAL_DTYPES
 from transforms.audio.dtypes import resolve as resolve_signal_dtype
-from transforms.audio.windows import WindowConfig
-from transforms.record import annotation_job, annotation_plan, read_windows, shard_plan
-from transforms.record.file_rows import CHANNEL_MODES, InputFile, ReadConfig, planned_rows
+from transforms.record import annotation_job, annotation_plan, shard_plan
+from transforms.record.file_rows import InputFile, ReadConfig, planned_rows
 from transforms.record.preprocessing import RecordLayout
-from transforms.record.write_shards import COMPRESSIONS, plan_num_shards
+from transforms.record.write_shards import plan_num_shards
 
 RUN_MARKER = ".audiorecords-run"  # written first into the output dir: "this folder is ours"
 TASK_BYTES = 32 << 20  # 32 MiB of stored elements per read task, at most ...
 TASKS_PER_CORE = 4  # ... and at least 4 tasks per core when there is enough data ...
 MIN_TASK_ROWS = 64  # ... but never tasks of fewer than 64 elements
 HEADER_THREADS = 16  # parallel header reads at planning (remote stores: latency-bound)
-
-
-class UsageError(ValueError):
-    """Bad arguments or inputs: the run stops before any work, with this one-line message."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,11 +54,6 @@ class RecordPlan:
     classes: tuple[str, ...] = ()  # the class list in `target` order (labels.run_classes)
     analyze_splits: tuple[str, ...] = (fmt.ALL_SPLIT,)  # splits TFT's statistics come from
     annotation_errors: tuple[dict, ...] = ()  # --annotations: bad table rows (manifest errors)
-
-
-def _check(condition: bool, message: str) -> None:
-    if not condition:
-        raise UsageError(message)
 
 
 def match_inputs(pattern: str) -> list[tuple[str, int]]:
@@ -103,269 +98,265 @@ def _is_our_manifest(output_dir: str) -> bool:
         return False
 
 
-def plan_record(opts: Any, *, shard_func: Callable[[dict], int] | None = None) -> RecordPlan:
-    """Validates `opts` (a RecordOptions view) and matches the inputs.
+@dataclasses.dataclass(frozen=True)
+class ScannedInputs:
+    """What planning learns from storage (`scan_inputs`), before sizing the work."""
+
+    output_dir: str  # without a trailing "/"
+    inputs: tuple[InputFile, ...]  # headers read (`info`), or `error` set
+    classes: tuple[str, ...]  # the class list in `target` order
+    sharding: shard_plan.Sharding  # splits and classes; no shard counts yet
+    signal_dtype: str  # resolved: holds every usable file exactly
+    max_events: int | None = None  # --annotations: most events in one window (None: no tables)
+    annotation_errors: tuple[dict, ...] = ()  # --annotations: bad table rows
+
+
+def plan_record(
+    config: RecordConfig | Any, *, shard_func: Callable[[dict], int] | None = None
+) -> RecordPlan:
+    """Validates the options, scans the inputs and sizes the work.
 
     Args:
-      opts: the parsed options.
+      config: the run's `RecordConfig` (or parsed options, e.g. a `RecordOptions` view).
       shard_func: optional element -> shard index callable (Python API).
 
     Raises:
       UsageError: the first problem found, as one line naming the option.
     """
-    _check(opts.win_len > 0, f"--win_len must be > 0, got {opts.win_len}")
-    hop = opts.win_len if opts.hop_len is None else opts.hop_len
-    _check(hop > 0, f"--hop_len must be > 0, got {hop}")
-    _check(
-        hop <= opts.win_len,
-        f"--hop_len {hop} > --win_len {opts.win_len} would skip samples between windows",
-    )
-    _check(
-        opts.max_windows_per_signal is None or opts.max_windows_per_signal > 0,
-        f"--max_windows_per_signal must be > 0, got {opts.max_windows_per_signal}",
-    )
-    _check(opts.channel_mode in CHANNEL_MODES, f"--channel_mode must be one of {CHANNEL_MODES}")
-    _check(opts.signal_dtype in SIGNAL_DTYPES, f"--signal_dtype must be one of {SIGNAL_DTYPES}")
-    compression = opts.compression.upper()
-    _check(compression in COMPRESSIONS, f"--compression must be one of {COMPRESSIONS}")
-    _check(opts.sample_rate is None or opts.sample_rate > 0, "--sample_rate must be > 0")
-    _check(opts.num_shards is None or opts.num_shards > 0, "--num_shards must be > 0")
-    name = opts.dataset_name  # shard names derive from it: it must not leave --output_dir
-    problem = fmt.plain_name_problem(name)  # the rule every reader applies to shard names
-    _check(
-        problem is None,
-        f"--dataset_name {name!r} must be a plain file name (no '/', '\\', leading '.' or glob "
-        f"characters): it {problem}",
-    )
-    for flag in ("elements_per_shard", "max_elements"):
-        value = getattr(opts, flag)
-        _check(value is None or value > 0, f"--{flag} must be > 0, got {value}")
-    _check(
-        opts.elements_per_shard is None or opts.num_shards is None,
-        "--elements_per_shard and --num_shards exclude each other",
-    )
-    try:
-        splits = shard_plan.parse_splits(opts.splits)
-        if opts.shard_by not in shard_plan.SHARD_BY:
-            raise ValueError(f"--shard_by must be one of {', '.join(shard_plan.SHARD_BY)}")
-    except ValueError as e:
-        raise UsageError(str(e)) from e
-    names = tuple(n.strip() for n in opts.features.split(",") if n.strip())
-    names = () if names == ("none",) else names
-    unknown = [n for n in names if n not in feats.FEATURE_NAMES]
-    _check(
-        not unknown,
-        f"--features: unknown feature {', '.join(unknown)}; "
-        f"choose from {', '.join(feats.FEATURE_NAMES)} or none",
-    )
-    feature_config = feats.FeatureConfig(
-        names=names,
-        frame_length=opts.frame_length,
-        frame_step=opts.frame_step,
-        fft_length=opts.fft_length,
-        num_mel_bins=opts.num_mel_bins,
-        lower_edge_hz=opts.lower_edge_hz,
-        upper_edge_hz=opts.upper_edge_hz,
-        num_mfccs=opts.num_mfccs,
-    )
-    try:
-        label_kind, csv_path = labels.parse_label_source(opts.label_source)
-        fixed_classes = labels.parse_classes(opts.classes, read_text=_read_classes_file)
-        analyze = read_windows.analyzed_splits(
-            opts.analyze_splits, split_names=tuple(n for n, _ in splits) or (fmt.ALL_SPLIT,)
-        )
-    except ValueError as e:
-        raise UsageError(str(e)) from e
+    if not isinstance(config, RecordConfig):
+        config = RecordConfig.from_namespace(config)  # validates
+    scanned = scan_inputs(config, shard_func=shard_func)
+    return size_tasks(config, scanned, cpu_count=os.cpu_count() or 1)
 
-    matched = match_inputs(opts.input_pattern)
-    _check(bool(matched), f"--input_pattern {opts.input_pattern!r} matches no file")
+
+def scan_inputs(
+    config: RecordConfig, *, shard_func: Callable[[dict], int] | None = None
+) -> ScannedInputs:
+    """Matches the inputs, reads their labels and headers, checks the output directory.
+
+    All of planning's I/O: the class list file, the file list, the label CSV, every file's
+    header, the output directory's entries and the annotation tables.
+
+    Raises:
+      UsageError: no input, an unreadable class list or label CSV, no dtype for every file,
+        a bad file with ``--strict``, an output directory we may not replace, bad tables.
+    """
+    try:
+        fixed_classes = labels.parse_classes(config.classes, read_text=_read_classes_file)
+    except ValueError as e:
+        raise UsageError(str(e)) from e
+    matched = match_inputs(config.input_pattern)
+    require(bool(matched), f"--input_pattern {config.input_pattern!r} matches no file")
+    _, csv_path = labels.parse_label_source(config.label_source)
     csv_labels = _read_csv_labels(csv_path) if csv_path else None
     sharding = shard_plan.Sharding(
-        shard_by=opts.shard_by,
-        splits=splits,
-        split_base=shard_plan.pattern_base(opts.input_pattern),
-        elements_per_shard=opts.elements_per_shard,
-        max_elements=opts.max_elements,
+        shard_by=config.shard_by,
+        splits=config.split_weights,
+        split_base=shard_plan.pattern_base(config.input_pattern),
+        elements_per_shard=config.elements_per_shard,
+        max_elements=config.max_elements,
         shard_func=shard_func,
     )
-    labelled = [
-        _with_class(_input_file(i, p, s, label_kind, csv_labels, sharding), fixed_classes, opts)
-        for i, (p, s) in enumerate(matched)
-    ]  # class ids come from every usable label, known here: never from the data
-    try:
-        annotated = annotation_job.config_from_options(opts)
-    except ValueError as e:
-        raise UsageError(str(e)) from e
-    _check(
-        annotated is None or opts.shard_by != "class", "--shard_by class: not with --annotations"
+    labelled = label_inputs(
+        matched, config, csv_labels=csv_labels, fixed_classes=fixed_classes, sharding=sharding
     )
-    if annotated is not None:  # labels come from the tables (after the headers), not file names
-        labelled = [
-            InputFile(index=i, path=p, size_bytes=s, label="", split=f.split)
-            for (i, (p, s)), f in zip(enumerate(matched), labelled, strict=True)
-        ]
     classes = labels.run_classes((f.label for f in labelled if f.error is None), fixed_classes)
     inputs = scan_headers(labelled)
-    infos = [f.info for f in inputs if f.info is not None]
-    try:  # from the headers: a dtype that holds every file exactly, or one line saying why not
-        headers = [(f.path, f.info) for f in inputs if f.info is not None]
-        dtype = resolve_signal_dtype(opts.signal_dtype, headers)
-    except ValueError as e:
-        raise UsageError(str(e)) from e
-    bad = [f for f in inputs if f.error]
-    _check(not (opts.strict and bad), f"--strict: {bad[0].path}: {bad[0].error}" if bad else "")
-    if names:
-        rate = opts.sample_rate or (infos[0].sample_rate if infos else 16000)
-        try:
-            feature_config.validate(win_len=opts.win_len, sample_rate=rate)
-        except ValueError as e:
-            raise UsageError(f"feature parameters: {e}") from e
-    shapes = (
-        feats.feature_shapes(feature_config, win_len=opts.win_len, sample_rate=rate)
-        if names
-        else {}
-    )
+    dtype = check_inputs(config, inputs)
     sharding = dataclasses.replace(
         sharding, classes=tuple(sorted({f.label for f in inputs if f.label}))
     )
+    output_dir = config.output_dir.rstrip("/") or "/"
+    check_output_dir(config, output_dir, output_dir_state(output_dir))
+    scanned = ScannedInputs(
+        output_dir=output_dir,
+        inputs=inputs,
+        classes=classes,
+        sharding=sharding,
+        signal_dtype=dtype,
+    )
+    annotated = config.annotation_config
+    if annotated is None:
+        return scanned
+    try:  # every file's windows and labels, from the tables
+        inputs, notes = annotation_job.annotate(
+            inputs,
+            annotated,
+            window=config.window,
+            split_channels=config.channel_mode == "split",
+            sample_rate=config.sample_rate,
+            fixed_classes=fixed_classes,
+            split_base=sharding.split_base,
+            strict=config.strict,
+        )
+    except ValueError as e:
+        raise UsageError(str(e)) from e
+    return dataclasses.replace(
+        scanned,
+        inputs=inputs,
+        classes=notes.classes,
+        max_events=notes.max_events,
+        annotation_errors=notes.errors,
+    )
 
-    output_dir = opts.output_dir.rstrip("/") or "/"
-    state = output_dir_state(output_dir)
-    _check(
-        state in ("missing", "empty") or opts.overwrite,
+
+def label_inputs(
+    matched: list[tuple[str, int]],
+    config: RecordConfig,
+    *,
+    csv_labels: Mapping[str, str] | None,
+    fixed_classes: tuple[str, ...] | None,
+    sharding: shard_plan.Sharding,
+) -> list[InputFile]:
+    """(path, size) pairs -> `InputFile`s with index, label and split (pure).
+
+    Class ids come from every usable label, known here: never from the data. A file without a
+    label, or whose label is outside ``--classes`` (unless ``--unknown_class keep``), gets its
+    `error`. With ``--annotations`` the labels come from the tables later: every label is "".
+    """
+    kind, _ = labels.parse_label_source(config.label_source)
+    labelled = [
+        _with_class(
+            _input_file(i, p, s, kind, csv_labels, sharding),
+            fixed_classes,
+            keep_unknown=config.unknown_class == "keep",
+        )
+        for i, (p, s) in enumerate(matched)
+    ]
+    if config.annotations:
+        return [
+            InputFile(index=i, path=p, size_bytes=s, label="", split=f.split)
+            for (i, (p, s)), f in zip(enumerate(matched), labelled, strict=True)
+        ]
+    return labelled
+
+
+def check_inputs(config: RecordConfig, inputs: tuple[InputFile, ...]) -> str:
+    """The signal dtype for the scanned `inputs`, after the checks that need their headers.
+
+    Raises:
+      UsageError: ``--signal_dtype`` cannot hold every file exactly, or ``--strict`` and a bad
+        file (the first one is named).
+    """
+    try:  # from the headers: a dtype that holds every file exactly, or one line saying why not
+        headers = [(f.path, f.info) for f in inputs if f.info is not None]
+        dtype = resolve_signal_dtype(config.signal_dtype, headers)
+    except ValueError as e:
+        raise UsageError(str(e)) from e
+    bad = [f for f in inputs if f.error]
+    require(not (config.strict and bad), f"--strict: {bad[0].path}: {bad[0].error}" if bad else "")
+    return dtype
+
+
+def check_output_dir(config: RecordConfig, output_dir: str, state: str) -> None:
+    """Whether the run may write to `output_dir` in `state` (see `output_dir_state`).
+
+    Raises:
+      UsageError: it exists and ``--overwrite`` is not given, or it holds foreign files.
+    """
+    require(
+        state in ("missing", "empty") or config.overwrite,
         f"--output_dir {output_dir} exists; pass --overwrite to replace it",
     )
-    _check(
+    require(
         state != "foreign",
         f"--output_dir {output_dir} holds files that are not an audiorecords dataset; "
         "refusing to overwrite it",
     )
 
+
+def size_tasks(config: RecordConfig, scanned: ScannedInputs, *, cpu_count: int) -> RecordPlan:
+    """Feature shapes, shard counts per split and the read tasks (pure).
+
+    Args:
+      config: the run's options.
+      scanned: what `scan_inputs` found.
+      cpu_count: cores of the launcher (read tasks: at least `TASKS_PER_CORE` per core).
+
+    Raises:
+      UsageError: feature parameters that do not fit the windows at the files' rate, or no
+        window in the splits TFT's statistics are computed on.
+    """
+    inputs, sharding = scanned.inputs, scanned.sharding
+    names = config.feature_names
+    infos = [f.info for f in inputs if f.info is not None]
+    feature_config = config.feature_config
+    shapes = {}
+    if names:
+        rate = config.sample_rate or (infos[0].sample_rate if infos else 16000)
+        try:
+            feature_config.validate(win_len=config.win_len, sample_rate=rate)
+        except ValueError as e:
+            raise UsageError(f"feature parameters: {e}") from e
+        shapes = feats.feature_shapes(feature_config, win_len=config.win_len, sample_rate=rate)
     layout = RecordLayout(
         feature_shapes=shapes,
-        normalize=opts.normalize,
-        with_channel=opts.channel_mode == "split",
-        feature_dtype=opts.feature_dtype,
+        normalize=config.normalize,
+        with_channel=config.channel_mode == "split",
+        feature_dtype=config.feature_dtype,
     )
-    window = WindowConfig(
-        win_len=opts.win_len, hop_len=hop, pad=opts.pad, max_windows=opts.max_windows_per_signal
-    )
-    annotation_errors: tuple[dict, ...] = ()
-    if annotated is not None:  # every file's windows and labels, from the tables
-        try:
-            inputs, notes = annotation_job.annotate(
-                inputs,
-                annotated,
-                window=window,
-                split_channels=opts.channel_mode == "split",
-                sample_rate=opts.sample_rate,
-                fixed_classes=fixed_classes,
-                split_base=sharding.split_base,
-                strict=opts.strict,
-            )
-        except ValueError as e:
-            raise UsageError(str(e)) from e
-        classes, annotation_errors = notes.classes, notes.errors
+    if scanned.max_events is not None:
         layout = dataclasses.replace(
-            layout, num_label_classes=len(classes), max_events=notes.max_events
+            layout, num_label_classes=len(scanned.classes), max_events=scanned.max_events
         )
     read_config = ReadConfig(
-        window=window,
+        window=config.window,
         layout=layout,
         features=feature_config,
-        channel_mode=opts.channel_mode,
-        sample_rate=opts.sample_rate,
-        strict=opts.strict,
-        signal_dtype=dtype,
+        channel_mode=config.channel_mode,
+        sample_rate=config.sample_rate,
+        strict=config.strict,
+        signal_dtype=scanned.signal_dtype,
     )
-    input_bytes = sum(f.size_bytes for f in inputs)
-    feature_floats = sum(math.prod(s) for s in shapes.values()) * (2 if opts.normalize else 1)
-    row_bytes = opts.win_len * 4 + feature_floats * 4  # stored bytes per element, about
-    growth = 1 + feature_floats * 4 / (2 * opts.win_len)  # stored bytes per input byte
+    feature_floats = sum(math.prod(s) for s in shapes.values()) * (2 if config.normalize else 1)
+    row_bytes = config.win_len * 4 + feature_floats * 4  # stored bytes per element, about
+    growth = 1 + feature_floats * 4 / (2 * config.win_len)  # stored bytes per input byte
     estimated = {
         split: plan_num_shards(
             int(growth * sum(f.size_bytes for f in inputs if f.split == split)),
-            num_shards=opts.num_shards,
+            num_shards=config.num_shards,
         )
         for split in sharding.split_names
     }
-    usable = [f for f in inputs if f.error is None]
     segments = shard_plan.plan_segments(
         [
             (f, f.annotation.num_rows if f.annotation else planned_rows(f.info, read_config))
-            for f in usable
+            for f in inputs
+            if f.error is None
         ],
         sharding,
     )
     sharding = dataclasses.replace(
         sharding, num_shards=shard_plan.split_shard_counts(segments, sharding, estimated)
     )
+    analyze = config.analyzed_splits
     total_rows = sum(kept for _, kept, _ in segments)
-    _check(
-        not (opts.normalize and names and total_rows)
+    require(
+        not (config.normalize and names and total_rows)
         or any(kept for f, kept, _ in segments if f.split in analyze),
         f"--analyze_splits {','.join(analyze)}: no window in the analysed split(s) to compute "
         "statistics on; choose other splits, weights or --no_normalize",
     )
     rows_per_task = max(
         MIN_TASK_ROWS,
-        min(TASK_BYTES // row_bytes, -(-total_rows // (TASKS_PER_CORE * (os.cpu_count() or 1)))),
+        min(TASK_BYTES // row_bytes, -(-total_rows // (TASKS_PER_CORE * cpu_count))),
     )
-    params = {k: getattr(opts, k) for k in sorted(RECORD_PARAMS)}
-    params["hop_len"] = hop
-    params["features"] = list(names)
-    if annotated is not None:  # only then: a run without annotations keeps its manifest bytes
-        params = dict(sorted({**params, **annotation_job.option_params(opts)}.items()))
     return RecordPlan(
-        output_dir=output_dir,
-        name=opts.dataset_name,
+        output_dir=scanned.output_dir,
+        name=config.dataset_name,
         inputs=inputs,
         read=read_config,
-        compression=compression,
+        compression=config.compression_name,
         sharding=sharding,
         tasks=annotation_plan.segment_tasks(
             shard_plan.plan_tasks(segments, rows_per_task=rows_per_task)
         ),
-        input_bytes=input_bytes,
-        params=json.loads(json.dumps(params)),
-        classes=classes,
+        input_bytes=sum(f.size_bytes for f in inputs),
+        params=json.loads(json.dumps(config.params())),
+        classes=scanned.classes,
         analyze_splits=analyze,
-        annotation_errors=annotation_errors,
+        annotation_errors=scanned.annotation_errors,
     )
-
-
-RECORD_PARAMS = (
-    "input_pattern",
-    "win_len",
-    "hop_len",
-    "pad",
-    "max_windows_per_signal",
-    "label_source",
-    "sample_rate",
-    "channel_mode",
-    "signal_dtype",
-    "features",
-    "feature_dtype",
-    "frame_length",
-    "frame_step",
-    "fft_length",
-    "num_mel_bins",
-    "lower_edge_hz",
-    "upper_edge_hz",
-    "num_mfccs",
-    "normalize",
-    "compression",
-    "num_shards",
-    "dataset_name",
-    "strict",
-    "splits",
-    "shard_by",
-    "elements_per_shard",
-    "max_elements",
-    "classes",
-    "unknown_class",
-    "analyze_splits",
-)
 
 
 def _input_file(
@@ -385,10 +376,9 @@ def _input_file(
     return InputFile(index=index, path=path, size_bytes=size, label=label, split=split)
 
 
-def _with_class(f: InputFile, classes: tuple[str, ...] | None, opts: Any) -> InputFile:
+def _with_class(f: InputFile, classes: tuple[str, ...] | None, *, keep_unknown: bool) -> InputFile:
     """A file whose label is outside --classes (or no class name) becomes an error entry."""
-    keep = opts.unknown_class == "keep"
-    reason = None if f.error else labels.class_error(f.label, classes, keep_unknown=keep)
+    reason = None if f.error else labels.class_error(f.label, classes, keep_unknown=keep_unknown)
     return f if reason is None else dataclasses.replace(f, error=reason)
 
 

@@ -41,6 +41,7 @@ from replay import format as fmt
 from replay.errors import CorruptShardError
 from replay.info import DatasetInfo, ShardInfo, load_info
 from replay.parsing import batch_parser
+from replay.shard_check import read_shard
 
 AUTOTUNE = tf.data.AUTOTUNE
 PARSE_BATCH = 64  # records decoded per tf.io.parse_example call
@@ -381,9 +382,10 @@ def verify_dataset(
 ) -> DatasetInfo:
     """Read every shard of `split` once and check its records against the manifest.
 
-    Runs each shard's CRC checks and decompression in TensorFlow (no per-record Python) and
-    compares the record count with the manifest. Costs a full read; `replay_dataset` does the
-    same check lazily while iterating.
+    Runs each shard's CRC checks, decompression and decoding with the manifest's element specs
+    in TensorFlow (no per-record Python; `replay.shard_check`, the checker ``python -m
+    pipelines.verify`` uses too) and compares the record count with the manifest. Costs a full
+    read; `replay_dataset` does the same checks lazily while iterating.
 
     Args:
       path: the dataset directory.
@@ -399,13 +401,9 @@ def verify_dataset(
     info = load_info(path)
     info.check_shards(split)
     for shard in info.shard_list(split):
-        records = tf.data.TFRecordDataset(
-            shard.path, compression_type=info.compression_type, buffer_size=READ_BUFFER_BYTES
-        )
-        try:
-            count = int(records.reduce(tf.constant(0, tf.int64), lambda n, _: n + 1))
-        except tf.errors.OpError as e:
-            raise CorruptShardError(f"{shard.path}: corrupt shard: {e.message}") from e
+        count, error = read_shard(info, shard)
+        if error:
+            raise CorruptShardError(f"{shard.path}: corrupt shard: {error}")
         if count != shard.num_examples:
             raise CorruptShardError(
                 f"{shard.path}: shard holds {count} records but the manifest says "

@@ -18,9 +18,7 @@ Every process that runs DoFns uses one numpy/BLAS/TF thread (`runners.threads`).
 
 from __future__ import annotations
 
-import contextlib
 import os
-from collections.abc import Iterator
 
 from apache_beam.options.pipeline_options import (
     DirectOptions,
@@ -29,7 +27,7 @@ from apache_beam.options.pipeline_options import (
 )
 from apache_beam.runners.runner import PipelineRunner
 
-from runners import threads
+from runners import internals, threads
 from runners.support import add_plugin
 
 # Worker processes only by default with >= 4 cores and >= 1 GiB of input. Measured on 2 cores
@@ -40,61 +38,22 @@ from runners.support import add_plugin
 MULTIPROCESS_MIN_BYTES = 1 << 30
 MULTIPROCESS_MIN_CORES = 4
 RUNNING_MODES = ("in_memory", "multi_threading", "multi_processing")
-# Beam samples each bundle's state every 200 ms, and a bundle ends only when the sampling thread
-# wakes up (`StateSampler.stop` joins it). Measured on the 60-min record benchmark (2 cores, 34
-# bundles): 20 ms took 0.5-0.6 s off the pipeline's 5.1-6.3 s (3 interleaved pairs in process);
-# CLI end to end 13.63 -> 13.38 s mean wall, 4 interleaved pairs, every pair faster (busy VM).
-STATE_SAMPLING_PERIOD_MS = 20
 LOCAL_RUNNER = f"{__name__}.LocalRunner"
 
 
 class LocalRunner(PipelineRunner):
-    """Beam's FnApiRunner, straight away (no Prism attempt), one BLAS thread per DoFn process."""
+    """Beam's FnApiRunner, straight away (no Prism attempt), one BLAS thread per DoFn process.
+
+    The Beam internals it uses (`runners.internals.local_runner`, `quick_state_sampler`) fall
+    back to Beam's stock DirectRunner and sampler when their guards do not hold.
+    """
 
     def run_pipeline(self, pipeline, options: PipelineOptions):
-        from apache_beam.portability.api import beam_provision_api_pb2
-        from apache_beam.runners.portability.fn_api_runner import fn_runner
-        from apache_beam.runners.portability.portable_runner import JobServiceHandle
-
-        # What Beam's DirectRunner does before it hands over to the FnApiRunner: the workers
-        # receive the pipeline options (our --beam_plugins among them) through provision info.
-        encoded = JobServiceHandle.encode_pipeline_options(options.get_all_options())
-        provision = fn_runner.ExtendedProvisionInfo(
-            beam_provision_api_pb2.ProvisionInfo(pipeline_options=encoded)
-        )
-        runner = fn_runner.FnApiRunner(provision_info=provision)
+        runner = internals.local_runner(options)
         multi = options.view_as(DirectOptions).direct_running_mode == "multi_processing"
         # FnApiRunner.run_pipeline blocks until the job is done, so both are scoped to it.
-        with threads.single_threaded(environ=multi), quick_state_sampler():
+        with threads.single_threaded(environ=multi), internals.quick_state_sampler():
             return runner.run_pipeline(pipeline, options)
-
-
-@contextlib.contextmanager
-def quick_state_sampler(period_ms: int = STATE_SAMPLING_PERIOD_MS) -> Iterator[None]:
-    """Within: bundle processors made in this process sample every `period_ms`, not 200 ms.
-
-    Beam's bundle processor builds its `StateSampler` (per-transform msecs counters, lull
-    detection) with the default period of `apache_beam.runners.worker.statesampler`, and
-    `stop()` at the end of every bundle waits for the sampler's current sleep, up to that
-    period ("may have to wait up to sampling_period_ms", statesampler_fast.pyx). Beam offers no
-    option for it, so the class the bundle processor looks up is swapped for one with a shorter
-    default period while the block runs, then restored. Samples are taken as before, only more
-    often (a lock and a clock read per wake-up). Worker processes (``multi_processing``, portable
-    runners) keep Beam's default.
-    """
-    from apache_beam.runners.worker import statesampler
-
-    base = statesampler.StateSampler
-
-    class QuickStateSampler(base):
-        def __init__(self, prefix, counter_factory, sampling_period_ms=period_ms):
-            super().__init__(prefix, counter_factory, sampling_period_ms)
-
-    statesampler.StateSampler = QuickStateSampler
-    try:
-        yield
-    finally:
-        statesampler.StateSampler = base
 
 
 def auto_running_mode(input_bytes: int, cores: int) -> str:

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import subprocess
 import sys
 import threading
@@ -31,7 +30,7 @@ import traceback
 from apache_beam.portability.api import beam_fn_api_pb2
 from apache_beam.runners.worker import worker_pool_main
 
-from runners.threads import THREAD_ENV
+from runners import threads
 
 _LOGGER = logging.getLogger("runners.worker_pool")
 
@@ -70,8 +69,7 @@ def _report_exit(worker_id: str, process: subprocess.Popen) -> None:
 
 def serve(*, port: int, host: str = "[::]") -> tuple[int, object]:
     """Starts the pool on ``host:port`` (port 0: a free one); returns (port, gRPC server)."""
-    for var, value in THREAD_ENV.items():
-        os.environ.setdefault(var, value)
+    threads.export_thread_env()
     import grpc
     from apache_beam.portability.api import beam_fn_api_pb2_grpc
     from apache_beam.utils import thread_pool_executor

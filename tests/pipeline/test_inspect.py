@@ -16,7 +16,6 @@ import pytest
 from pipelines import inspect
 from pipelines.tools import report
 from replay import load_info
-from tests.support.record_helpers import SAMPLE_DIR, record
 
 ROOT = Path(__file__).resolve().parents[2]
 FIGURES = ("classes", "examples", "files", "feature_stats")
@@ -30,10 +29,8 @@ def _python(code: str) -> subprocess.CompletedProcess:
 
 
 @pytest.fixture(scope="module")
-def dataset(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("inspect") / "sample"
-    record(str(SAMPLE_DIR / "*.wav"), out, "--win_len", "16000")
-    return out
+def dataset(sample_dataset) -> Path:
+    return sample_dataset  # the README's recording of the bundled sample (tests/conftest.py)
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,5 @@
-"""runners.direct.LocalRunner runs bundles in this process without Beam's 200 ms sampler wait."""
+"""runners.direct.LocalRunner runs bundles in this process without Beam's 200 ms sampler wait
+(`runners.internals.quick_state_sampler`)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.runners.worker import statesampler
 from apache_beam.testing.util import assert_that, equal_to
 
-from runners import direct
+from runners import direct, internals
 
 # Once pipelines.record is imported (other tests), every pipeline's options are also parsed as
 # RecordOptions, whose two required flags must then be present.
@@ -22,7 +23,7 @@ def _sampling_period(_) -> int:
 def _run(runner) -> None:
     with beam.Pipeline(runner=runner, options=PipelineOptions(_ARGS)) as p:
         periods = p | beam.Create([1, 2, 3]) | beam.Map(_sampling_period)
-        assert_that(periods, equal_to([direct.STATE_SAMPLING_PERIOD_MS] * 3))
+        assert_that(periods, equal_to([internals.STATE_SAMPLING_PERIOD_MS] * 3))
 
 
 def test_bundles_are_sampled_at_the_short_period_and_beams_class_is_restored():

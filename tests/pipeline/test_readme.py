@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import re
 import shlex
+import shutil
 from pathlib import Path
 
 import pytest
 
-from tests.support.record_helpers import SAMPLE_DIR, record
+from tests.support.record_helpers import SAMPLE_DIR
 
 ROOT = Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text()
@@ -44,9 +45,8 @@ def test_readme_record_command_parses_with_our_options():
 
 
 @pytest.mark.slow
-def test_train_with_it_example_runs(tmp_path, monkeypatch):
-    out = tmp_path / "out" / "sample"
-    record(str(SAMPLE_DIR / "*.wav"), out, "--win_len", "16000")
+def test_train_with_it_example_runs(sample_dataset, tmp_path, monkeypatch):
+    shutil.copytree(sample_dataset, tmp_path / "out" / "sample")  # the README's recording
     code = re.search(r"## Train with it\n\n```python\n(.*?)```", README, flags=re.S).group(1)
     monkeypatch.chdir(tmp_path)  # the example reads "out/sample"
     namespace: dict = {}
@@ -57,8 +57,6 @@ def test_train_with_it_example_runs(tmp_path, monkeypatch):
 
 @pytest.mark.slow
 def test_from_python_example_runs(tmp_path, monkeypatch):
-    import shutil
-
     code = re.search(r"## From Python\n.*?```python\n(.*?)```", README, flags=re.S).group(1)
     shutil.copytree(SAMPLE_DIR, tmp_path / "data" / "sample")
     monkeypatch.chdir(tmp_path)  # the example reads data/sample and writes out/py

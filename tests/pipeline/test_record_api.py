@@ -5,7 +5,12 @@ from __future__ import annotations
 import pytest
 
 from pipelines import record_dataset
-from tests.support.record_helpers import SAMPLE_DIR, load_manifest, read_records
+from tests.support.record_helpers import (
+    SAMPLE_DIR,
+    load_manifest,
+    read_records,
+    read_records_by_shard,
+)
 
 pytestmark = pytest.mark.slow
 PATTERN = str(SAMPLE_DIR / "*.wav")
@@ -14,15 +19,10 @@ WIN = 4000  # 48000-frame sample files -> 12 windows each, 72 in all
 
 def _shards(out):
     """{filename: [(index, win_start), ...]} in stored order."""
-    m = load_manifest(out)
-    result, records = {}, iter(read_records(out))
-    for split in m["splits"].values():
-        for shard in split["shards"]:
-            result[shard["filename"]] = [
-                (int(r["index"]), int(r["win_start_idx"]))
-                for r in (next(records) for _ in range(shard["num_examples"]))
-            ]
-    return result
+    return {
+        name: [(int(r["index"]), int(r["win_start_idx"])) for r in records]
+        for name, records in read_records_by_shard(out).items()
+    }
 
 
 def test_custom_shard_func_and_result_object(tmp_path):

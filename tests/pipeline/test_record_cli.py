@@ -1,5 +1,6 @@
 """The record command line: invalid arguments stop the job before any work, with one clear line
-(exit code 2); the command loads one Keras (TFT's), not two."""
+(exit code 2); the command loads one Keras (TFT's), not two. (Exit 1 when every input failed,
+``--help``: test_record_config.py.)"""
 
 from __future__ import annotations
 
@@ -26,12 +27,19 @@ SAMPLE = str(SAMPLE_DIR / "*.wav")
         (["--label_source", "folder"], "--label_source must be"),
         (["--win_len", "256", "--frame_length", "400"], "feature parameters"),
         (["--runner", "SparkyRunner"], "unknown runner 'SparkyRunner'"),
+        (["--channel_mode", "left"], "--channel_mode must be one of"),  # choices: one line too
+        (["--annotation_format", "xls", "--annotations", "t/*"], "--annotation_format must be"),
     ],
 )
 def test_bad_arguments(capsys, tmp_path, extra, message):
     line = cli_error(capsys, "--input_pattern", SAMPLE, "--output_dir", str(tmp_path / "o"), *extra)
     assert message in line
     assert not (tmp_path / "o").exists()  # nothing was written
+
+
+def test_missing_required_options_are_one_line(capsys):
+    line = cli_error(capsys, "--win_len", "16000")
+    assert line == "error: the following arguments are required: --input_pattern, --output_dir"
 
 
 def test_empty_match(capsys, tmp_path):
@@ -84,7 +92,8 @@ def test_command_loads_only_the_keras_tft_uses(tmp_path):
     script = (
         "import sys\n"
         "from pipelines import record\n"
-        "record.load_one_keras()\n"
+        "from runners.internals import load_one_keras\n"
+        "load_one_keras()\n"
         f"assert record.main(['--input_pattern', {SAMPLE!r}, '--output_dir', {str(tmp_path)!r},"
         " '--win_len', '16000']) == 0\n"
         "print(sorted(m for m in ('keras', 'tf_keras', 'matplotlib') if m in sys.modules))\n"

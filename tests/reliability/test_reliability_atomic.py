@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from pipelines import record, verify
+from pipelines import job, record, verify
 from pipelines.plan import RUN_MARKER, output_dir_state
 from replay import IncompleteDatasetError, load_info
 from tests.support.pause_points import PHASES
@@ -110,7 +110,7 @@ def test_kill_while_overwrite_deletes_the_old_dataset(tmp_path_factory, monkeypa
             m.setattr(tf.io.gfile, "remove", killed_after(tf.io.gfile.remove))
             m.setattr(tf.io.gfile, "rmtree", killed_after(tf.io.gfile.rmtree))
             try:
-                record.prepare_output_dir(types.SimpleNamespace(output_dir=str(out)))
+                job.prepare_output_dir(types.SimpleNamespace(output_dir=str(out)))
                 finished = True
             except KeyboardInterrupt:
                 finished = False

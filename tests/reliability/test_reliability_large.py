@@ -10,6 +10,7 @@ guarantee of README "Guarantees": a 2-hour file and 10,000 tiny files (minutes, 
 from __future__ import annotations
 
 import importlib.util
+import math
 import os
 from pathlib import Path
 
@@ -41,6 +42,10 @@ def test_long_48khz_file(workdir):
     (result,) = _bench().run(argv)
     assert result["files"] == 1
     assert result["windows"] == int(HOURS * 3600 * 48000) // 32768
+    # README "Shard count": one per 128 MiB of estimated output. Per window (default options):
+    # int16 signal [32768] + log_mel and log_mel_norm float32 [1 + (32768 - 400) // 160, 64].
+    per_window = 32768 * 2 + 2 * (1 + (32768 - 400) // 160) * 64 * 4
+    assert result["shards"] == math.ceil(result["windows"] * per_window / (128 << 20)), result
     assert result["peak_pss_tree_mb"] < MAX_MB, result
 
 

@@ -16,7 +16,8 @@ What the runners do (apache_beam 2.77, read in apache_beam/runners/):
 - End to end on the FnApiRunner, an injected failure fails the job cleanly (an incomplete
   directory, no manifest) and re-running with ``--overwrite`` gives the exact dataset.
 
-Faults come from the test-only ``AUDIORECORDS_FAULT_INJECTION`` hook (`transforms.record.faults`).
+Faults come from test subclasses of the two DoFns (`tests.support.faults`); production code has no
+switch for them.
 """
 
 from __future__ import annotations
@@ -31,10 +32,11 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.runners.portability.fn_api_runner import fn_runner
 from apache_beam.testing.util import assert_that, equal_to
 
-from pipelines import record
+from pipelines import job, record
 from pipelines.plan import plan_record
 from replay import IncompleteDatasetError, load_info
 from runners import threads
+from tests.support import faults
 from tests.support.reliability import (
     WIN_LEN,
     assert_same_dataset,
@@ -42,7 +44,7 @@ from tests.support.reliability import (
     reference_run,
     shard_files,
 )
-from transforms.record import faults, read_windows, write_shards
+from transforms.record import read_windows, write_shards
 
 pytestmark = pytest.mark.slow
 LEGACY = "BundleBasedDirectRunner"
@@ -84,9 +86,7 @@ def _keys(batch) -> list[tuple[int, int]]:
     return list(zip(index, start, strict=True))
 
 
-def test_read_and_write_stages_retried_write_the_reference_bytes(
-    tmp_path, tmp_path_factory, monkeypatch
-):
+def test_read_and_write_stages_retried_write_the_reference_bytes(tmp_path, tmp_path_factory):
     """The record job's ReadWindows and WriteShards stages on a retrying runner, each failing
     once mid-work (after a file's first windows are out; after a shard's first record is in its
     temporary file): every window, file and shard comes out exactly once, and the shards are
@@ -96,7 +96,7 @@ def test_read_and_write_stages_retried_write_the_reference_bytes(
     plan = plan_record(
         PipelineOptions(record_args(pattern, labels, out)).view_as(record.RecordOptions)
     )
-    record.prepare_output_dir(plan)
+    job.prepare_output_dir(plan)
     shutil.copytree(reference / "transform_fn", out / "transform_fn")  # what Analyze writes
     manifest = load_info(reference).manifest
     windows = [
@@ -105,15 +105,16 @@ def test_read_and_write_stages_retried_write_the_reference_bytes(
     paths = [f["path"] for f in manifest["files"]]
     written = [(s["filename"], s["num_examples"]) for s in manifest["splits"]["all"]["shards"]]
     spec = write_shards.ShardSpec(output_dir=str(out), name=plan.name)
-    write = write_shards.WriteShardFn(spec, plan.read.layout)
-    monkeypatch.setenv(faults.FAULT_ENV, str(tmp_path))
+    write = faults.FaultyWriteShardFn(spec, plan.read.layout, fault_dir=str(tmp_path))
     # One BLAS thread, as the record job's runner sets: float32 features depend on it.
     with threads.single_threaded(), beam.Pipeline(runner=LEGACY, options=_NO_ARGS) as p:
         outs = (
             p
             | beam.Create(plan.tasks)
             | beam.ParDo(
-                read_windows.ReadTaskFn(plan.read, plan.sharding, output_dir=str(out))
+                faults.FaultyReadTaskFn(
+                    plan.read, plan.sharding, output_dir=str(out), fault_dir=str(tmp_path)
+                )
             ).with_outputs(
                 read_windows.FILES_TAG,
                 read_windows.ERRORS_TAG,
@@ -139,20 +140,19 @@ def test_read_and_write_stages_retried_write_the_reference_bytes(
     assert shard_files(out) == shard_files(reference)
 
 
-def test_injected_failure_fails_the_job_and_a_rerun_is_exact(
-    tmp_path, tmp_path_factory, monkeypatch
-):
+def test_injected_failure_fails_the_job_and_a_rerun_is_exact(tmp_path, tmp_path_factory):
     """FnApiRunner: no retry, so the job fails (no manifest); --overwrite re-runs it exactly."""
     pattern, labels, reference = reference_run(tmp_path_factory.getbasetemp())
     out = tmp_path / "out"
     (tmp_path / "faults").mkdir()
     (tmp_path / "faults" / "read").touch()  # only the shard write fails (once)
-    monkeypatch.setenv(faults.FAULT_ENV, str(tmp_path / "faults"))
-    with pytest.raises(Exception, match="injected fault: write"):
+    with (
+        faults.injected(str(tmp_path / "faults")),
+        pytest.raises(Exception, match="injected fault: write"),
+    ):
         record.run(record_args(pattern, labels, out))
     with pytest.raises(IncompleteDatasetError, match="incomplete"):
         load_info(out)
     assert list((out / ".tmp").glob("*.tfrecord-*"))  # the partial shard, under a temp name
-    monkeypatch.delenv(faults.FAULT_ENV)
     record.run(record_args(pattern, labels, out, "--overwrite"))
     assert_same_dataset(out, reference)

@@ -28,6 +28,7 @@ from hypothesis import strategies as st
 
 from tests.support.counting_io import CountingBytesIO
 from tests.support.record_helpers import TUG_WAV
+from tests.support.wav_contract import run_contract
 from transforms.audio import wav
 
 TUG = TUG_WAV  # the real 24-bit 64 kHz hydrophone excerpt in tests/fixtures/audio/
@@ -153,40 +154,24 @@ def _read_bound(raw: bytes) -> int:
 
 
 def check_contract(raw: bytes) -> str:
-    """Runs read_info, decode and read_blocks on `raw`; asserts the contract; returns the outcome.
+    """`run_contract` under a hang watchdog, with this file's bounds; returns the outcome.
 
     The outcome is "decoded" or the WavDecodeError reason's first words (for hypothesis events).
     """
     faulthandler.dump_traceback_later(HANG_SECONDS, exit=True)
-    tracemalloc.reset_peak()
-    base = tracemalloc.get_traced_memory()[0]
-    files = [CountingBytesIO(raw) for _ in range(3)]
     try:
-        try:
-            info = wav.read_info(files[0], path="fuzz.wav")
-            got, samples = wav.decode(files[1], path="fuzz.wav")
-            blocks = [b for _, b in wav.read_blocks(files[2], path="fuzz.wav", block_frames=97)]
-        except wav.WavDecodeError as e:
-            assert e.reason and str(e) == f"fuzz.wav: {e.reason}"
-            outcome = e.reason.split(" (")[0].split(":")[0]
-        else:
-            outcome = "decoded"
-            assert samples.shape == (got.num_frames, got.num_channels)
-            assert str(samples.dtype) == got.signal_dtype == info.signal_dtype
-            assert got.num_frames <= info.num_frames
-            joined = np.concatenate(blocks) if blocks else samples[:0]
-            np.testing.assert_array_equal(joined, samples)
-            output = samples.nbytes
-        peak = tracemalloc.get_traced_memory()[1] - base
+        run = run_contract(raw, path="fuzz.wav")
     finally:
         faulthandler.cancel_dump_traceback_later()
-    for fh in files:  # work bounded by the input's size, whatever its header claims
-        assert fh.bytes_read <= _read_bound(raw), f"read {fh.bytes_read} B of a {len(raw)}-B input"
+    for read in run.bytes_read:  # work bounded by the input's size, whatever its header claims
+        assert read <= _read_bound(raw), f"read {read} B of a {len(raw)}-B input"
     # Samples are at most 4 bytes per decoded sample; libsndfile expands a compressed byte to at
     # most ~10 samples (GSM 6.10: 65 bytes -> 320). Nothing may scale with a size *field*.
-    bound = 2 * max(len(raw), output if outcome == "decoded" else 0) + MEMORY_SLACK
-    assert peak < bound, f"peak {peak} B for a {len(raw)}-byte input ({outcome})"
-    return outcome
+    bound = 2 * max(len(raw), run.output_bytes) + MEMORY_SLACK
+    assert run.peak_bytes < bound, (
+        f"peak {run.peak_bytes} B for a {len(raw)}-byte input ({run.outcome})"
+    )
+    return run.outcome
 
 
 @pytest.fixture(autouse=True, scope="module")

@@ -64,8 +64,9 @@ def install(phase: str, marker: str) -> None:
 
 if __name__ == "__main__":
     from pipelines import record  # loads no TensorFlow yet
+    from runners.internals import exit_now, load_one_keras
 
     phase, marker, *argv = sys.argv[1:]
-    record.load_one_keras()  # as the CLI's own __main__ does
+    load_one_keras()  # as the CLI's own __main__ does
     install(phase, marker)
-    record.exit_now(record.main(argv))  # what `python -m pipelines.record` runs
+    exit_now(record.main(argv))  # what `python -m pipelines.record` runs

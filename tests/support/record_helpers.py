@@ -42,6 +42,11 @@ def load_manifest(output_dir: Path) -> dict:
 
 def read_records(output_dir: Path) -> list[dict]:
     """Every stored element, decoded by plain tf.data from the manifest specs, in shard order."""
+    return [r for shard in read_records_by_shard(output_dir).values() for r in shard]
+
+
+def read_records_by_shard(output_dir: Path) -> dict[str, list[dict]]:
+    """{shard file name: its elements in stored order}, in the manifest's shard order."""
     import tensorflow as tf
 
     manifest = load_manifest(output_dir)
@@ -57,12 +62,12 @@ def read_records(output_dir: Path) -> list[dict]:
         else:
             parse_spec[key] = tf.io.FixedLenFeature(s["shape"], tf.float32)
     compression = "" if manifest["compression"] == "NONE" else manifest["compression"]
-    out = []
+    out = {}
     for split in manifest["splits"].values():
         for shard in split["shards"]:
             path = str(Path(output_dir) / shard["filename"])
             ds = tf.data.TFRecordDataset(path, compression_type=compression)
-            n = 0
+            n, records = 0, out.setdefault(shard["filename"], [])
             for serialized in ds:
                 parsed = tf.io.parse_single_example(serialized, parse_spec)
                 element = {}
@@ -76,7 +81,7 @@ def read_records(output_dir: Path) -> list[dict]:
                 for key, s in spec.items():
                     if s["encoding"] == "z_score":
                         element[key] = z_score(element[s["source"]], s["mean"], s["var"])
-                out.append(element)
+                records.append(element)
                 n += 1
             assert n == shard["num_examples"], (shard, n)
     return out

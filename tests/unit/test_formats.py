@@ -11,7 +11,6 @@ import functools
 import io
 import struct
 import tempfile
-import tracemalloc
 import warnings
 from pathlib import Path
 
@@ -23,7 +22,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from tests.support import formatgen, wavgen
-from tests.support.counting_io import CountingBytesIO
+from tests.support.wav_contract import run_contract
 from transforms.audio import formats, wav
 
 RIFX = [k for k, e in formatgen.ENCODINGS.items() if e.container == "RIFX"]
@@ -236,28 +235,10 @@ _EDITS = st.lists(
 @given(raw=st.builds(_mutate, st.integers(0, 100), _EDITS, st.integers(0, 5000)))
 def test_fuzz_other_containers_decode_or_raise_wav_decode_error(raw):
     """Mutated RIFX / FLAC / Ogg / AIFF headers: samples or WavDecodeError, bounded memory."""
-    files = [CountingBytesIO(raw) for _ in range(3)]
-    tracemalloc.start()
-    try:
-        info = wav.read_info(files[0], path="fuzz")
-        got, samples = wav.decode(files[1], path="fuzz")
-        blocks = [b for _, b in wav.read_blocks(files[2], path="fuzz", block_frames=97)]
-    except wav.WavDecodeError as e:
-        assert e.reason and str(e) == f"fuzz: {e.reason}"
-        event(e.reason.split(" (")[0].split(":")[0])
-        output = 0
-    else:
-        event(f"decoded {got.container}")
-        assert samples.shape == (got.num_frames, got.num_channels)
-        assert str(samples.dtype) == got.signal_dtype == info.signal_dtype
-        joined = np.concatenate(blocks) if blocks else samples[:0]
-        np.testing.assert_array_equal(joined, samples)
-        output = samples.nbytes
-    finally:
-        peak = tracemalloc.get_traced_memory()[1]
-        tracemalloc.stop()
+    run = run_contract(raw, path="fuzz")
+    event(f"decoded {run.container}" if run.outcome == "decoded" else run.outcome)
     # A lossless codec expands a compressed byte into a few samples (FLAC), a lossy one into
     # more; nothing may scale with a size or count *field*.
-    assert peak < 4 * max(len(raw), output) + (8 << 20)
-    for fh in files:  # header + last-frame check (+ a counting pass for a wrong count) + read
-        assert fh.bytes_read <= 6 * len(raw) + (256 << 10), (fh.bytes_read, len(raw))
+    assert run.peak_bytes < 4 * max(len(raw), run.output_bytes) + (8 << 20)
+    for read in run.bytes_read:  # header + last-frame check (+ a counting pass for a wrong count)
+        assert read <= 6 * len(raw) + (256 << 10), (read, len(raw))

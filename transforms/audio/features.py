@@ -1,6 +1,6 @@
 """Per-window audio features (spectrogram, log-mel, MFCC) with tf.signal semantics.
 
-Two implementations of the same computation, which agree to float32 rounding (tests check 1e-5):
+Two implementations of the same computation:
 
 - `compute_features_numpy`: frames are strided views of the windows
   (`np.lib.stride_tricks.sliding_window_view`), `scipy.fft.rfft` in float32, BLAS matmuls with
@@ -9,30 +9,33 @@ Two implementations of the same computation, which agree to float32 rounding (te
 - `compute_features_tf`: `tf.signal.stft` / `tf.signal.mfccs_from_log_mel_spectrograms` in the
   graph of `tf_feature_module` (the exported serving graph: raw audio -> features).
 
+Accuracy of both, against a float64 computation of the same formulas (checked on real
+recordings, the 64 kHz hydrophone excerpt and the bundled sample, by
+tests/unit/test_features_real.py). float32 FFT rounding is relative to the frame's largest value,
+not to each bin, so quiet bands carry large relative errors, and the log turns them into large
+absolute ones. The two paths do NOT agree to float32 rounding of each value:
+
+- spectrogram: within 1e-6 x the frame's largest bin (measured at most 6.3e-7);
+- log_mel: mel energies within 1e-6 x the frame's largest mel energy, i.e. a log_mel error of at
+  most 1e-6 x peak / (mel + log_offset): ~1e-6 near the peak, 1e-4 in a band 100x weaker (worst
+  on the 64 kHz excerpt, in bands ~1e-4 of the peak: 4.9e-4 from float64, 7.5e-4 between paths);
+- mfcc: at most sqrt(2 / num_mel_bins) x the sum of the frame's log_mel bounds (measured 9e-5
+  absolute from float64, 1.3e-4 between paths).
+
 `compute_features`, what the Beam pipeline calls, is the numpy path: faster in every setting
-measured, in particular with one thread (OMP_NUM_THREADS=OPENBLAS_NUM_THREADS=1, TF intra=inter=1)
-as in a Beam multi-process worker. `python benchmarks/features_numpy_vs_tf.py`, measured on
-2 cores, 2026-11-21: 2000 windows x 16000 samples at 16 kHz, frames 400/160, fft 512, 64 mel
-bins, 13 MFCCs; windows/s (wall clock, per process) in calls of 2000 / 256 / 16 windows:
-
-    single thread  log_mel  numpy 5146 / 5266 / 4923   tf 3458 / 3646 / 3541   x1.39-1.49
-                   all 3    numpy 4653 / 4981 / 4917   tf 2483 / 2903 / 3108   x1.58-1.87
-    default        log_mel  numpy 5401 / 5305 / 4993   tf 3037 / 2737 / 2881   x1.73-1.94
-                   all 3    numpy 4829 / 5461 / 4858   tf 2327 / 2800 / 2552   x1.90-2.08
-    2 processes    log_mel  numpy 4556 / 4916 / 4820   tf 2789 / 2620 / 3460   x1.39-1.88
-    (default)      all 3    numpy 4210 / 4420 / 4063   tf 1770 / 2544 / 2491   x1.63-2.38
-
-TF gains nothing from a 2nd core here; the numpy path is single-threaded by design (see
-`_single_thread_matmul`). Ratios per CPU second, also printed, are within 0.3 of these.
+measured, 1.4-2.4x the windows/s of the tf path with one thread or in 2 processes
+(`benchmarks/features_numpy_vs_tf.py`; figures in benchmarks/RESULTS.md, "Measurements moved
+from code").
 
 The mel matrix is a numpy port of `tf.signal.linear_to_mel_weight_matrix` (HTK mel scale
 mel(f) = 1127 ln(1 + f / 700), triangles in mel space, DC bin zeroed) computed in float64 and
 rounded once to float32. Both paths use this same constant (the tf graph embeds it), so the
 pipeline and the serving graph share it bit for bit and the numpy worker never imports
-tensorflow. tf.signal's own float32 computation of the matrix differs from it by up to ~1e-5
-absolute per weight (float32 rounding of mel values near 3000 divided by band widths of
-~40 mel); tests check that bound. The MFCC scaling is tf's: DCT-II times sqrt(2 / num_mel_bins)
-for every coefficient (orthonormal except coefficient 0, which is sqrt(2) larger).
+tensorflow. tf.signal's own float32 computation of the matrix differs from it by up to ~2e-5
+absolute per weight (1.9e-5 with 128 bins at 44.1 kHz: float32 rounding of mel values near 3000
+divided by band widths of ~40 mel); tests check 2e-5. The MFCC scaling is tf's: DCT-II times
+sqrt(2 / num_mel_bins) for every coefficient (orthonormal except coefficient 0, which is sqrt(2)
+larger).
 """
 
 from __future__ import annotations

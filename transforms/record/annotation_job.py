@@ -1,7 +1,8 @@
-"""The record job's ``--annotations`` options: parsing, reading the tables, planning the files.
+"""The record job's ``--annotations``: reading the tables, planning the files' windows.
 
-Glue between the command line (`pipelines.record`, `pipelines.plan`) and the pure planning of
-`transforms.record.annotation_plan`; the only I/O is reading the tables through Beam's FileSystems.
+Glue between planning (`pipelines.plan`; the options are fields of `pipelines.config.RecordConfig`)
+and the pure planning of `transforms.record.annotation_plan`; the only I/O is reading the tables
+through Beam's FileSystems.
 """
 
 from __future__ import annotations
@@ -10,53 +11,9 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
-from transforms.audio import annotation_windows as aw
 from transforms.audio import annotations as ann
 from transforms.audio.windows import WindowConfig
-from transforms.record.annotation_plan import (
-    EVENT_WINDOWS,
-    AnnotationConfig,
-    AnnotationPlan,
-    plan_annotations,
-)
-
-ANNOTATION_PARAMS = (  # the record options of an annotated run (manifest params, only then)
-    "annotations",
-    "annotation_format",
-    "annotation_column",
-    "min_label_overlap",
-    "min_label_fraction",
-    "background_class",
-    "drop_background",
-    "event_windows",
-    "background_per_file",
-    "background_seed",
-)
-
-
-def config_from_options(opts: Any) -> AnnotationConfig | None:
-    """The `AnnotationConfig` of the record options (None without ``--annotations``).
-
-    Raises:
-      ValueError: an invalid option value (the message names the option).
-    """
-    if not getattr(opts, "annotations", None):
-        return None
-    rule = aw.LabelRule(
-        min_overlap_s=opts.min_label_overlap,
-        min_fraction=opts.min_label_fraction,
-        background_class=opts.background_class,
-        drop_background=opts.drop_background,
-    )
-    return AnnotationConfig(
-        pattern=opts.annotations,
-        fmt=opts.annotation_format,
-        label_column=opts.annotation_column,
-        rule=rule,
-        event_windows=opts.event_windows,
-        background_per_file=opts.background_per_file,
-        seed=opts.background_seed,
-    )
+from transforms.record.annotation_plan import AnnotationConfig, AnnotationPlan, plan_annotations
 
 
 def annotate(
@@ -97,51 +54,6 @@ def annotate(
         for f in inputs
     )
     return annotated, plan
-
-
-def option_params(opts: Any) -> dict[str, Any]:
-    """The annotation options of a run, for the manifest's ``params``."""
-    return {k: getattr(opts, k) for k in ANNOTATION_PARAMS}
-
-
-def add_options(add: Any) -> None:
-    """Adds the annotation options to the record job's argument parser (`add_argument`)."""
-    rule = aw.LabelRule()
-    add("--annotations", default=None, help="glob of annotation tables (Raven, Audacity, CSV)")
-    add(
-        "--annotation_format",
-        default="auto",
-        choices=ann.FORMATS,
-        help="table format; auto: Raven by its header, CSV by .csv, else Audacity",
-    )
-    add("--annotation_column", default=None, help="Raven label column (default Annotation)")
-    add(
-        "--min_label_overlap",
-        type=float,
-        default=rule.min_overlap_s,
-        help="seconds of an event inside a window that label it",
-    )
-    add(
-        "--min_label_fraction",
-        type=float,
-        default=rule.min_fraction,
-        help="... or this fraction of the event inside the window",
-    )
-    add("--background_class", default=rule.background_class, help="class of unlabelled windows")
-    add("--drop_background", action="store_true", help="drop windows without a label")
-    add(
-        "--event_windows",
-        default="grid",
-        choices=EVENT_WINDOWS,
-        help="grid: the usual windows; centered: one window centred on each event",
-    )
-    add(
-        "--background_per_file",
-        type=int,
-        default=0,
-        help="with --event_windows centered: N windows per file away from every event",
-    )
-    add("--background_seed", type=int, default=0, help="seed of the background windows")
 
 
 def read_tables(config: AnnotationConfig) -> tuple[list[ann.Event], list[ann.RowError]]:

@@ -30,7 +30,7 @@ from apache_beam.io.filesystems import FileSystems
 
 from replay import format as fmt
 from transforms.audio import formats, wav
-from transforms.record import annotation_plan, faults, shard_plan
+from transforms.record import annotation_plan, shard_plan
 from transforms.record.file_rows import ReadConfig, file_rows, output_rate, rows_to_batch
 from transforms.record.prefetch import ComputePool, prefetch
 from transforms.record.progress import ProgressFile
@@ -218,9 +218,7 @@ class ReadTaskFn(beam.DoFn):
             for i, seg in enumerate(task.segments):
                 rows = 0
                 try:
-                    for batch in faults.fail_once(
-                        stream.batches(), stage="read", key=seg.file.path
-                    ):  # fault injection: tests only
+                    for batch in stream.batches():
                         shards = _route(batch, seg, seg.row_start + rows, self._sharding)
                         targets = np.unique(shards)
                         for shard in targets:
@@ -234,7 +232,7 @@ class ReadTaskFn(beam.DoFn):
                         if self._analyze is None or seg.file.split in self._analyze:
                             yield batch
                 except Exception as e:  # noqa: BLE001 - a bad file becomes an error entry
-                    if self._config.strict or isinstance(e, faults.InjectedFault):
+                    if self._config.strict:
                         raise
                     stream.skip(i)
                     yield self._error(seg, e)

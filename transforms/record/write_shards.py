@@ -22,7 +22,6 @@ import pyarrow as pa
 from apache_beam.io.filesystems import FileSystems
 
 from replay import format as fmt
-from transforms.record import faults
 from transforms.record.examples import encode_examples, raw_float_rows
 from transforms.record.file_rows import list_column
 from transforms.record.prefetch import ComputePool, prefetch
@@ -139,7 +138,6 @@ class WriteShardFn(beam.DoFn):
             self._transform = _Transform(self._spec.output_dir, self._layout)
         failed = {e["path"].encode() for e in errors}
         records = self._records(sorted(parts, key=lambda p: p["task"]), failed)
-        records = faults.fail_once(records, stage="write", key=f"{split}-{shard}")  # tests only
         info = write_shard(
             self._spec,
             split=split,

@@ -1,0 +1,215 @@
+"""Runs one record job from its `RecordConfig`: plan, build, run, summarize.
+
+Both entry points end here: the command line (`pipelines.record.run`, from argv) and the Python
+API (`pipelines.api.record_dataset`, from keywords). Beam's own options (runner, workers, ...)
+come as `beam_argv`, parsed into PipelineOptions.
+
+Stages (each a Beam step with its own counters), planned in `pipelines.plan`:
+
+1. Planning (launcher): match files, read every WAV header (window counts, the signal dtype),
+   assign files to splits and cut the rows into read tasks; bad files are listed up front.
+2. ``ReadWindows``: decode, window and compute features per task; rows stream to per-shard part
+   files, and feed ``Analyze`` (TFT full pass: class vocabulary, z-score statistics) in the same
+   fused stage. Only small descriptions cross stage boundaries.
+3. ``GroupByShard`` -> ``WriteShards``: each shard's parts -> TFT transform -> Examples -> file.
+4. ``Finalize``: schema.pbtxt, feature_fn/, and last the manifest.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import time
+from collections.abc import Callable, Sequence
+
+import apache_beam as beam
+
+import runners
+from pipelines.config import RecordConfig, UsageError
+from pipelines.plan import RUN_MARKER, RecordPlan, plan_record
+from replay import format as fmt
+from runners.options import JobOptions
+from transforms.record import write_shards
+from transforms.record.progress import ProgressReporter
+from transforms.record.stages import (
+    Analyze,
+    ChooseCompression,
+    Finalize,
+    GroupByShard,
+    ReadWindows,
+    WriteShards,
+)
+
+
+def build_pipeline(p: beam.Pipeline, plan: RecordPlan) -> None:
+    """Adds the record job's stages to `p` (runner-agnostic; see `transforms.record.stages`)."""
+    import tensorflow_transform.beam as tft_beam
+
+    out = plan.output_dir
+    layout = plan.read.layout
+    read = p | "ReadWindows" >> ReadWindows(
+        plan.tasks,
+        plan.read,
+        plan.sharding,
+        output_dir=out,
+        analyze_splits=plan.analyze_splits,
+    )
+    planned_errors = [{"path": f.path, "reason": f.error} for f in plan.inputs if f.error]
+    planned_errors += plan.annotation_errors  # bad table rows, "<table>:<line>"
+    errors = (  # {"path", "reason"}: files failed in planning or reading, bad table rows
+        (read["errors"], p | "PlannedErrors" >> beam.Create(planned_errors))
+        | "AllErrors" >> beam.Flatten()
+    )
+    transform_fn = read["rows"] | "Analyze" >> Analyze(
+        layout, classes=plan.classes, temp_dir=f"{out}/.tmp/tft"
+    )
+    # the transform_fn/ directory's path, once written
+    transform_written = transform_fn | "WriteTransformFn" >> tft_beam.WriteTransformFn(out)
+    compression = read["samples"] | "ChooseCompression" >> ChooseCompression(plan.compression)
+    spec = write_shards.ShardSpec(output_dir=out, name=plan.name)
+    num_shards = dict(plan.sharding.num_shards)
+    written = (
+        read["parts"]
+        | "GroupByShard" >> GroupByShard()
+        | "WriteShards"
+        >> WriteShards(
+            spec,
+            layout,
+            compute_threads=plan.read.compute_threads,
+            num_shards=num_shards,
+            compression=compression,
+            errors=errors,
+            transform_written=transform_written,
+        )
+    )
+    _ = p | "Finalize" >> Finalize(
+        spec,
+        plan.read,
+        params=plan.params,
+        num_shards=num_shards,
+        classes=plan.classes,
+        analyzed_splits=plan.analyze_splits,
+        shards=written,
+        files=read["files"],
+        errors=errors,
+        compression=compression,
+        transform_written=transform_written,
+    )
+
+
+def prepare_output_dir(plan: RecordPlan) -> None:
+    """Removes a previous dataset (only one of ours: checked in planning) and marks the dir.
+
+    The marker is written first and the manifest deleted next, so a run killed while deleting
+    leaves a directory that is still ours and incomplete: ``--overwrite`` recovers it.
+    """
+    import tensorflow as tf
+
+    out = plan.output_dir
+    tf.io.gfile.makedirs(out)
+    with tf.io.gfile.GFile(f"{out}/{RUN_MARKER}", "w") as fh:
+        fh.write("an audiorecords run writes here; finalize.json appears when it is complete\n")
+    for name in sorted(tf.io.gfile.listdir(out), key=lambda n: n != fmt.MANIFEST_FILENAME):
+        path = f"{out}/{name.rstrip('/')}"
+        if name.rstrip("/") != RUN_MARKER:
+            (tf.io.gfile.rmtree if tf.io.gfile.isdir(path) else tf.io.gfile.remove)(path)
+    tf.io.gfile.makedirs(f"{out}/.tmp")
+
+
+def run_job(
+    config: RecordConfig,
+    *,
+    beam_argv: Sequence[str] = (),
+    shard_func: Callable[[dict], int] | None = None,
+) -> dict:
+    """Plans, runs the pipeline and returns the run summary.
+
+    Args:
+      config: the run's options.
+      beam_argv: the command line holding the Beam options (the CLI's whole argv; record
+        options in it are ignored here, they are in `config`).
+      shard_func: optional element -> shard callable (Python API, see pipelines.api).
+
+    Returns:
+      The summary dict (counts, bytes, seconds, counters, and the written "manifest").
+
+    Raises:
+      UsageError: invalid arguments or inputs (before any work).
+    """
+    argv = list(beam_argv)
+    options = JobOptions(argv)  # PipelineOptions(argv) with each view built once
+    plan = plan_record(config, shard_func=shard_func)
+    try:
+        runners.configure(options, input_bytes=plan.input_bytes, argv=argv)
+    except runners.RunnerError as e:
+        raise UsageError(str(e)) from e
+    threads = runners.compute_threads(options)
+    plan = dataclasses.replace(plan, read=dataclasses.replace(plan.read, compute_threads=threads))
+    if runners.translation_only(options):  # Dataflow template: write the job description only
+        p = beam.Pipeline(options=options)
+        build_pipeline(p, plan)
+        p.run()
+        print("wrote the job description (--template_location); no data was processed")
+        return {"output_dir": plan.output_dir, "translated": True}
+    prepare_output_dir(plan)
+    start = time.monotonic()
+    p = beam.Pipeline(options=options)
+    build_pipeline(p, plan)
+    with ProgressReporter(plan.output_dir, total_files=len(plan.inputs)):
+        result = p.run()
+        result.wait_until_finish()
+    elapsed = time.monotonic() - start
+    return summarize(plan, elapsed, counters=counters(result))
+
+
+def counters(result: beam.runners.runner.PipelineResult) -> dict[str, int]:
+    """The job's "record" counters (files_read, files_failed, windows, bytes_written, ...)."""
+    try:
+        query = result.metrics().query(beam.metrics.MetricsFilter().with_namespace("record"))
+    except (NotImplementedError, AttributeError):  # some runners do not report metrics
+        return {}
+    totals: dict[str, int] = {}
+    for counter in query["counters"]:
+        value = counter.committed if counter.committed is not None else counter.attempted
+        totals[counter.key.metric.name] = totals.get(counter.key.metric.name, 0) + int(value or 0)
+    return totals
+
+
+def summarize(plan: RecordPlan, elapsed: float, *, counters: dict[str, int]) -> dict:
+    """Reads the written manifest, cleans temporary files, logs the final summary line."""
+    import tensorflow as tf
+
+    with tf.io.gfile.GFile(f"{plan.output_dir}/{fmt.MANIFEST_FILENAME}") as fh:
+        m = json.load(fh)
+    for leftover in (".tmp", "transform_tmp", RUN_MARKER):
+        path = f"{plan.output_dir}/{leftover}"
+        if tf.io.gfile.isdir(path):
+            tf.io.gfile.rmtree(path)
+        elif tf.io.gfile.exists(path):
+            tf.io.gfile.remove(path)
+    seconds = sum(f["num_frames"] / f["sample_rate"] for f in m["files"] if f["sample_rate"])
+    num_bytes = sum(s["num_bytes"] for sp in m["splits"].values() for s in sp["shards"])
+    bad_rows = len(plan.annotation_errors)  # --annotations: bad table rows, also in errors
+    summary = {
+        "output_dir": plan.output_dir,
+        "files": len(m["files"]),
+        "failed": len(m["errors"]) - bad_rows,
+        "windows": m["num_examples"],
+        "shards": sum(len(sp["shards"]) for sp in m["splits"].values()),
+        "bytes": num_bytes,
+        "compression": m["compression"],
+        "seconds": round(elapsed, 2),
+        "audio_seconds_per_second": round(seconds / elapsed, 1) if elapsed else 0.0,
+        "counters": counters,
+        "manifest": m,
+    }
+    logging.getLogger("audiorecords").info("record counters: %s", counters)
+    print(
+        f"recorded {summary['windows']} windows from {summary['files']} files "
+        f"({summary['failed']} failed{f', {bad_rows} bad annotation row(s)' if bad_rows else ''}) "
+        f"into {summary['shards']} {m['compression']} shards, "
+        f"{num_bytes / 1e6:.1f} MB in {elapsed:.1f} s "
+        f"({summary['audio_seconds_per_second']} audio-s/s) -> {plan.output_dir}"
+    )
+    return summary

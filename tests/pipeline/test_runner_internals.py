@@ -1,0 +1,158 @@
+"""runners.internals: each trick's guard falls back to the library's stock behaviour, the one
+opt-out turns them all off, and other pipelines in the same process never see them."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import apache_beam as beam
+import pytest
+from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
+from apache_beam.runners.direct.direct_runner import DirectRunner
+from apache_beam.runners.portability.fn_api_runner import fn_runner
+from apache_beam.runners.worker import statesampler
+from apache_beam.testing.util import assert_that, equal_to
+
+from runners import direct, internals
+
+ROOT = Path(__file__).resolve().parents[2]
+STOCK_MS = statesampler.DEFAULT_SAMPLING_PERIOD_MS  # 200
+OTHER_BEAM = "2.78.0"  # a version the tricks were not tested with
+# Once pipelines.record is imported (other tests), every pipeline's options are also parsed as
+# RecordOptions, whose two required flags must then be present.
+_ARGS = ["--input_pattern", "unused", "--output_dir", "unused"]
+_WAIT_S = 120  # only a safety net against a hang: the events below order the threads
+
+
+def _sampling_period(_) -> int:
+    return statesampler.get_current_tracker().sampling_period_ms
+
+
+def _plain_run_sees(period_ms: int) -> None:
+    """Runs a plain pipeline on Beam's FnApiRunner; its bundles must sample every `period_ms`."""
+    with beam.Pipeline(runner=fn_runner.FnApiRunner(), options=PipelineOptions(_ARGS)) as p:
+        periods = p | beam.Create([1, 2]) | beam.Map(_sampling_period)
+        assert_that(periods, equal_to([period_ms] * 2))
+
+
+# The LocalRunner job and the plain pipeline beside it meet through these (module globals: the
+# job's DoFn is pickled by reference and runs in this process).
+_INSIDE, _BESIDE_DONE = threading.Event(), threading.Event()
+
+
+def _hold(x: int) -> int:
+    """Signals that the job is inside a bundle, then keeps it open until the other run is done."""
+    _INSIDE.set()
+    assert _BESIDE_DONE.wait(_WAIT_S)
+    return _sampling_period(x)
+
+
+def test_versions_other_than_the_tested_one_get_the_stock_behaviour():
+    assert internals.sampler_usable() and internals.local_runner_usable()
+    assert internals.view_cache_usable() and internals.fast_exit_usable()
+    for usable in (
+        internals.sampler_usable,
+        internals.local_runner_usable,
+        internals.view_cache_usable,
+    ):
+        assert not usable(OTHER_BEAM), usable
+        assert not usable("3.0.0"), usable
+        assert usable("2.77.1"), usable  # a patch release is the tested major.minor
+    assert not internals.fast_exit_usable("3.12.4")
+    beams = statesampler.StateSampler
+    with internals.quick_state_sampler(version=OTHER_BEAM):
+        assert statesampler.StateSampler is beams
+        _plain_run_sees(STOCK_MS)
+    options = PipelineOptions(_ARGS)
+    assert isinstance(internals.local_runner(options, version=OTHER_BEAM), DirectRunner)
+    assert isinstance(internals.local_runner(options), fn_runner.FnApiRunner)
+
+
+def test_keras_choice_only_for_the_tested_tensorflow(monkeypatch):
+    monkeypatch.delenv("TF_USE_LEGACY_KERAS", raising=False)
+    internals.load_one_keras(version="2.22.0")
+    assert "TF_USE_LEGACY_KERAS" not in os.environ
+    internals.load_one_keras(version="2.21.3")
+    assert os.environ["TF_USE_LEGACY_KERAS"] == "1"
+
+
+def test_exit_now_runs_atexit_handlers_and_its_fallback_is_sys_exit():
+    with pytest.raises(SystemExit) as stock:
+        internals.exit_now(3, version="3.12.4")
+    assert stock.value.code == 3
+    script = (
+        "import atexit, sys\n"
+        "from runners.internals import exit_now\n"
+        "atexit.register(print, 'handler ran')\n"
+        "print('buffered', end='')\n"
+        "exit_now(3)\n"
+    )
+    for stock_env in ("0", "1"):
+        proc = subprocess.run(
+            [sys.executable, "-c", script],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            env={**os.environ, internals.STOCK_ENV: stock_env},
+            timeout=_WAIT_S,
+        )
+        assert proc.returncode == 3, proc.stderr[-2000:]
+        assert proc.stdout == "bufferedhandler ran\n"
+
+
+def test_the_opt_out_turns_every_trick_off(monkeypatch):
+    import numpy  # noqa: F401 - loads numpy's OpenBLAS
+
+    monkeypatch.setenv(internals.STOCK_ENV, "1")
+    assert not internals.sampler_usable() and not internals.local_runner_usable()
+    assert not internals.view_cache_usable() and not internals.fast_exit_usable()
+    assert internals.blas_threads() == [] and internals.limit_blas_threads(1) == 0
+    options = internals.JobOptions(_ARGS)
+    assert options.view_as(StandardOptions) is not options.view_as(StandardOptions)
+    assert isinstance(internals.local_runner(options), DirectRunner)
+    monkeypatch.delenv("TF_USE_LEGACY_KERAS", raising=False)
+    internals.load_one_keras()
+    assert "TF_USE_LEGACY_KERAS" not in os.environ
+    beams = statesampler.StateSampler
+    with internals.quick_state_sampler():
+        assert statesampler.StateSampler is beams
+    monkeypatch.setenv(internals.STOCK_ENV, "0")
+    assert internals.view_cache_usable()
+    assert options.view_as(StandardOptions) is options.view_as(StandardOptions)
+
+
+def test_a_pipeline_beside_and_after_a_local_run_keeps_beams_sampler():
+    """A LocalRunner job (the record job's runner) holds a bundle open while a plain pipeline
+    runs in another thread: the plain one samples at Beam's period, the job at the short one;
+    after the job, Beam's class is back."""
+    beams = statesampler.StateSampler
+    _INSIDE.clear()
+    _BESIDE_DONE.clear()
+    failures: list[BaseException] = []
+
+    def local_job() -> None:
+        try:
+            with beam.Pipeline(runner=direct.LocalRunner(), options=PipelineOptions(_ARGS)) as p:
+                periods = p | beam.Create([1]) | beam.Map(_hold)
+                assert_that(periods, equal_to([internals.STATE_SAMPLING_PERIOD_MS]))
+        except BaseException as e:  # noqa: BLE001 - reported by the main thread
+            failures.append(e)
+            _INSIDE.set()
+
+    job = threading.Thread(target=local_job)
+    job.start()
+    try:
+        assert _INSIDE.wait(_WAIT_S)
+        assert not failures, failures
+        assert statesampler.StateSampler is not beams  # the job's scoped subclass is installed
+        _plain_run_sees(STOCK_MS)  # beside the job
+    finally:
+        _BESIDE_DONE.set()
+        job.join(_WAIT_S)
+    assert not failures, failures
+    assert statesampler.StateSampler is beams
+    _plain_run_sees(STOCK_MS)  # after it

@@ -1,0 +1,223 @@
+"""The record job's stages as named composite transforms (runner-agnostic).
+
+`pipelines.job.build_pipeline` chains them; each ``expand`` says in a comment what its steps
+yield, in the style of tensorflow_datasets' ``core/writer.py``::
+
+    ReadWindows -> Analyze -> WriteTransformFn
+        \\-> GroupByShard -> WriteShards -> Finalize (manifest last)
+
+Only small descriptions cross stage boundaries: windows go from ``ReadWindows`` to part files,
+and ``WriteShards`` reads them back per shard.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import apache_beam as beam
+
+from transforms.audio import features as feats
+from transforms.record import finalize, read_windows, shard_plan, write_shards
+from transforms.record.file_rows import ReadConfig
+from transforms.record.preprocessing import RecordLayout, preprocessing_fn
+
+
+class ReadWindows(beam.PTransform):
+    """Read tasks -> windows and features, streamed to per-shard part files.
+
+    Yields a dict of PCollections: ``rows`` (pa.RecordBatch of the analysed splits' windows,
+    for `Analyze`), ``files`` (per-file summary dicts), ``errors`` ({"path", "reason"} of the
+    files that failed), ``parts`` (part file descriptions, for `GroupByShard`) and ``samples``
+    (serialized records, to choose the compression).
+    """
+
+    def __init__(
+        self,
+        tasks: Sequence[shard_plan.ReadTask],
+        config: ReadConfig,
+        sharding: shard_plan.Sharding,
+        *,
+        output_dir: str,
+        analyze_splits: Sequence[str],
+    ) -> None:
+        super().__init__()
+        self._tasks = tuple(tasks)
+        self._fn = read_windows.ReadTaskFn(
+            config, sharding, output_dir=output_dir, analyze_splits=analyze_splits
+        )
+
+    def expand(self, pbegin: beam.pvalue.PBegin) -> dict[str, beam.PCollection]:
+        out = (
+            pbegin
+            # ReadTask (one reshuffle is enough)
+            | "ListTasks" >> beam.Create(self._tasks, reshuffle=False)
+            | "SpreadTasks" >> beam.Reshuffle()  # ReadTask, spread over workers
+            | "Read"  # RecordBatch (main), and tagged: dict (files, errors, parts), bytes
+            >> beam.ParDo(self._fn).with_outputs(
+                read_windows.FILES_TAG,
+                read_windows.ERRORS_TAG,
+                read_windows.PARTS_TAG,
+                read_windows.SAMPLES_TAG,
+                main="rows",
+            )
+        )
+        return {
+            "rows": out.rows,
+            "files": out[read_windows.FILES_TAG],
+            "errors": out[read_windows.ERRORS_TAG],
+            "parts": out[read_windows.PARTS_TAG],
+            "samples": out[read_windows.SAMPLES_TAG],
+        }
+
+
+class Analyze(beam.PTransform):
+    """Windows -> tensorflow-transform's full pass (class vocabulary, z-score statistics)."""
+
+    def __init__(self, layout: RecordLayout, *, classes: Sequence[str], temp_dir: str) -> None:
+        super().__init__()
+        self._layout = layout
+        self._classes = tuple(classes)
+        self._temp_dir = temp_dir
+
+    def expand(self, rows: beam.PCollection) -> Any:
+        import tensorflow_transform.beam as tft_beam
+        from tfx_bsl.tfxio.tensor_adapter import TensorAdapterConfig
+
+        layout = self._layout
+        raw = (
+            rows,
+            TensorAdapterConfig(layout.arrow_schema(), layout.tensor_representations()),
+        )
+        fn = functools.partial(
+            preprocessing_fn,
+            feature_names=tuple(layout.feature_shapes),
+            normalize=layout.normalize,
+            classes=self._classes,
+        )
+        with tft_beam.Context(
+            temp_dir=self._temp_dir, passthrough_keys=set(layout.passthrough_keys)
+        ):
+            # TFT's transform_fn: (saved model path, metadata), one element each
+            return raw | "AnalyzeDataset" >> tft_beam.AnalyzeDataset(fn)
+
+
+class ChooseCompression(beam.PTransform):
+    """Sampled serialized records -> the compression of every shard (one str)."""
+
+    def __init__(self, requested: str) -> None:
+        super().__init__()
+        self._requested = requested
+
+    def expand(self, samples: beam.PCollection) -> beam.PCollection:
+        requested = self._requested
+        return (
+            samples
+            # list[bytes], one element
+            | "Sample" >> beam.combiners.Sample.FixedSizeGlobally(write_shards.AUTO_SAMPLE_SIZE)
+            # "NONE" | "GZIP" | "ZLIB", one element
+            | "Choose" >> beam.Map(lambda s: write_shards.choose_compression(requested, s))
+        )
+
+
+class GroupByShard(beam.PTransform):
+    """Part file descriptions -> ((split, shard), [part, ...]), one element per shard."""
+
+    def expand(self, parts: beam.PCollection) -> beam.PCollection:
+        return (
+            parts
+            | "Key" >> beam.Map(lambda part: ((part["split"], part["shard"]), part))
+            | "Group" >> beam.GroupByKey()  # ((split, shard), iterable of part dicts)
+        )
+
+
+class WriteShards(beam.PTransform):
+    """Each shard's parts -> TFT transform -> Examples -> its TFRecord file.
+
+    Side inputs: the compression, every error (their windows are dropped) and the written
+    transform_fn (this stage runs after it).
+    """
+
+    def __init__(
+        self,
+        spec: write_shards.ShardSpec,
+        layout: RecordLayout,
+        *,
+        compute_threads: int,
+        num_shards: Mapping[str, int],
+        compression: beam.PCollection,
+        errors: beam.PCollection,
+        transform_written: beam.PCollection,
+    ) -> None:
+        super().__init__()
+        self._fn = write_shards.WriteShardFn(spec, layout, compute_threads=compute_threads)
+        self._num_shards = dict(num_shards)
+        self._compression = compression
+        self._errors = errors
+        self._transform_written = transform_written
+
+    def expand(self, grouped: beam.PCollection) -> beam.PCollection:
+        # dict per shard: split, shard, filename, num_examples, num_bytes, ...
+        return grouped | "Write" >> beam.ParDo(
+            self._fn,
+            beam.pvalue.AsSingleton(self._compression),
+            self._num_shards,
+            beam.pvalue.AsList(self._errors),
+            beam.pvalue.AsList(self._transform_written),
+        )
+
+
+class Finalize(beam.PTransform):
+    """The empty shards, schema.pbtxt, feature_fn/ and, last, manifest.json (one dict)."""
+
+    def __init__(
+        self,
+        spec: write_shards.ShardSpec,
+        config: ReadConfig,
+        *,
+        params: Mapping[str, Any],
+        num_shards: Mapping[str, int],
+        classes: Sequence[str],
+        analyzed_splits: Sequence[str],
+        shards: beam.PCollection,
+        files: beam.PCollection,
+        errors: beam.PCollection,
+        compression: beam.PCollection,
+        transform_written: beam.PCollection,
+    ) -> None:
+        super().__init__()
+        self._spec = spec
+        self._config = config
+        self._static = {
+            "params": params,
+            "num_shards": dict(num_shards),
+            "classes": classes,
+            "analyzed_splits": analyzed_splits,
+        }
+        self._inputs = {
+            "shards": beam.pvalue.AsList(shards),
+            "files": beam.pvalue.AsList(files),
+            "errors": beam.pvalue.AsList(errors),
+            "compression": beam.pvalue.AsSingleton(compression),
+            "transform_written": beam.pvalue.AsList(transform_written),
+        }
+
+    def expand(self, pbegin: beam.pvalue.PBegin) -> beam.PCollection:
+        feature_config: feats.FeatureConfig = self._config.features
+        return (
+            pbegin
+            | "Start" >> beam.Create([None])
+            # the manifest dict, once every shard and the transform_fn are written
+            | "Write"
+            >> beam.Map(
+                finalize.finalize,
+                spec=self._spec,
+                layout=self._config.layout,
+                feature_config=feature_config,
+                win_len=self._config.window.win_len,
+                signal_dtype=self._config.signal_dtype,
+                **self._static,
+                **self._inputs,
+            )
+        )
