@@ -15,6 +15,7 @@ import dataclasses
 import math
 import zlib
 from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
 
 import apache_beam as beam
 import numpy as np
@@ -25,7 +26,7 @@ from replay import format as fmt
 from transforms.record.examples import encode_examples, raw_float_rows
 from transforms.record.file_rows import list_column
 from transforms.record.prefetch import ComputePool, prefetch
-from transforms.record.preprocessing import RecordLayout
+from transforms.record.preprocessing import RecordLayout, z_score_scope
 from transforms.record.progress import ProgressFile
 
 TARGET_SHARD_BYTES = 128 << 20  # 128 MiB per shard when --num_shards is not given
@@ -73,6 +74,41 @@ def choose_compression(requested: str, sample: Sequence[bytes]) -> str:
     return "GZIP" if ratio <= 1 - AUTO_MIN_SAVING else "NONE"
 
 
+def z_score_statistics(
+    loaded: Any, layout: RecordLayout, *, where: str
+) -> dict[str, tuple[float, float]]:
+    """{feature: (mean, var)}: the statistics TFT's analysis put into the loaded transform_fn/.
+
+    After the analysis, each ``scale_to_z_score`` reads its mean and variance as constants the
+    transform function captures; the capture placeholders are named after their consumers in
+    the feature's name scope (``z_score_<feature>/sub`` takes the mean, ``.../Sqrt`` the
+    variance). Reading them back from the graph gives exactly the float32 values the graph uses,
+    so the reader's z-score is bit for bit the graph's (tests compare with TFT's transform).
+
+    Raises:
+      RuntimeError: a statistic is not found (a TFT whose graph this does not know).
+    """
+    function = loaded.transform_fn
+    captured = {}
+    for fn in getattr(function, "concrete_functions", None) or [function]:
+        names = [t.name.split(":")[0] for t in fn.graph.inputs[-len(fn.captured_inputs) :]]
+        captured.update(zip(names, fn.captured_inputs, strict=True))
+    statistics = {}
+    for feature in layout.feature_shapes:
+        scope = z_score_scope(feature)
+        values = []
+        for placeholder in (f"{scope}_sub_y", f"{scope}_sqrt_x"):
+            tensor = captured.get(placeholder)
+            if tensor is None or tensor.dtype.name != "float32" or tensor.shape.rank != 0:
+                raise RuntimeError(
+                    f"{where}: no float32 statistic {placeholder!r} in the transform graph "
+                    f"(captures: {sorted(captured)})"
+                )
+            values.append(float(tensor.numpy()))  # a float32 value: exact as a Python float
+        statistics[feature] = (values[0], values[1])
+    return statistics
+
+
 class _Transform:
     """The TFT graph written by this run (transform_fn/), applied to raw RecordBatches."""
 
@@ -82,6 +118,9 @@ class _Transform:
         self._tf = tf
         self._loaded = tf.saved_model.load(f"{output_dir.rstrip('/')}/{fmt.TRANSFORM_FN_DIR}")
         self._layout = layout
+        self.statistics = (
+            z_score_statistics(self._loaded, layout, where=output_dir) if layout.normalize else {}
+        )
 
     def __call__(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         """Raw batch -> the stored batch: raw columns, float tensors as raw bytes (features in
@@ -149,7 +188,7 @@ class WriteShardFn(beam.DoFn):
         self._bytes.inc(info["num_bytes"])
         self._shards.inc()
         self._progress.add(bytes=info["num_bytes"], shards=1)
-        yield info
+        yield {**info, "statistics": self._transform.statistics}  # for the manifest
 
     def _records(self, parts: list[dict], failed: set[bytes]) -> Iterator[bytes]:
         """The shard's serialized Examples, in part order.
