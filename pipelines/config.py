@@ -3,9 +3,9 @@
 Every record option is a field of `RecordConfig`; its metadata (help, parse type, choices,
 manifest) is the only definition of the option. From it come:
 
-- the command line: `add_arguments` adds every field to an argparse parser (Beam's, through
-  `pipelines.record.RecordOptions`, or the ``--help`` parser), and `RecordConfig.from_namespace`
-  builds the config from the parsed values;
+- the command line: `pipelines.record` adds every field to an argparse parser (Beam's, through
+  `RecordOptions`, or the ``--help`` parser), and `RecordConfig.from_namespace` builds the
+  config from the parsed values;
 - the Python API: ``record_dataset(win_len=16000, ...)`` builds ``RecordConfig(...)`` directly;
 - the manifest's ``params`` (`RecordConfig.params`).
 
@@ -16,9 +16,8 @@ every file, feature sizes at the files' rate, ``--strict``) happen in planning (
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 from replay import format as fmt
@@ -395,48 +394,3 @@ def _coerce(f: dataclasses.Field, value: Any) -> Any:
 
 
 OPTION_NAMES = frozenset(f.name for f in dataclasses.fields(RecordConfig))
-
-
-def option_flag(name: str) -> str:
-    """The command-line flag of option `name` (``normalize`` -> ``--no_normalize``)."""
-    field = next(f for f in dataclasses.fields(RecordConfig) if f.name == name)
-    return field.metadata["flag"] or f"--{name}"
-
-
-def add_arguments(add: Callable[..., Any]) -> None:
-    """Adds every `RecordConfig` option to a parser, given its ``add_argument``.
-
-    No option is required here (the config checks that): Beam parses every PipelineOptions
-    class for every pipeline in the process, so a required flag would break other pipelines.
-    Choices are checked by the config as well, so a bad value gives the config's one line.
-    """
-    for f in dataclasses.fields(RecordConfig):
-        meta: Mapping[str, Any] = f.metadata
-        help_text = meta["help"]
-        if f.default is dataclasses.MISSING:
-            help_text += " (required)"
-        elif f.default is not None and meta["parse"] is not bool:
-            help_text += f" (default {f.default})"
-        if meta["parse"] is bool:
-            action = "store_false" if f.default else "store_true"
-            add(option_flag(f.name), dest=f.name, action=action, help=help_text)
-            continue
-        kwargs: dict[str, Any] = {"help": help_text}
-        if meta["parse"] is not str:
-            kwargs["type"] = meta["parse"]
-        if meta["choices"]:
-            kwargs["metavar"] = "{" + ",".join(meta["choices"]) + "}"
-        default = None if f.default is dataclasses.MISSING else f.default
-        add(option_flag(f.name), dest=f.name, default=default, **kwargs)
-
-
-def help_parser(prog: str, description: str) -> argparse.ArgumentParser:
-    """An argparse parser with every record option, for ``--help``."""
-    parser = argparse.ArgumentParser(
-        prog=prog,
-        description=description,
-        epilog="Any Beam pipeline option (--runner, --direct_num_workers, --project, ...) may "
-        "be given beside these; see README.md 'Running at scale'.",
-    )
-    add_arguments(parser.add_argument)
-    return parser

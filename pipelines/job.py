@@ -48,6 +48,7 @@ def build_pipeline(p: beam.Pipeline, plan: RecordPlan) -> None:
 
     out = plan.output_dir
     layout = plan.read.layout
+    # {"rows": RecordBatch, "files" / "errors" / "parts": dict, "samples": bytes}
     read = p | "ReadWindows" >> ReadWindows(
         plan.tasks,
         plan.read,
@@ -61,15 +62,17 @@ def build_pipeline(p: beam.Pipeline, plan: RecordPlan) -> None:
         (read["errors"], p | "PlannedErrors" >> beam.Create(planned_errors))
         | "AllErrors" >> beam.Flatten()
     )
+    # TFT's transform_fn (saved model path + metadata), one element
     transform_fn = read["rows"] | "Analyze" >> Analyze(
         layout, classes=plan.classes, temp_dir=f"{out}/.tmp/tft"
     )
-    # the transform_fn/ directory's path, once written
+    # transform_fn/ written (one element), an ordering side input of WriteShards and Finalize
     transform_written = transform_fn | "WriteTransformFn" >> tft_beam.WriteTransformFn(out)
+    # "NONE" | "GZIP" | "ZLIB", one element
     compression = read["samples"] | "ChooseCompression" >> ChooseCompression(plan.compression)
     spec = write_shards.ShardSpec(output_dir=out, name=plan.name)
     num_shards = dict(plan.sharding.num_shards)
-    written = (
+    written = (  # dict per shard file: split, shard, filename, num_examples, num_bytes, ...
         read["parts"]
         | "GroupByShard" >> GroupByShard()
         | "WriteShards"
@@ -83,7 +86,7 @@ def build_pipeline(p: beam.Pipeline, plan: RecordPlan) -> None:
             transform_written=transform_written,
         )
     )
-    _ = p | "Finalize" >> Finalize(
+    _ = p | "Finalize" >> Finalize(  # the manifest dict, written last
         spec,
         plan.read,
         params=plan.params,

@@ -56,48 +56,6 @@ class RecordPlan:
     annotation_errors: tuple[dict, ...] = ()  # --annotations: bad table rows (manifest errors)
 
 
-def match_inputs(pattern: str) -> list[tuple[str, int]]:
-    """(path, size) of every file `pattern` matches, sorted by path (local, gs://, s3://...).
-
-    ``{a,b}`` alternatives are expanded (``data/**/*.{wav,flac}``); Beam's glob has none.
-    """
-    try:
-        results = FileSystems.match(formats.expand_braces(pattern))
-    except Exception as e:  # noqa: BLE001 - Beam raises BeamIOError / ValueError by scheme
-        raise UsageError(f"--input_pattern {pattern!r}: cannot list files ({e})") from e
-    found = {m.path: m.size_in_bytes for r in results for m in r.metadata_list}
-    return sorted(found.items())
-
-
-def output_dir_state(output_dir: str) -> str:
-    """ "missing", "empty", "ours" (a dataset or one of our runs) or "foreign"."""
-    if not FileSystems.exists(output_dir):
-        return "missing"
-    if "://" not in output_dir and not os.path.isdir(output_dir):
-        return "foreign"  # an existing file is never ours (nor replaced)
-    if "://" not in output_dir:  # every entry: Beam's local match lists no subdirectories
-        entries = os.listdir(output_dir)
-    else:
-        pattern = output_dir.rstrip("/") + "/*"
-        entries = [m.path for r in FileSystems.match([pattern]) for m in r.metadata_list]
-    if not entries:
-        return "empty"
-    names = {e.rstrip("/").rsplit("/", 1)[-1] for e in entries}
-    if fmt.MANIFEST_FILENAME in names and not _is_our_manifest(output_dir):
-        return "foreign"  # e.g. a web app's manifest.json: not a dataset of ours
-    return "ours" if names & {fmt.MANIFEST_FILENAME, RUN_MARKER} else "foreign"
-
-
-def _is_our_manifest(output_dir: str) -> bool:
-    """Whether <output_dir>/manifest.json is an audiorecords manifest (its "format" says so)."""
-    try:
-        path = f"{output_dir.rstrip('/')}/{fmt.MANIFEST_FILENAME}"
-        with FileSystems.open(path, compression_type="uncompressed") as fh:
-            return json.loads(fh.read(16 << 20)).get("format") == fmt.FORMAT_NAME
-    except Exception:  # noqa: BLE001 - unreadable or not JSON: not ours
-        return False
-
-
 @dataclasses.dataclass(frozen=True)
 class ScannedInputs:
     """What planning learns from storage (`scan_inputs`), before sizing the work."""
@@ -382,6 +340,9 @@ def _with_class(f: InputFile, classes: tuple[str, ...] | None, *, keep_unknown: 
     return f if reason is None else dataclasses.replace(f, error=reason)
 
 
+# Planning's I/O: class lists, label CSVs, headers, listing files and directories.
+
+
 def _read_classes_file(path: str) -> str:
     try:
         with FileSystems.open(path, compression_type="uncompressed") as fh:
@@ -415,3 +376,45 @@ def scan_headers(inputs: list[InputFile]) -> tuple[InputFile, ...]:
     """Reads every file's header in parallel (a few KB each); bad ones get their `error`."""
     with concurrent.futures.ThreadPoolExecutor(HEADER_THREADS) as pool:
         return tuple(pool.map(_read_header, inputs))
+
+
+def match_inputs(pattern: str) -> list[tuple[str, int]]:
+    """(path, size) of every file `pattern` matches, sorted by path (local, gs://, s3://...).
+
+    ``{a,b}`` alternatives are expanded (``data/**/*.{wav,flac}``); Beam's glob has none.
+    """
+    try:
+        results = FileSystems.match(formats.expand_braces(pattern))
+    except Exception as e:  # noqa: BLE001 - Beam raises BeamIOError / ValueError by scheme
+        raise UsageError(f"--input_pattern {pattern!r}: cannot list files ({e})") from e
+    found = {m.path: m.size_in_bytes for r in results for m in r.metadata_list}
+    return sorted(found.items())
+
+
+def output_dir_state(output_dir: str) -> str:
+    """ "missing", "empty", "ours" (a dataset or one of our runs) or "foreign"."""
+    if not FileSystems.exists(output_dir):
+        return "missing"
+    if "://" not in output_dir and not os.path.isdir(output_dir):
+        return "foreign"  # an existing file is never ours (nor replaced)
+    if "://" not in output_dir:  # every entry: Beam's local match lists no subdirectories
+        entries = os.listdir(output_dir)
+    else:
+        pattern = output_dir.rstrip("/") + "/*"
+        entries = [m.path for r in FileSystems.match([pattern]) for m in r.metadata_list]
+    if not entries:
+        return "empty"
+    names = {e.rstrip("/").rsplit("/", 1)[-1] for e in entries}
+    if fmt.MANIFEST_FILENAME in names and not _is_our_manifest(output_dir):
+        return "foreign"  # e.g. a web app's manifest.json: not a dataset of ours
+    return "ours" if names & {fmt.MANIFEST_FILENAME, RUN_MARKER} else "foreign"
+
+
+def _is_our_manifest(output_dir: str) -> bool:
+    """Whether <output_dir>/manifest.json is an audiorecords manifest (its "format" says so)."""
+    try:
+        path = f"{output_dir.rstrip('/')}/{fmt.MANIFEST_FILENAME}"
+        with FileSystems.open(path, compression_type="uncompressed") as fh:
+            return json.loads(fh.read(16 << 20)).get("format") == fmt.FORMAT_NAME
+    except Exception:  # noqa: BLE001 - unreadable or not JSON: not ours
+        return False

@@ -12,12 +12,16 @@ given beside them. The job itself: `pipelines.job` (planning in `pipelines.plan`
 
 from __future__ import annotations
 
+import argparse
+import dataclasses
 import logging
 import sys
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from pipelines import config, job
+from pipelines import job
 from pipelines.config import RecordConfig, UsageError
 
 EXIT_USAGE = 2  # bad arguments or inputs: nothing was done
@@ -25,15 +29,51 @@ EXIT_ALL_FAILED = 1  # the dataset was written, but every input file failed: it 
 
 
 class RecordOptions(PipelineOptions):
-    """The record options as Beam PipelineOptions (argparse hook; any Beam option may follow).
-
-    None is required here: Beam parses every PipelineOptions class for every pipeline in the
-    process, so importing this module must not make other pipelines need our flags.
-    """
+    """The record options as Beam PipelineOptions (argparse hook; any Beam option may follow)."""
 
     @classmethod
     def _add_argparse_args(cls, parser) -> None:
-        config.add_arguments(parser.add_argument)
+        add_arguments(parser.add_argument)
+
+
+def add_arguments(add: Callable[..., Any]) -> None:
+    """Adds every `RecordConfig` option to a parser, given its ``add_argument``.
+
+    No option is required here (the config checks that): Beam parses every PipelineOptions
+    class for every pipeline in the process, so a required flag would break other pipelines.
+    Choices are checked by the config as well, so a bad value gives the config's one line.
+    """
+    for f in dataclasses.fields(RecordConfig):
+        meta: Mapping[str, Any] = f.metadata
+        flag = meta["flag"] or f"--{f.name}"  # normalize: --no_normalize
+        help_text = meta["help"]
+        if f.default is dataclasses.MISSING:
+            help_text += " (required)"
+        elif f.default is not None and meta["parse"] is not bool:
+            help_text += f" (default {f.default})"
+        if meta["parse"] is bool:
+            action = "store_false" if f.default else "store_true"
+            add(flag, dest=f.name, action=action, help=help_text)
+            continue
+        kwargs: dict[str, Any] = {"help": help_text}
+        if meta["parse"] is not str:
+            kwargs["type"] = meta["parse"]
+        if meta["choices"]:
+            kwargs["metavar"] = "{" + ",".join(meta["choices"]) + "}"
+        default = None if f.default is dataclasses.MISSING else f.default
+        add(flag, dest=f.name, default=default, **kwargs)
+
+
+def help_parser() -> argparse.ArgumentParser:
+    """An argparse parser with every record option, for ``--help``."""
+    parser = argparse.ArgumentParser(
+        prog="python -m pipelines.record",
+        description=__doc__.splitlines()[0],
+        epilog="Any Beam pipeline option (--runner, --direct_num_workers, --project, ...) may "
+        "be given beside these; see README.md 'Running at scale'.",
+    )
+    add_arguments(parser.add_argument)
+    return parser
 
 
 def run(argv: list[str] | None = None, *, shard_func=None) -> dict:
@@ -58,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
     """The command: 0 when done, 2 on bad arguments, 1 when every input file failed."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if {"-h", "--help"} & set(argv):
-        config.help_parser("python -m pipelines.record", __doc__.splitlines()[0]).print_help()
+        help_parser().print_help()
         return 0
     logging.basicConfig(format="%(asctime)s %(name)s %(levelname)s %(message)s")
     logging.getLogger("audiorecords").setLevel(logging.INFO)

@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from replay import _fs
 from replay.errors import ReplayError
 from replay.info import load_info
-from replay.shard_check import ShardReport, check_shard
+from replay.shard_check import ShardReport, check_shards
 
 
 def verify(path: str, *, split: str | Sequence[str] | None = None) -> list[ShardReport]:
@@ -38,7 +38,7 @@ def verify(path: str, *, split: str | Sequence[str] | None = None) -> list[Shard
     shards = info.shard_list(split)
     info.check_paths(shards)  # and no shard is a symlink out of the directory
     sizes = _fs.sizes([shard.path for shard in shards])
-    return [check_shard(info, s, size) for s, size in zip(shards, sizes, strict=True)]
+    return check_shards(info, shards, sizes)
 
 
 def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:

@@ -41,7 +41,7 @@ from replay import format as fmt
 from replay.errors import CorruptShardError
 from replay.info import DatasetInfo, ShardInfo, load_info
 from replay.parsing import batch_parser
-from replay.shard_check import read_shard
+from replay.shard_check import shard_reader
 
 AUTOTUNE = tf.data.AUTOTUNE
 PARSE_BATCH = 64  # records decoded per tf.io.parse_example call
@@ -400,8 +400,9 @@ def verify_dataset(
     """
     info = load_info(path)
     info.check_shards(split)
+    read = shard_reader(info)
     for shard in info.shard_list(split):
-        count, error = read_shard(info, shard)
+        count, error = read(shard)
         if error:
             raise CorruptShardError(f"{shard.path}: corrupt shard: {error}")
         if count != shard.num_examples:

@@ -18,7 +18,9 @@ signature); otherwise the library's stock behaviour runs. Setting ``AUDIORECORDS
 
 Safe in a notebook that runs other pipelines: the sampler subclass gives Beam's default period
 to every thread but the record job's own, and is removed when the last record job ends; the
-options cache belongs to the record job's own `JobOptions`; nothing else is process-wide.
+options cache belongs to the record job's own `JobOptions`. One effect is process-wide while a
+job runs: OpenBLAS has one thread count per process, so other work then gets one BLAS thread too
+(restored after the job, `runners.threads.single_threaded`).
 """
 
 from __future__ import annotations

@@ -1,8 +1,12 @@
-"""Fixtures shared by the test groups: one recording of the bundled sample per session.
+"""Fixtures shared by the test groups: record runs made once per session.
 
-The README's quick-start command (`data/sample/*.wav`, `--win_len 16000`, every other option at
-its default) is recorded once, in process, the first time a test asks for it; tests only read it
-(copy it first to change it).
+- `sample_run` / `sample_dataset`: the README's quick-start command (`data/sample/*.wav`,
+  `--win_len 16000`, every other option at its default);
+- `reliability_reference`: the reliability tests' uninterrupted reference run
+  (`tests.support.reliability.reference_run`: nasty file names, a label CSV, 3 shards).
+
+Each is recorded in process the first time a test asks for it; tests only read them (copy one
+first to change it).
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import reliability
 from tests.support.record_helpers import SAMPLE_DIR, record
 
 # The README's "Quick start" record command, as arguments after --input_pattern/--output_dir.
@@ -32,3 +37,9 @@ def sample_run(tmp_path_factory) -> dict:
 def sample_dataset(sample_run) -> Path:
     """The output directory of `sample_run` (read-only by convention)."""
     return sample_run["out"]
+
+
+@pytest.fixture(scope="session")
+def reliability_reference(tmp_path_factory) -> tuple[str, Path, Path]:
+    """(input pattern, labels csv, output dir) of the reliability reference run."""
+    return reliability.reference_run(tmp_path_factory.getbasetemp())

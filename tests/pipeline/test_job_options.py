@@ -1,4 +1,4 @@
-"""runners.options.JobOptions: Beam's PipelineOptions with each view built once."""
+"""runners.internals.JobOptions: Beam's PipelineOptions with each view built once."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from apache_beam.runners.portability.fn_api_runner import fn_runner
 from apache_beam.testing.util import assert_that, equal_to
 
 from pipelines.record import RecordOptions
-from runners.options import JobOptions
+from runners.internals import JobOptions
 
 ARGV = [
     "--input_pattern=in/*.wav",

@@ -156,3 +156,14 @@ def test_a_pipeline_beside_and_after_a_local_run_keeps_beams_sampler():
     assert not failures, failures
     assert statesampler.StateSampler is beams
     _plain_run_sees(STOCK_MS)  # after it
+
+
+def test_thread_env_keeps_a_value_the_user_set_and_is_restored(monkeypatch):
+    from runners import threads
+
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")
+    monkeypatch.delenv("MKL_NUM_THREADS", raising=False)
+    saved = threads.export_thread_env()
+    assert os.environ["OMP_NUM_THREADS"] == "3" and os.environ["MKL_NUM_THREADS"] == "1"
+    threads.restore_env(saved)
+    assert os.environ["OMP_NUM_THREADS"] == "3" and "MKL_NUM_THREADS" not in os.environ

@@ -26,7 +26,6 @@ from tests.support.reliability import (
     copy_dataset,
     kill,
     record_args,
-    reference_run,
     wait_until_paused,
 )
 
@@ -65,8 +64,10 @@ def assert_refused_as_incomplete(out: Path, capsys) -> None:
     assert output_dir_state(str(out)) == "ours"  # so --overwrite may replace it
 
 
-def test_sigkill_in_every_phase_then_overwrite_recovers(tmp_path_factory, capsys):
-    pattern, labels, reference = reference_run(tmp_path_factory.getbasetemp())
+def test_sigkill_in_every_phase_then_overwrite_recovers(
+    reliability_reference, tmp_path_factory, capsys
+):
+    pattern, labels, reference = reliability_reference
     out = tmp_path_factory.mktemp("killed") / "out"
     args = record_args(pattern, labels, out, "--overwrite")
     for phase in PHASES:
@@ -86,11 +87,13 @@ def test_sigkill_in_every_phase_then_overwrite_recovers(tmp_path_factory, capsys
     assert verify.run([str(out)]) == 0
 
 
-def test_kill_while_overwrite_deletes_the_old_dataset(tmp_path_factory, monkeypatch, capsys):
+def test_kill_while_overwrite_deletes_the_old_dataset(
+    reliability_reference, tmp_path_factory, monkeypatch, capsys
+):
     """`prepare_output_dir` interrupted after each deletion: always ours, never half a dataset."""
     import tensorflow as tf
 
-    _, _, reference = reference_run(tmp_path_factory.getbasetemp())
+    _, _, reference = reliability_reference
     base = tmp_path_factory.mktemp("overwrite")
     steps = 0
     while True:

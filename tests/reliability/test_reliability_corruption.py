@@ -20,15 +20,15 @@ from replay import (
     replay_dataset,
     verify_dataset,
 )
-from tests.support.reliability import ROOT, copy_dataset, reference_run, shard_files
+from tests.support.reliability import ROOT, copy_dataset, shard_files
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture
-def dataset(tmp_path, tmp_path_factory) -> Path:
+def dataset(tmp_path, reliability_reference) -> Path:
     """A fresh copy of the reference dataset (uncompressed shards)."""
-    _, _, reference = reference_run(tmp_path_factory.getbasetemp())
+    _, _, reference = reliability_reference
     return copy_dataset(reference, tmp_path / "copy")
 
 
@@ -137,7 +137,7 @@ def test_deleted_shard_is_refused_up_front(dataset, capsys):
     ]
 
 
-def test_cli_names_every_bad_shard_and_never_imports_beam(dataset, tmp_path_factory):
+def test_cli_names_every_bad_shard_and_never_imports_beam(dataset, reliability_reference):
     a, b, c = _shards(dataset)
     _flip(a, 7000)
     b.write_bytes(b.read_bytes()[:-10])
@@ -157,7 +157,7 @@ def test_cli_names_every_bad_shard_and_never_imports_beam(dataset, tmp_path_fact
         "import sys; from pipelines import verify; code = verify.run([sys.argv[1]]); "
         "assert 'apache_beam' not in sys.modules, 'verify imported Beam'; sys.exit(code)"
     )
-    _, _, reference = reference_run(tmp_path_factory.getbasetemp())
+    _, _, reference = reliability_reference
     proc = subprocess.run(
         [sys.executable, "-c", check, str(reference)],
         capture_output=True,

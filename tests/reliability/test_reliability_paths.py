@@ -17,7 +17,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from pipelines import record
 from pipelines.plan import UsageError, plan_record
 from tests.support.record_helpers import SAMPLE_DIR, cli_error
-from tests.support.reliability import NASTY_FILES, reference_run
+from tests.support.reliability import NASTY_FILES
 
 SAMPLE = str(SAMPLE_DIR / "*.wav")
 
@@ -118,12 +118,14 @@ def test_plan_rejects_before_any_work(tmp_path):
 
 
 @pytest.mark.slow
-def test_nasty_file_names_and_labels_stay_inside_the_output_dir(tmp_path_factory):
+def test_nasty_file_names_and_labels_stay_inside_the_output_dir(
+    reliability_reference, tmp_path_factory
+):
     """The reference run: nothing written outside its output dir, labels kept verbatim."""
     from replay import load_info
 
     base = tmp_path_factory.getbasetemp()
-    pattern, labels, out = reference_run(base)
+    pattern, labels, out = reliability_reference
     inputs = Path(pattern).parent
     assert sorted(p.name for p in inputs.iterdir()) == sorted(NASTY_FILES)  # inputs untouched
     # What the run wrote: only inside its corpus and output dirs (other tests own the rest of

@@ -13,14 +13,13 @@ from tests.support.reliability import (
     assert_same_dataset,
     manifest_without_time,
     record_args,
-    reference_run,
 )
 
 pytestmark = pytest.mark.slow
 
 
-def test_two_worker_processes_write_the_one_worker_bytes(tmp_path, tmp_path_factory):
-    pattern, labels, reference = reference_run(tmp_path_factory.getbasetemp())
+def test_two_worker_processes_write_the_one_worker_bytes(tmp_path, reliability_reference):
+    pattern, labels, reference = reliability_reference
     out = tmp_path / "two workers"
     multi = ("--direct_running_mode", "multi_processing", "--direct_num_workers", "2")
     record.run(record_args(pattern, labels, out, *multi))

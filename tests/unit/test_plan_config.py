@@ -9,9 +9,9 @@ import json
 import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from pipelines.config import RecordConfig, UsageError, help_parser
+from pipelines.config import RecordConfig, UsageError
 from pipelines.plan import UsageError as PlanUsageError
-from pipelines.record import RecordOptions
+from pipelines.record import RecordOptions, help_parser
 
 BASE = {"input_pattern": "in/*.wav", "output_dir": "out"}
 
@@ -147,7 +147,7 @@ def test_required_options_are_checked_by_the_config_not_the_parser():
 
 
 def test_every_option_has_one_flag_with_the_configs_default_and_help():
-    parser = help_parser("python -m pipelines.record", "record")
+    parser = help_parser()
     text = parser.format_help()
     parsed = vars(parser.parse_args(["--input_pattern", "x", "--output_dir", "y"]))
     for field in dataclasses.fields(RecordConfig):
