@@ -181,3 +181,28 @@ def test_float16_refuses_values_beyond_its_range():
     ok = raw_float_rows("spectrogram", column, stored_dtype="bfloat16")
     assert len(ok[0].as_py()[0]) == 4  # two bfloat16 values
     assert np.frombuffer(ok[1].as_py()[0], "<f2").tolist() != [2.0, 3.0]  # not float16 bytes
+
+
+def test_z_score_is_the_graphs_in_every_tensorflow_context(v2):
+    """Eager, inside a tf.function (Grappler rewrites a division by a constant there) and in a
+    tf.data map, the reader's z-score has the transform graph's bits."""
+    import tensorflow as tf
+
+    from replay import load_info
+    from replay.parsing import z_score
+
+    info = load_info(v2)
+    rng = np.random.default_rng(0)
+    x = {
+        name: rng.normal(1, 5, (8, *info.elements[name].shape)).astype(np.float32)
+        for name in FEATURES
+    }
+    transform = tf.saved_model.load(str(v2 / fmt.TRANSFORM_FN_DIR))
+    graph = transform.transform_fn({"class": tf.constant([b"bird"] * 8), **x})
+    for name in FEATURES:
+        stats = info.elements[name + "_norm"].z_score
+        fn = lambda v, s=stats: z_score(v, mean=s.mean, var=s.var)  # noqa: E731
+        want = _bits(graph[name + "_norm"].numpy())
+        mapped = next(iter(tf.data.Dataset.from_tensors(x[name]).map(fn)))
+        for got in (fn(tf.constant(x[name])), tf.function(fn)(tf.constant(x[name])), mapped):
+            np.testing.assert_array_equal(_bits(got.numpy()), want, err_msg=name)
