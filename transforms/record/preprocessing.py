@@ -49,7 +49,8 @@ class RecordLayout:
 
     Attributes:
       feature_shapes: {feature name: (frames, bins)} in the requested order.
-      normalize: add ``<feature>_norm`` z-scored copies computed by TFT.
+      normalize: add ``<feature>_norm``: TFT's z-score (computed by the reader from the
+        statistics in the manifest; not stored).
       with_channel: carry the ``channel`` key (``--channel_mode split``).
       num_label_classes: ``--annotations``: length of the multi-hot ``labels`` (0: no
         annotation keys; see `transforms.record.annotation_plan`).
