@@ -24,7 +24,8 @@ rotated between repeats):
 - ``load``: (b) ``tf.data.Dataset.load`` of the Dataset.save output, every key, batched;
   ``load_same``: the same, keeping signal + log_mel;
 - ``raw``: ``TFRecordDataset(our shards)`` + one ``parse_example`` per batch + ``decode_raw``
-  (no count check, no interleave logic): what parsing our shards costs at least;
+  of the stored keys (no count check, no interleave logic, no computed keys): what reading
+  our shards costs at least;
 - ``online``: `baselines.tf_dataset`: decode the WAV files + log-mel in tf.data, batched.
 
 Prints windows/s (median warm epoch over all repeats), MB/s (bytes on disk per second), the
@@ -135,19 +136,21 @@ def build(variant: str, paths: dict[str, Path]):
         info = load_info(paths["ours"])
         spec, raw_keys = {}, {}
         for key, e in info.elements.items():
-            if getattr(e, "encoding", None) is None:
-                continue  # not stored (computed at read time)
+            if not getattr(e, "stored", True):
+                continue  # format 2's z_score keys: computed when read, not in the records
             if e.encoding == "raw":
                 spec[key] = tf.io.FixedLenFeature([], tf.string)
-                raw_keys[key] = (tf.as_dtype(e.dtype), e.shape)
+                stored = getattr(e, "stored_dtype", None) or e.dtype
+                raw_keys[key] = (tf.as_dtype(stored), tf.as_dtype(e.dtype), e.shape)
             else:
                 dtype = tf.string if e.dtype == "string" else tf.as_dtype(e.dtype)
                 spec[key] = tf.io.FixedLenFeature(e.shape, dtype)
 
         def parse(records):
             out = tf.io.parse_example(records, spec)
-            for key, (dtype, shape) in raw_keys.items():
-                out[key] = tf.reshape(tf.io.decode_raw(out[key], dtype), [-1, *shape])
+            for key, (stored, dtype, shape) in raw_keys.items():
+                values = tf.io.decode_raw(out[key], stored)
+                out[key] = tf.reshape(tf.cast(values, dtype), [-1, *shape])
             return out
 
         files = [s.path for s in info.shard_list(None)]
@@ -188,11 +191,32 @@ def child(variant: str, paths: dict[str, Path], epochs: int) -> dict:
             "bytes": nbytes}  # fmt: skip
 
 
+def content_bytes(path: Path, keys, *, limit: int = 1000) -> tuple[int, int]:
+    """(bytes, records) of our first `limit` records re-encoded with only `keys`, framing included.
+
+    Our records hold keys the seed-style script does not store (filepath, index, ...): this is
+    what ours would take for the seed-style script's content.
+    """
+    import tensorflow as tf
+
+    files = sorted(str(p) for p in Path(path).glob("*.tfrecord-*"))
+    total, count = 0, 0
+    for record in tf.data.TFRecordDataset(files).take(limit).as_numpy_iterator():
+        example = tf.train.Example.FromString(record)
+        for key in list(example.features.feature):
+            if key not in keys:
+                del example.features.feature[key]
+        total += len(example.SerializeToString()) + 16  # TFRecord: length, 2 CRCs
+        count += 1
+    return total, count
+
+
 def dataset_bytes(paths: dict[str, Path]) -> dict[str, tuple[int, int]]:
     """(bytes on disk, windows) of each recorded dataset."""
     manifest = json.loads((paths["ours"] / "manifest.json").read_text())
     windows = manifest["num_examples"]
     return {
+        "ours, same content as seed-style (1000 records)": content_bytes(paths["ours"], SEED_KEYS),
         "ours (shards)": (_du_shards(paths["ours"]), windows),
         "ours (directory)": (_du(paths["ours"]), windows),
         "seed-style": (_du(paths["seed"]), windows),
