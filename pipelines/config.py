@@ -87,6 +87,12 @@ class RecordConfig:
         choices=dtypes.SIGNAL_DTYPES,
     )
     features: str = _option("log_mel", "comma list of spectrogram,log_mel,mfcc or none")
+    feature_dtype: str = _option(
+        "float32",
+        "how features are stored, read back as float32: float16 (relative error <= 2^-11, "
+        "values beyond +-65504 refused) or bfloat16 (<= 2^-8) halve them",
+        choices=fmt.FEATURE_DTYPES,
+    )
     frame_length: int = _option(400, "feature frame length (samples)", parse=int)
     frame_step: int = _option(160, "feature frame step (samples)", parse=int)
     fft_length: int = _option(512, "FFT length", parse=int)
@@ -305,6 +311,10 @@ class RecordConfig:
         require(
             self.signal_dtype in dtypes.SIGNAL_DTYPES,
             f"--signal_dtype must be one of {dtypes.SIGNAL_DTYPES}",
+        )
+        require(
+            self.feature_dtype in fmt.FEATURE_DTYPES,
+            f"--feature_dtype must be one of {fmt.FEATURE_DTYPES}",
         )
         require(
             self.compression_name in COMPRESSIONS, f"--compression must be one of {COMPRESSIONS}"

@@ -254,6 +254,7 @@ def size_tasks(config: RecordConfig, scanned: ScannedInputs, *, cpu_count: int) 
         feature_shapes=shapes,
         normalize=config.normalize,
         with_channel=config.channel_mode == "split",
+        feature_dtype=config.feature_dtype,
     )
     if scanned.max_events is not None:
         layout = dataclasses.replace(

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 import re
+import struct
 from collections import Counter
 from collections.abc import Mapping
 from typing import Any
@@ -38,6 +39,8 @@ RECORD_OVERHEAD_BYTES = 16  # TFRecord framing per record: length, its CRC, data
 MAX_DEFLATE_RATIO = 1032  # zlib's maximum compression ratio: GZIP / ZLIB shards shrink at most so
 _SPLIT_NAME = re.compile(r"[A-Za-z0-9_]+")
 _VALUE_BYTES = {"int16": 2, "int32": 4, "int64": 8, "float32": 4, "float64": 8}
+_VALUE_BYTES.update(float16=2, bfloat16=2)  # stored_dtype of a raw float32 key
+_FLOAT32_MAX = 3.4028234663852886e38
 _SAMPLES = ("int16", "int32", "float32", "float64")  # signal dtypes
 
 
@@ -136,7 +139,7 @@ def check_header(manifest: Any, *, path: str) -> dict[str, Any]:
     version = manifest["format_version"]
     if type(version) is not int:
         c.fail("format_version", f"expected an integer, got {_got(version)}")
-    if version > fmt.FORMAT_VERSION:
+    if version > max(fmt.READABLE_VERSIONS):
         c.fail(
             "format_version",
             f"{version} is newer than this reader understands ({fmt.FORMAT_VERSION}); "
@@ -177,7 +180,7 @@ def validate(manifest: Any, *, path: str) -> dict[str, Any]:
     if not isinstance(compression, str) or compression not in fmt.COMPRESSION_SUFFIXES:
         known = list(fmt.COMPRESSION_SUFFIXES)
         c.fail("compression", f"{_show(compression)} is not one of {known}")
-    record_bytes = _check_elements(c, manifest["elements"])
+    record_bytes = _check_elements(c, manifest["elements"], version=manifest["format_version"])
     total = _check_splits(
         c, manifest["splits"], name=name, compression=compression, record_bytes=record_bytes
     )
@@ -194,7 +197,7 @@ def validate(manifest: Any, *, path: str) -> dict[str, Any]:
     return manifest
 
 
-def _check_elements(c: _Checker, elements: Any) -> int:
+def _check_elements(c: _Checker, elements: Any, *, version: int) -> int:
     """Checks every ElementSpec; returns the fewest bytes one serialized record can take."""
     elements = c.as_obj(elements, "elements")
     if not elements:
@@ -232,14 +235,61 @@ def _check_elements(c: _Checker, elements: Any) -> int:
             c.fail(field, f"{encoding} decodes to float32, not {dtype}")
         if encoding == fmt.ENCODING_INT64_LIST and dtype == "float32":
             c.fail(field, f"{encoding} decodes to an integer dtype, not {dtype}")
+        stored_dtype = _check_v2_parts(c, field, spec, elements, version=version)
         if encoding == fmt.ENCODING_RAW:
-            least += values * _VALUE_BYTES[dtype]
+            least += values * _VALUE_BYTES[stored_dtype or dtype]
         elif encoding == fmt.ENCODING_FLOAT_LIST:
             least += values * 4  # packed floats
         elif encoding == fmt.ENCODING_INT64_LIST:
             least += values  # packed varints: at least a byte each
     _check_core_keys(c, elements)
     return least
+
+
+def _check_v2_parts(
+    c: _Checker, field: str, spec: Mapping[str, Any], elements: Mapping[str, Any], *, version: int
+) -> str | None:
+    """Checks ``stored_dtype`` and a z_score key's source and statistics (format version 2);
+    returns the stored dtype (None: the decoded dtype)."""
+    encoding = spec["encoding"]
+    stored_dtype = spec.get("stored_dtype")
+    if version < 2 and ("stored_dtype" in spec or encoding == fmt.ENCODING_Z_SCORE):
+        what = "stored_dtype" if "stored_dtype" in spec else f"encoding {encoding}"
+        c.fail(field, f"{what} needs format_version 2, the manifest says {version}")
+    if "stored_dtype" in spec:
+        if not isinstance(stored_dtype, str) or stored_dtype not in fmt.STORED_DTYPES:
+            known = list(fmt.STORED_DTYPES)
+            c.fail(_field(field, "stored_dtype"), f"{_show(stored_dtype)} is not one of {known}")
+        if encoding != fmt.ENCODING_RAW or spec["dtype"] != "float32":
+            c.fail(field, f"stored_dtype {stored_dtype}: only for raw float32 keys")
+    if encoding != fmt.ENCODING_Z_SCORE:
+        return stored_dtype
+    for part in ("source", "mean", "var"):
+        if part not in spec:
+            c.fail(_field(field, part), "missing")
+    source = c.as_str(spec["source"], _field(field, "source"))
+    source_spec = elements.get(source)
+    if (
+        not isinstance(source_spec, dict)
+        or source_spec.get("encoding") not in (fmt.ENCODING_RAW, fmt.ENCODING_FLOAT_LIST)
+        or source_spec.get("dtype") != "float32"
+        or source_spec.get("shape") != spec["shape"]
+    ):
+        c.fail(
+            _field(field, "source"),
+            f"{_show(source)} is not a stored float32 key of shape {spec['shape']}",
+        )
+    if spec["dtype"] != "float32":
+        c.fail(field, f"{encoding} decodes to float32, not {spec['dtype']}")
+    for part in ("mean", "var"):
+        value = spec[part]
+        if type(value) not in (int, float) or not abs(value) <= _FLOAT32_MAX:  # also NaN
+            c.fail(_field(field, part), f"expected a finite float32 number, got {_got(value)}")
+        if struct.unpack("<f", struct.pack("<f", value))[0] != value:
+            c.fail(_field(field, part), f"{_show(value)} is not a float32 value")
+    if spec["var"] < 0:
+        c.fail(_field(field, "var"), f"{_show(spec['var'])} is negative")
+    return None
 
 
 def _check_core_keys(c: _Checker, elements: Mapping[str, Any]) -> None:

@@ -247,7 +247,11 @@ def replay_dataset(
         ds = ds.repeat()
     if late_parse:
         ds = ds.batch(batch_size or PARSE_BATCH, drop_remainder=bool(batch_size and drop_remainder))
-        ds = ds.map(batch_parser(specs), num_parallel_calls=AUTOTUNE, deterministic=deterministic)
+        ds = ds.map(
+            batch_parser(specs, info.elements),
+            num_parallel_calls=AUTOTUNE,
+            deterministic=deterministic,
+        )
         if batch_size is None:
             ds = ds.unbatch()
             if service is None and not repeat:
@@ -305,7 +309,7 @@ def shard_datasets(
     make = functools.partial(
         _shard_dataset,
         compression_type=info.compression_type,
-        parse=batch_parser(specs) if parse else None,
+        parse=batch_parser(specs, info.elements) if parse else None,
         num_pipelines=num,
         pipeline_id=index,
     )

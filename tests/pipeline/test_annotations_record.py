@@ -80,7 +80,7 @@ def test_grid_windows_labelled_by_the_rule_in_all_three_formats(tmp_path):
     )  # fmt: skip
     m = load_manifest(out)
     assert m["classes"] == ["background", *CLASSES] and m["num_classes"] == 4
-    assert m["elements"]["labels"] == {"dtype": "float32", "shape": [4], "encoding": "float_list"}
+    assert m["elements"]["labels"] == {"dtype": "float32", "shape": [4], "encoding": "raw"}  # v2
     assert m["elements"]["events"]["shape"][1] == 3
     reasons = {e["path"].rsplit("/", 1)[-1]: e["reason"] for e in m["errors"]}
     assert reasons == {

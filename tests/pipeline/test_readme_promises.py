@@ -99,15 +99,17 @@ def mixed_run(tmp_path_factory) -> dict:
 
 
 def _readme_elements(win_len: int, features: dict[str, int]) -> dict[str, tuple[str, tuple, str]]:
-    """{key: (dtype, shape, encoding)} from the README's element table and storage notes:
-    `signal` one bytes value of little-endian samples, features flattened float lists, scalars
-    one-element lists (strings bytes lists)."""
+    """{key: (dtype, shape, encoding)} from the README's element table and storage notes
+    (format version 2): `signal` and every float tensor one bytes value of little-endian
+    values, scalars one-element lists (strings bytes lists), `<feature>_norm` not stored
+    (encoding z_score: computed by the reader)."""
     scalars = {"class": "string", "target": "int64", "num_classes": "int64", "filepath": "string"}
     scalars |= {"index": "int64", "win_start_idx": "int64", "sample_rate": "int64"}
     want = {k: (d, (), "bytes_list" if d == "string" else "int64_list") for k, d in scalars.items()}
     want["signal"] = ("int16", (win_len,), "raw")
     for name, bins in features.items():
-        want[name] = ("float32", (_frames(win_len), bins), "float_list")
+        encoding = "z_score" if name.endswith("_norm") else "raw"
+        want[name] = ("float32", (_frames(win_len), bins), encoding)
     return want
 
 
@@ -120,7 +122,8 @@ def test_schema_pbtxt_says_what_the_readme_table_says(sample_dataset):
     want = _readme_elements(SAMPLE_WIN_LEN, {"log_mel": MEL_BINS, "log_mel_norm": MEL_BINS})
     kinds = {"bytes_list": schema_pb2.BYTES, "raw": schema_pb2.BYTES}
     kinds |= {"int64_list": schema_pb2.INT, "float_list": schema_pb2.FLOAT}
-    assert sorted(f.name for f in schema.feature) == sorted(want)
+    stored_keys = [k for k, v in want.items() if v[2] != "z_score"]  # what the records hold
+    assert sorted(f.name for f in schema.feature) == sorted(stored_keys)
     for feature in schema.feature:
         dtype, shape, encoding = want[feature.name]
         tags = list(feature.annotation.tag)
@@ -138,15 +141,16 @@ def test_schema_pbtxt_says_what_the_readme_table_says(sample_dataset):
         k: (s["dtype"], tuple(s["shape"]), s["encoding"]) for k, s in manifest["elements"].items()
     }
     assert got == want
+    assert manifest["elements"]["log_mel_norm"]["source"] == "log_mel"
 
 
 # --- shard count, order inside a shard, counters ----------------------------------------------
 
 
 def test_default_shard_count_is_one_per_128_mib_of_output(sample_run):
-    """18 windows of int16 [16000] + log_mel and log_mel_norm float32 [98, 64]: ~1.5 MB."""
+    """18 windows of int16 [16000] + log_mel float32 [98, 64] (log_mel_norm not stored): 1 MB."""
     windows = sum(len(sf.read(p)[0]) // SAMPLE_WIN_LEN for p in SAMPLE_DIR.glob("*.wav"))
-    per_window = SAMPLE_WIN_LEN * 2 + 2 * _frames(SAMPLE_WIN_LEN) * MEL_BINS * 4
+    per_window = SAMPLE_WIN_LEN * 2 + _frames(SAMPLE_WIN_LEN) * MEL_BINS * 4
     assert len(_shards(sample_run["out"])) == math.ceil(windows * per_window / SHARD_TARGET_BYTES)
     # (the multi-shard case, 427 MB -> 4 shards: tests/reliability/test_reliability_large.py)
 
@@ -189,8 +193,9 @@ def test_counters_match_the_inputs_and_outputs(mixed_run):
 
 
 def test_no_normalize_leaves_no_norm_key_anywhere(mixed_run):
-    import tensorflow as tf
     import tensorflow_transform as tft
+
+    from replay import replay_dataset
 
     out = mixed_run["out"]
     manifest = load_manifest(out)
@@ -200,12 +205,9 @@ def test_no_normalize_leaves_no_norm_key_anywhere(mixed_run):
         schemas[name] = {f.name for f in _schema(out / name).feature}
     output = tft.TFTransformOutput(str(out))
     raw_spec = output.raw_feature_spec()
-    shard = str(out / _shards(out)[0][0])
-    batch = next(
-        iter(
-            tf.data.TFRecordDataset(shard).batch(4).map(lambda s: tf.io.parse_example(s, raw_spec))
-        )
-    )
+    # The shards store features as raw bytes (format version 2): the graph's inputs come from
+    # replay, as README "Output layout" says.
+    batch = next(iter(replay_dataset(out, features=list(raw_spec), batch_size=4)))
     transformed = output.transform_raw_features(batch)
     key_sets = {
         "manifest elements": set(manifest["elements"]),

@@ -53,6 +53,8 @@ def read_records_by_shard(output_dir: Path) -> dict[str, list[dict]]:
     spec = manifest["elements"]
     parse_spec = {}
     for key, s in spec.items():
+        if s["encoding"] == "z_score":  # format version 2: computed from its source, below
+            continue
         if s["encoding"] in ("raw", "bytes_list"):
             parse_spec[key] = tf.io.FixedLenFeature([], tf.string)
         elif s["encoding"] == "int64_list":
@@ -72,15 +74,36 @@ def read_records_by_shard(output_dir: Path) -> dict[str, list[dict]]:
                 for key, value in parsed.items():
                     value = value.numpy()
                     if spec[key]["encoding"] == "raw":
-                        dtype = np.dtype(spec[key]["dtype"]).newbyteorder("<")
-                        value = np.frombuffer(value, dtype=dtype)
+                        value = _raw_values(value, spec[key])
                     elif spec[key]["dtype"] == "string":
                         value = value.decode()
                     element[key] = value
+                for key, s in spec.items():
+                    if s["encoding"] == "z_score":
+                        element[key] = z_score(element[s["source"]], s["mean"], s["var"])
                 records.append(element)
                 n += 1
             assert n == shard["num_examples"], (shard, n)
     return out
+
+
+def _raw_values(data: bytes, spec: dict) -> np.ndarray:
+    """A raw key's little-endian bytes as its decoded dtype and shape (numpy, not replay)."""
+    stored = spec.get("stored_dtype", spec["dtype"])
+    if stored == "bfloat16":
+        import ml_dtypes
+
+        values = np.frombuffer(data, dtype=ml_dtypes.bfloat16)
+    else:
+        values = np.frombuffer(data, dtype=np.dtype(stored).newbyteorder("<"))
+    return values.astype(spec["dtype"]).reshape(spec["shape"])
+
+
+def z_score(x: np.ndarray, mean: float, var: float) -> np.ndarray:
+    """TFT's scale_to_z_score in numpy float32: (x - mean) / sqrt(var), x - mean when 0."""
+    numerator = x.astype(np.float32) - np.float32(mean)
+    denominator = np.sqrt(np.float32(var))
+    return numerator / denominator if denominator != 0 else numerator
 
 
 def copy_tug(directory: Path) -> Path:

@@ -67,6 +67,20 @@ def _duplicate_shard(m: dict) -> None:
     m["num_examples"] += split["shards"][0]["num_examples"]
 
 
+def _v2(*edits: Callable[[dict], None]) -> Callable[[dict], None]:
+    """The manifest as format version 2 (``log_mel_norm`` computed from ``log_mel``), then
+    `edits`."""
+
+    def edit(m: dict) -> None:
+        m["format_version"] = 2
+        norm = m["elements"]["log_mel_norm"]
+        norm.update(encoding="z_score", source="log_mel", mean=0.5, var=2.0)
+        for more in edits:
+            more(m)
+
+    return edit
+
+
 CRAFTED = {  # issue 15's manifests, and their kin: edit -> the field the error must name
     "parent_escape": (_set(SHARD0, "../outside.tfrecord"), "filename"),
     "absolute_path": (_set(SHARD0, "/etc/passwd"), "filename"),
@@ -94,7 +108,35 @@ CRAFTED = {  # issue 15's manifests, and their kin: edit -> the field the error 
     "count_is_float": (_set("splits/train/shards/0/num_examples", 1.0), "num_examples"),
     "count_is_bool": (_set("splits/train/shards/0/num_bytes", True), "num_bytes"),
     "version_string": (_set("format_version", "1"), "format_version: expected an integer"),
-    "version_newer": (_set("format_version", 2), "format_version: 2 is newer"),
+    "version_newer": (_set("format_version", 3), "format_version: 3 is newer"),
+    "z_score_in_v1": (
+        lambda m: _v2(_set("format_version", 1))(m),
+        "elements.log_mel_norm: encoding z_score needs format_version 2",
+    ),
+    "z_score_mean_not_float32": (
+        _v2(_set("elements/log_mel_norm/mean", 0.1)),
+        "elements.log_mel_norm.mean: 0.1 is not a float32 value",
+    ),
+    "z_score_mean_string": (_v2(_set("elements/log_mel_norm/mean", "0.5")), "log_mel_norm.mean"),
+    "z_score_mean_huge": (_v2(_set("elements/log_mel_norm/mean", 10**400)), "log_mel_norm.mean"),
+    "z_score_var_negative": (_v2(_set("elements/log_mel_norm/var", -1.0)), "log_mel_norm.var"),
+    "z_score_no_var": (_v2(lambda m: m["elements"]["log_mel_norm"].pop("var")), "norm.var"),
+    "z_score_source_unknown": (
+        _v2(_set("elements/log_mel_norm/source", "mfcc")),
+        "elements.log_mel_norm.source",
+    ),
+    "z_score_source_is_signal": (
+        _v2(_set("elements/log_mel_norm/source", "signal")),
+        "elements.log_mel_norm.source",
+    ),
+    "stored_dtype_unknown": (
+        _v2(_set("elements/log_mel/stored_dtype", "int8")),
+        "elements.log_mel.stored_dtype",
+    ),
+    "stored_dtype_on_a_list": (
+        _v2(_set("elements/log_mel/stored_dtype", "float16")),
+        "stored_dtype float16: only for raw float32 keys",
+    ),
     "compression_unknown": (_set("compression", "ZSTD"), "compression"),
     "classes_not_strings": (_set("classes", ["rain", 7]), "classes[1]"),
     "classes_not_list": (_set("classes", "rain"), "classes"),

@@ -60,6 +60,7 @@ def test_manifest_params_are_the_options_by_name_sorted():
         "compression": "AUTO",
         "dataset_name": "audiorecords",
         "elements_per_shard": None,
+        "feature_dtype": "float32",  # format version 2's --feature_dtype
         "features": ["log_mel"],
         "fft_length": 512,
         "frame_length": 400,

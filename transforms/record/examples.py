@@ -26,6 +26,8 @@ import functools
 import numpy as np
 import pyarrow as pa
 
+from transforms.record.file_rows import bytes_rows
+
 _LEN = 2  # wire type: length-delimited
 _KIND = {"bytes": 1, "float": 2, "int64": 3}  # Feature.kind field numbers
 
@@ -119,6 +121,45 @@ def _column_features(name: str, column: pa.Array) -> list[tuple[Pieces, int]]:
             listed = [_header(1, len(varints)) + varints] if varints else []
             rows.append(_feature(kind, listed))
     return rows
+
+
+_FLOAT16_MAX = 65504.0  # the largest finite float16
+
+
+def raw_float_rows(name: str, column: pa.Array, *, stored_dtype: str = "float32") -> pa.ListArray:
+    """A list<float32> column of fixed-size rows -> list<binary>: each row's values as one
+    little-endian bytes value in `stored_dtype` (format version 2's ``raw`` encoding).
+
+    float16 and bfloat16 round to nearest even. A finite value beyond float16's range (65504)
+    is refused rather than stored as infinity: a feature would silently break.
+
+    Raises:
+      ValueError: rows of different lengths, or a value float16 cannot hold (names the key).
+    """
+    offsets = column.offsets.to_numpy()
+    widths = np.unique(np.diff(offsets))
+    if len(widths) > 1:
+        raise ValueError(f"column {name!r}: rows of different lengths {widths.tolist()[:4]}")
+    values = column.flatten().to_numpy(zero_copy_only=False).astype(np.float32, copy=False)
+    if stored_dtype == "float16":
+        with np.errstate(over="ignore"):  # an overflow is reported below, naming the key
+            narrow = values.astype("<f2")
+        overflow = np.isinf(narrow) & np.isfinite(values)
+        if overflow.any():
+            worst = float(np.max(np.abs(values[overflow])))
+            raise ValueError(
+                f"--feature_dtype float16: {name} holds {worst:.6g}, beyond float16's range "
+                f"(+-{_FLOAT16_MAX:g}); record with --feature_dtype bfloat16 or float32"
+            )
+        values = narrow
+    elif stored_dtype == "bfloat16":
+        import ml_dtypes  # TensorFlow's own numpy bfloat16 (a TensorFlow dependency)
+
+        values = values.astype(ml_dtypes.bfloat16)
+    elif stored_dtype != "float32":
+        raise ValueError(f"column {name!r}: unknown stored dtype {stored_dtype!r}")
+    width = int(widths[0]) if len(widths) else 0
+    return bytes_rows(values.reshape(len(column), width))
 
 
 def encode_examples(batch: pa.RecordBatch) -> list[bytes]:

@@ -165,7 +165,7 @@ def list_column(values: np.ndarray, per_row: int, value_type: pa.DataType) -> pa
     return pa.ListArray.from_arrays(offsets, pa.array(values, value_type))
 
 
-def _bytes_rows(rows: np.ndarray) -> pa.ListArray:
+def bytes_rows(rows: np.ndarray) -> pa.ListArray:
     """[k, n] array -> list<binary> column, one little-endian bytes value per row (zero-copy)."""
     k = rows.shape[0]
     data = np.ascontiguousarray(rows.astype(rows.dtype.newbyteorder("<"), copy=False))
@@ -201,7 +201,7 @@ def rows_to_batch(
         fmt.WIN_START_KEY: list_column(starts.astype(np.int64), 1, pa.int64()),
         fmt.SAMPLE_RATE_KEY: list_column(np.full(k, rate, np.int64), 1, pa.int64()),
         fmt.CHANNEL_KEY: list_column(channels.astype(np.int64), 1, pa.int64()),
-        fmt.SIGNAL_KEY: _bytes_rows(signal),
+        fmt.SIGNAL_KEY: bytes_rows(signal),
     }
     if config.features.names:
         waveforms = signal.astype(np.float32) / np.float32(f.info.full_scale)

@@ -20,7 +20,7 @@ from replay import format as fmt
 from transforms.audio import features as feats
 from transforms.record.preprocessing import CLASS_VOCABULARY, RecordLayout, element_schema
 from transforms.record.read_windows import merge_file_summaries
-from transforms.record.write_shards import ShardSpec, write_shard
+from transforms.record.write_shards import ShardSpec, write_shard, z_score_statistics
 
 
 def library_versions() -> dict[str, str]:
@@ -91,6 +91,17 @@ def build_manifest(
     }
 
 
+def read_z_score_statistics(
+    output_dir: str, layout: RecordLayout
+) -> dict[str, tuple[float, float]]:
+    """{feature: (mean, var)} from ``transform_fn/`` (`write_shards.z_score_statistics`), for
+    a run whose write stage wrote no shard (it reads them from the graph it already loaded)."""
+    import tensorflow as tf
+
+    loaded = tf.saved_model.load(f"{output_dir}/{fmt.TRANSFORM_FN_DIR}")
+    return z_score_statistics(loaded, layout, where=output_dir)
+
+
 def read_vocabulary(output_dir: str) -> list[str]:
     """The class vocabulary TFT wrote, in `target` order ([] when there is none)."""
     import tensorflow as tf
@@ -156,8 +167,13 @@ def finalize(
                         compression=compression,
                     )
                 )
-    elements = layout.element_specs(signal_dtype=signal_dtype, win_len=win_len)
     out = spec.output_dir.rstrip("/")
+    statistics = next((s["statistics"] for s in shards if s.get("statistics")), None)
+    if statistics is None and layout.normalize:
+        statistics = read_z_score_statistics(out, layout)
+    elements = layout.element_specs(
+        signal_dtype=signal_dtype, win_len=win_len, statistics=statistics
+    )
     rates = sorted({f["sample_rate"] for f in files})
     if feature_config.names and len(rates) == 1:
         export_feature_fn(out, config=feature_config, win_len=win_len, sample_rate=rates[0])
@@ -194,14 +210,23 @@ def write_raw_metadata(
     """Writes ``metadata/schema.pbtxt``: the schema of the raw keys TFT transforms.
 
     Those are the transform graph's inputs, ``class`` and the raw features (the other stored keys
-    pass TFT by untransformed; the transform graph refuses them as inputs), so
-    ``TFTransformOutput.raw_feature_spec()`` parses our shards into exactly what
-    ``transform_raw_features`` takes.
+    pass TFT by untransformed; the transform graph refuses them as inputs), as the graph takes
+    them: ``TFTransformOutput.raw_feature_spec()`` is what ``transform_raw_features`` takes, which
+    `replay_dataset` gives (``features=["class", "log_mel"]``). The shards store the features as
+    raw bytes, so parse them with replay, not with ``raw_feature_spec()``.
     """
     import tensorflow as tf
 
     raw_keys = set(layout.tensor_representations())
     raw = {key: spec for key, spec in elements.items() if key in raw_keys}
+    # The graph takes float32 tensors; the shards store them as raw bytes (format version 2), so
+    # the raw schema describes the graph's inputs, as replay decodes them.
+    raw = {
+        key: fmt.ElementSpec(spec.dtype, spec.shape, fmt.ENCODING_FLOAT_LIST)
+        if spec.dtype == "float32"
+        else spec
+        for key, spec in raw.items()
+    }
     tf.io.gfile.makedirs(f"{output_dir}/{fmt.RAW_METADATA_DIR}")
     with tf.io.gfile.GFile(f"{output_dir}/{fmt.RAW_METADATA_DIR}/{fmt.SCHEMA_FILENAME}", "w") as fh:
         fh.write(_text_proto(element_schema(raw)))

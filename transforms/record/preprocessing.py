@@ -14,7 +14,8 @@ splits, else everything):
   ``TFTransformOutput.vocabulary_file_by_name("class")`` and serving read the same ids;
   ``num_classes`` is its length;
 - ``<feature>_norm``: ``tft.scale_to_z_score(<feature>)`` (one mean/variance per feature key) when
-  normalisation is on; the raw ``<feature>`` is kept beside it.
+  normalisation is on. The graph serves it; the records do not hold it (format version 2): the
+  statistics go into the manifest and the reader computes it with the same ops.
 """
 
 from __future__ import annotations
@@ -48,11 +49,14 @@ class RecordLayout:
 
     Attributes:
       feature_shapes: {feature name: (frames, bins)} in the requested order.
-      normalize: add ``<feature>_norm`` z-scored copies computed by TFT.
+      normalize: add ``<feature>_norm``: TFT's z-score (computed by the reader from the
+        statistics in the manifest; not stored).
       with_channel: carry the ``channel`` key (``--channel_mode split``).
       num_label_classes: ``--annotations``: length of the multi-hot ``labels`` (0: no
         annotation keys; see `transforms.record.annotation_plan`).
       max_events: ``--annotations``: rows of ``events`` [max_events, 3].
+      feature_dtype: how features are stored (``--feature_dtype``): float32, float16 or
+        bfloat16 raw bytes, read back as float32.
     """
 
     feature_shapes: Mapping[str, tuple[int, ...]]
@@ -60,6 +64,7 @@ class RecordLayout:
     with_channel: bool = False
     num_label_classes: int = 0
     max_events: int = 0
+    feature_dtype: str = "float32"
 
     @property
     def passthrough_keys(self) -> tuple[str, ...]:
@@ -83,10 +88,24 @@ class RecordLayout:
             reps[name] = _dense(name, shape)
         return reps
 
-    def element_specs(self, *, signal_dtype: str, win_len: int) -> dict[str, fmt.ElementSpec]:
-        """The manifest's ``elements``: every key of a replayed element."""
-        int64 = fmt.ElementSpec("int64", (), fmt.ENCODING_INT64_LIST)
-        string = fmt.ElementSpec("string", (), fmt.ENCODING_BYTES_LIST)
+    def element_specs(
+        self,
+        *,
+        signal_dtype: str,
+        win_len: int,
+        statistics: Mapping[str, tuple[float, float]] | None = None,
+    ) -> dict[str, fmt.ElementSpec]:
+        """The manifest's ``elements``: every key of a replayed element (format version 2).
+
+        Args:
+          signal_dtype: the stored dtype of ``signal``.
+          win_len: samples per window.
+          statistics: {feature: (mean, var)} of TFT's analysis, for the ``<feature>_norm`` keys
+            the reader computes (`read_z_score_statistics`); None: leave them out (the stored
+            keys only, as the write stage and the raw schema need).
+        """
+        int64 = fmt.stored_spec("int64", ())
+        string = fmt.stored_spec("string", ())
         specs = {
             fmt.CLASS_KEY: string,
             fmt.TARGET_KEY: int64,
@@ -98,16 +117,17 @@ class RecordLayout:
         }
         if self.with_channel:
             specs[fmt.CHANNEL_KEY] = int64
-        specs[fmt.SIGNAL_KEY] = fmt.ElementSpec(signal_dtype, (win_len,), fmt.ENCODING_RAW)
+        specs[fmt.SIGNAL_KEY] = fmt.stored_spec(signal_dtype, (win_len,))
         for name, shape in self.feature_shapes.items():
-            specs[name] = fmt.ElementSpec("float32", tuple(shape), fmt.ENCODING_FLOAT_LIST)
-            if self.normalize:
-                specs[name + fmt.NORMALIZED_SUFFIX] = specs[name]
+            specs[name] = fmt.stored_spec("float32", shape, stored_dtype=self.feature_dtype)
+            if self.normalize and statistics is not None:
+                mean, var = statistics[name]
+                specs[name + fmt.NORMALIZED_SUFFIX] = fmt.z_score_spec(
+                    name, specs[name], mean=mean, var=var
+                )
         if self.num_label_classes:
-            labels = (self.num_label_classes,)
-            specs[LABELS_KEY] = fmt.ElementSpec("float32", labels, fmt.ENCODING_FLOAT_LIST)
-            events = (self.max_events, 3)
-            specs[EVENTS_KEY] = fmt.ElementSpec("int64", events, fmt.ENCODING_INT64_LIST)
+            specs[LABELS_KEY] = fmt.stored_spec("float32", (self.num_label_classes,))
+            specs[EVENTS_KEY] = fmt.stored_spec("int64", (self.max_events, 3))
             specs[NUM_EVENTS_KEY] = int64
         return specs
 
@@ -162,8 +182,14 @@ def preprocessing_fn(
     for name in feature_names:
         outputs[name] = inputs[name]
         if normalize:
-            outputs[name + fmt.NORMALIZED_SUFFIX] = tft.scale_to_z_score(inputs[name])
+            scope = z_score_scope(name)  # names the statistics in the graph (finalize reads them)
+            outputs[name + fmt.NORMALIZED_SUFFIX] = tft.scale_to_z_score(inputs[name], name=scope)
     return outputs
+
+
+def z_score_scope(feature: str) -> str:
+    """The name scope of `feature`'s ``tft.scale_to_z_score`` in the transform graph."""
+    return f"z_score_{feature}"
 
 
 _TFMD_TYPES = {
@@ -177,12 +203,15 @@ _TFMD_TYPES = {
 def element_schema(specs: Mapping[str, fmt.ElementSpec]) -> schema_pb2.Schema:
     """A tensorflow_metadata Schema of the stored records, one feature per element key.
 
-    Keys stored as raw little-endian bytes (``signal``) are BYTES features of shape [1]; their
-    decoded dtype and shape are in the annotation tags ``dtype:<name>`` and ``shape:<d0,d1>``
-    (tf.train.Example has no int16/int32; raw bytes keep samples bit-exact and compact).
+    Keys stored as raw little-endian bytes (``signal``, float tensors) are BYTES features of
+    shape [1]; their decoded dtype and shape are in the annotation tags ``dtype:<name>`` and
+    ``shape:<d0,d1>`` (and ``stored_dtype:<name>`` for float16 / bfloat16 bytes). Keys the
+    reader computes (``z_score``) are not in the records, so not in this schema.
     """
     schema = schema_pb2.Schema()
     for key, spec in specs.items():
+        if not spec.stored:
+            continue
         feature = schema.feature.add(name=key, type=_TFMD_TYPES[spec.encoding])
         feature.presence.min_fraction = 1.0
         feature.presence.min_count = 1
@@ -193,4 +222,6 @@ def element_schema(specs: Mapping[str, fmt.ElementSpec]) -> schema_pb2.Schema:
         feature.annotation.tag.append(f"dtype:{spec.dtype}")
         feature.annotation.tag.append("shape:" + ",".join(str(d) for d in spec.shape))
         feature.annotation.tag.append(f"encoding:{spec.encoding}")
+        if spec.stored_dtype:
+            feature.annotation.tag.append(f"stored_dtype:{spec.stored_dtype}")
     return schema

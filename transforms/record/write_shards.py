@@ -4,8 +4,9 @@ Planning (`plan_num_shards`, `choose_compression`) is pure; `WriteShardFn` does 
 read stage routed every row to its shard's part files (`transforms.record.read_windows`); a shard
 is the concatenation of its parts in task order, i.e. sorted by (index, win_start_idx, channel), so
 two runs over the same input give byte-identical shards whatever the runner's bundling. The TFT
-graph (`transform_fn/`, vocabulary and z-score statistics) is applied here with
-`tf.saved_model.load`, batch by batch, exactly as a server applies it.
+graph (`transform_fn/`: the class vocabulary) is applied here with `tf.saved_model.load`, batch by
+batch, exactly as a server applies it; its z-scored features are not stored (format version 2:
+the reader computes them from the statistics in the manifest).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import dataclasses
 import math
 import zlib
 from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
 
 import apache_beam as beam
 import numpy as np
@@ -21,10 +23,10 @@ import pyarrow as pa
 from apache_beam.io.filesystems import FileSystems
 
 from replay import format as fmt
-from transforms.record.examples import encode_examples
+from transforms.record.examples import encode_examples, raw_float_rows
 from transforms.record.file_rows import list_column
 from transforms.record.prefetch import ComputePool, prefetch
-from transforms.record.preprocessing import RecordLayout
+from transforms.record.preprocessing import RecordLayout, z_score_scope
 from transforms.record.progress import ProgressFile
 
 TARGET_SHARD_BYTES = 128 << 20  # 128 MiB per shard when --num_shards is not given
@@ -72,6 +74,41 @@ def choose_compression(requested: str, sample: Sequence[bytes]) -> str:
     return "GZIP" if ratio <= 1 - AUTO_MIN_SAVING else "NONE"
 
 
+def z_score_statistics(
+    loaded: Any, layout: RecordLayout, *, where: str
+) -> dict[str, tuple[float, float]]:
+    """{feature: (mean, var)}: the statistics TFT's analysis put into the loaded transform_fn/.
+
+    After the analysis, each ``scale_to_z_score`` reads its mean and variance as constants the
+    transform function captures; the capture placeholders are named after their consumers in
+    the feature's name scope (``z_score_<feature>/sub`` takes the mean, ``.../Sqrt`` the
+    variance). Reading them back from the graph gives exactly the float32 values the graph uses,
+    so the reader's z-score is bit for bit the graph's (tests compare with TFT's transform).
+
+    Raises:
+      RuntimeError: a statistic is not found (a TFT whose graph this does not know).
+    """
+    function = loaded.transform_fn
+    captured = {}
+    for fn in getattr(function, "concrete_functions", None) or [function]:
+        names = [t.name.split(":")[0] for t in fn.graph.inputs[-len(fn.captured_inputs) :]]
+        captured.update(zip(names, fn.captured_inputs, strict=True))
+    statistics = {}
+    for feature in layout.feature_shapes:
+        scope = z_score_scope(feature)
+        values = []
+        for placeholder in (f"{scope}_sub_y", f"{scope}_sqrt_x"):
+            tensor = captured.get(placeholder)
+            if tensor is None or tensor.dtype.name != "float32" or tensor.shape.rank != 0:
+                raise RuntimeError(
+                    f"{where}: no float32 statistic {placeholder!r} in the transform graph "
+                    f"(captures: {sorted(captured)})"
+                )
+            values.append(float(tensor.numpy()))  # a float32 value: exact as a Python float
+        statistics[feature] = (values[0], values[1])
+    return statistics
+
+
 class _Transform:
     """The TFT graph written by this run (transform_fn/), applied to raw RecordBatches."""
 
@@ -81,25 +118,31 @@ class _Transform:
         self._tf = tf
         self._loaded = tf.saved_model.load(f"{output_dir.rstrip('/')}/{fmt.TRANSFORM_FN_DIR}")
         self._layout = layout
+        self.statistics = (
+            z_score_statistics(self._loaded, layout, where=output_dir) if layout.normalize else {}
+        )
 
     def __call__(self, batch: pa.RecordBatch) -> pa.RecordBatch:
-        """Raw batch -> the stored batch: raw columns + target, num_classes, <feature>_norm."""
+        """Raw batch -> the stored batch: raw columns, float tensors as raw bytes (features in
+        ``--feature_dtype``), + target, num_classes. ``<feature>_norm`` is not stored: the
+        reader computes it from the statistics in the manifest (format version 2)."""
         tf, n = self._tf, batch.num_rows
         column = lambda key: batch.column(batch.schema.get_field_index(key))  # noqa: E731
         inputs = {fmt.CLASS_KEY: tf.constant(column(fmt.CLASS_KEY).flatten().to_numpy(False))}
-        for name, shape in self._layout.feature_shapes.items():
+        for name, shape in self._layout.feature_shapes.items():  # the graph takes every input
             values = column(name).flatten().to_numpy()
             inputs[name] = tf.constant(values.reshape((n, *shape)))
         out = self._loaded.transform_fn(inputs)
-        arrays, names = list(batch.columns), list(batch.schema.names)
+        arrays, names = [], []
+        for name, array in zip(batch.schema.names, batch.columns, strict=True):
+            if pa.types.is_floating(array.type.value_type):
+                dtype = self._layout.feature_dtype if name in self._layout.feature_shapes else ""
+                array = raw_float_rows(name, array, stored_dtype=dtype or "float32")
+            arrays.append(array)
+            names.append(name)
         for key in (fmt.TARGET_KEY, fmt.NUM_CLASSES_KEY):
             arrays.append(list_column(out[key].numpy().reshape(-1).astype(np.int64), 1, pa.int64()))
             names.append(key)
-        if self._layout.normalize:
-            for name, shape in self._layout.feature_shapes.items():
-                norm = out[name + fmt.NORMALIZED_SUFFIX].numpy().reshape(-1)
-                arrays.append(list_column(norm, int(np.prod(shape)), pa.float32()))
-                names.append(name + fmt.NORMALIZED_SUFFIX)
         return pa.RecordBatch.from_arrays(arrays, names=names)
 
 
@@ -145,7 +188,7 @@ class WriteShardFn(beam.DoFn):
         self._bytes.inc(info["num_bytes"])
         self._shards.inc()
         self._progress.add(bytes=info["num_bytes"], shards=1)
-        yield info
+        yield {**info, "statistics": self._transform.statistics}  # for the manifest
 
     def _records(self, parts: list[dict], failed: set[bytes]) -> Iterator[bytes]:
         """The shard's serialized Examples, in part order.

@@ -1,0 +1,208 @@
+"""Format version 2 against version 1 as the v1 code really wrote it (tests/fixtures/v1_dataset).
+
+The same input and options recorded by today's code: every key the v1 dataset holds replays bit
+for bit the same from v2, ``<feature>_norm`` included (v2 computes it in the reader from the
+statistics in the manifest; v1 stored TFT's output), in fewer bytes. The v1 dataset still reads,
+verifies and inspects. ``--feature_dtype float16 / bfloat16`` stay within their error bounds.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from replay import format as fmt
+from tests.support.record_helpers import SAMPLE_DIR, load_manifest, read_records, record
+
+pytestmark = pytest.mark.slow
+V1_DATASET = Path(__file__).resolve().parents[1] / "fixtures" / "v1_dataset"
+# The command that wrote V1_DATASET (its README), minus the output directory.
+V1_ARGS = ("--win_len", "4000", "--max_elements", "4", "--features", "log_mel,mfcc")
+FEATURES = ("log_mel", "mfcc")
+
+
+def _record(tmp_path_factory, *extra: str) -> Path:
+    out = tmp_path_factory.mktemp("v2") / "out"
+    record(str(SAMPLE_DIR / "*.wav"), out, *V1_ARGS, *extra)
+    return out
+
+
+@pytest.fixture(scope="module")
+def v2(tmp_path_factory) -> Path:
+    return _record(tmp_path_factory)
+
+
+def _replayed(path: Path, features=None) -> dict[tuple[int, int], dict]:
+    """Every element by (index, win_start_idx), as numpy, read by `replay_dataset`."""
+    from replay import replay_dataset
+
+    out = {}
+    for batch in replay_dataset(path, features=features, batch_size=3, deterministic=True):
+        rows = {k: v.numpy() for k, v in batch.items()}
+        for i in range(len(next(iter(rows.values())))):
+            row = {k: v[i] for k, v in rows.items()}
+            out[len(out)] = row
+    return out
+
+
+def _by_window(elements: dict) -> dict[tuple[int, int], dict]:
+    return {(int(e["index"]), int(e["win_start_idx"])): e for e in elements.values()}
+
+
+def _bits(x: np.ndarray) -> np.ndarray:
+    """The bit patterns of float32 values (assert_array_equal treats -0.0 as 0.0)."""
+    return np.ascontiguousarray(x, np.float32).view(np.uint32)
+
+
+def test_v2_replays_what_v1_stored_bit_for_bit_in_fewer_bytes(v2):
+    from replay import load_info
+
+    v1_info, v2_info = load_info(V1_DATASET), load_info(v2)
+    assert (v1_info.format_version, v2_info.format_version) == (1, 2)
+    assert {k: (s.dtype, s.shape) for k, s in v2_info.elements.items()} == {
+        k: (s.dtype, s.shape) for k, s in v1_info.elements.items()
+    }  # what the user sees: same keys, in the same order, dtypes and shapes
+    assert list(v2_info.elements) == list(v1_info.elements)
+    old, new = _by_window(_replayed(V1_DATASET)), _by_window(_replayed(v2))
+    assert sorted(old) == sorted(new) and len(old) == 4
+    for window, element in old.items():
+        assert set(new[window]) == set(element)
+        for key, value in element.items():
+            if key == fmt.FILEPATH_KEY:  # the fixture was recorded from a relative pattern
+                assert Path(new[window][key].decode()).name == Path(value.decode()).name
+            elif np.asarray(value).dtype == np.float32:
+                np.testing.assert_array_equal(_bits(new[window][key]), _bits(value), err_msg=key)
+            else:
+                np.testing.assert_array_equal(new[window][key], value, err_msg=key)
+    v1_bytes = v1_info.shard_list()[0].num_bytes
+    v2_bytes = v2_info.shard_list()[0].num_bytes
+    # The norm copies are gone: per window 8,000 signal bytes + 2 x 7,064 feature bytes in v1
+    # (float_list), 8,000 + 7,064 in v2 (raw): 0.68 of the bytes.
+    assert v2_bytes < 0.7 * v1_bytes, (v1_bytes, v2_bytes)
+
+
+def test_v2_manifest_stores_features_raw_and_the_statistics_float32_exact(v2):
+    manifest = load_manifest(v2)
+    assert manifest["format_version"] == fmt.FORMAT_VERSION == 2
+    v1 = json.loads((V1_DATASET / "manifest.json").read_text())
+    for name in FEATURES:
+        assert manifest["elements"][name] == {**v1["elements"][name], "encoding": "raw"}
+        norm = manifest["elements"][name + "_norm"]
+        assert norm["encoding"] == "z_score" and norm["source"] == name
+        for stat in ("mean", "var"):
+            assert float(np.float32(norm[stat])) == norm[stat]  # exact in JSON
+        assert norm["var"] > 0
+    schema = (v2 / "schema.pbtxt").read_text()  # the stored records' keys only
+    assert 'name: "log_mel"' in schema and "log_mel_norm" not in schema
+    # The helper that reads shards without replay (numpy z-score) agrees with replay.
+    records = {(int(r["index"]), int(r["win_start_idx"])): r for r in read_records(v2)}
+    for window, element in _by_window(_replayed(v2)).items():
+        for key in ("log_mel_norm", "mfcc_norm", "signal"):
+            np.testing.assert_array_equal(records[window][key], element[key], err_msg=key)
+
+
+def test_only_the_requested_keys_are_parsed_and_norm_alone_works(v2):
+    from replay import load_info
+    from replay.parsing import batch_parser, feature_description, stored_specs
+
+    info = load_info(v2)
+    wanted = info.select_features(["log_mel_norm", "target"])
+    stored = stored_specs(wanted, info.elements)
+    assert set(feature_description(stored)) == {"log_mel", "target"}  # the source, not signal
+    full = _replayed(v2)  # deterministic: the same order both times
+    some = _replayed(v2, features=["log_mel_norm", "target"])
+    assert len(some) == len(full) == 4
+    for i, element in some.items():
+        assert set(element) == {"log_mel_norm", "target"}
+        assert element["target"] == full[i]["target"]
+        np.testing.assert_array_equal(
+            _bits(element["log_mel_norm"]), _bits(full[i]["log_mel_norm"])
+        )
+    parse = batch_parser(wanted, info.elements)
+    assert set(parse(np.array([], dtype=object).astype(bytes))) == {"log_mel_norm", "target"}
+
+
+def test_both_versions_verify_and_inspect(v2, tmp_path, capsys):
+    from pipelines import inspect as inspect_cli
+    from pipelines import verify as verify_cli
+    from replay import verify_dataset
+
+    v1 = tmp_path / "v1"
+    shutil.copytree(V1_DATASET, v1)
+    for path in (v1, v2):
+        assert verify_dataset(path).num_examples() == 4
+        assert verify_cli.run([str(path)]) == 0  # decodes every key, log_mel_norm included
+        assert inspect_cli.run([str(path)]) == 0
+        assert "log_mel_norm" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "dtype, relative",
+    [("float16", 2.0**-11), ("bfloat16", 2.0**-8)],  # half an ulp: 2^-(mantissa bits + 1)
+)
+def test_feature_dtype_halves_features_within_the_error_bound(
+    tmp_path_factory, v2, dtype, relative
+):
+    from replay import load_info
+
+    narrow = _record(tmp_path_factory, "--feature_dtype", dtype)
+    info = load_info(narrow)
+    assert info.elements["log_mel"].stored_dtype == dtype
+    assert info.tensor_specs()["log_mel"].dtype.name == "float32"  # read back as float32
+    exact, rounded = _by_window(_replayed(v2)), _by_window(_replayed(narrow))
+    smallest = 2.0**-14 if dtype == "float16" else 2.0**-126  # smallest normal value
+    for window, element in exact.items():
+        np.testing.assert_array_equal(rounded[window]["signal"], element["signal"])
+        for name in FEATURES:
+            x, y = element[name], rounded[window][name]
+            bound = np.maximum(np.abs(x) * relative, smallest * relative)
+            assert np.all(np.abs(y - x) <= bound), (name, np.max(np.abs(y - x) / bound))
+            # the z-score of a rounded x: the same statistics, so the error is |dx| / std
+            spec = info.elements[name + "_norm"].z_score
+            norm_bound = bound / np.sqrt(spec.var) + 2.0**-22 * np.abs(element[name + "_norm"])
+            norm_error = np.abs(rounded[window][name + "_norm"] - element[name + "_norm"])
+            assert np.all(norm_error <= norm_bound + 1e-7), name
+    v2_bytes = load_info(v2).shard_list()[0].num_bytes
+    assert info.shard_list()[0].num_bytes < 0.85 * v2_bytes  # 2 of 4 bytes a feature value
+
+
+def test_float16_refuses_values_beyond_its_range():
+    import pyarrow as pa
+
+    from transforms.record.examples import raw_float_rows
+
+    column = pa.array([[1.0, 70000.0], [2.0, 3.0]], pa.list_(pa.float32()))
+    with pytest.raises(ValueError, match="spectrogram holds 70000, beyond float16's range"):
+        raw_float_rows("spectrogram", column, stored_dtype="float16")
+    ok = raw_float_rows("spectrogram", column, stored_dtype="bfloat16")
+    assert len(ok[0].as_py()[0]) == 4  # two bfloat16 values
+    assert np.frombuffer(ok[1].as_py()[0], "<f2").tolist() != [2.0, 3.0]  # not float16 bytes
+
+
+def test_z_score_is_the_graphs_in_every_tensorflow_context(v2):
+    """Eager, inside a tf.function (Grappler rewrites a division by a constant there) and in a
+    tf.data map, the reader's z-score has the transform graph's bits."""
+    import tensorflow as tf
+
+    from replay import load_info
+    from replay.parsing import z_score
+
+    info = load_info(v2)
+    rng = np.random.default_rng(0)
+    x = {
+        name: rng.normal(1, 5, (8, *info.elements[name].shape)).astype(np.float32)
+        for name in FEATURES
+    }
+    transform = tf.saved_model.load(str(v2 / fmt.TRANSFORM_FN_DIR))
+    graph = transform.transform_fn({"class": tf.constant([b"bird"] * 8), **x})
+    for name in FEATURES:
+        stats = info.elements[name + "_norm"].z_score
+        fn = lambda v, s=stats: z_score(v, mean=s.mean, var=s.var)  # noqa: E731
+        want = _bits(graph[name + "_norm"].numpy())
+        mapped = next(iter(tf.data.Dataset.from_tensors(x[name]).map(fn)))
+        for got in (fn(tf.constant(x[name])), tf.function(fn)(tf.constant(x[name])), mapped):
+            np.testing.assert_array_equal(_bits(got.numpy()), want, err_msg=name)
