@@ -39,6 +39,7 @@ from transforms.record.write_shards import plan_num_shards
 TASK_BYTES = 32 << 20  # 32 MiB of stored elements per read task, at most ...
 TASKS_PER_CORE = 4  # ... and at least 4 tasks per core when there is enough data ...
 MIN_TASK_ROWS = 64  # ... but never tasks of fewer than 64 elements
+_ITEMSIZE = {"int16": 2, "int32": 4, "float32": 4, "float64": 8}  # signal dtypes
 
 
 @dataclasses.dataclass(frozen=True)
@@ -269,16 +270,8 @@ def size_tasks(config: RecordConfig, scanned: ScannedInputs, *, cpu_count: int) 
         strict=config.strict,
         signal_dtype=scanned.signal_dtype,
     )
-    feature_floats = sum(math.prod(s) for s in shapes.values()) * (2 if config.normalize else 1)
-    row_bytes = config.win_len * 4 + feature_floats * 4  # stored bytes per element, about
-    growth = 1 + feature_floats * 4 / (2 * config.win_len)  # stored bytes per input byte
-    estimated = {
-        split: plan_num_shards(
-            int(growth * sum(f.size_bytes for f in inputs if f.split == split)),
-            num_shards=config.num_shards,
-        )
-        for split in sharding.split_names
-    }
+    feature_floats = sum(math.prod(s) for s in shapes.values())
+    row_bytes = config.win_len * 4 + feature_floats * 4  # a row in memory (read tasks), about
     segments = shard_plan.plan_segments(
         [
             (f, f.annotation.num_rows if f.annotation else planned_rows(f.info, read_config))
@@ -287,6 +280,19 @@ def size_tasks(config: RecordConfig, scanned: ScannedInputs, *, cpu_count: int) 
         ],
         sharding,
     )
+    stored = stored_row_bytes(
+        win_len=config.win_len,
+        signal_dtype=scanned.signal_dtype,
+        feature_values=feature_floats,
+        feature_dtype=config.feature_dtype,
+    )
+    estimated = {  # README "Shard count": one shard per 128 MiB of estimated output
+        split: plan_num_shards(
+            stored * sum(kept for f, kept, _ in segments if f.split == split),
+            num_shards=config.num_shards,
+        )
+        for split in sharding.split_names
+    }
     sharding = dataclasses.replace(
         sharding, num_shards=shard_plan.split_shard_counts(segments, sharding, estimated)
     )
@@ -318,6 +324,18 @@ def size_tasks(config: RecordConfig, scanned: ScannedInputs, *, cpu_count: int) 
         analyze_splits=analyze,
         annotation_errors=scanned.annotation_errors,
     )
+
+
+def stored_row_bytes(
+    *, win_len: int, signal_dtype: str, feature_values: int, feature_dtype: str
+) -> int:
+    """Bytes a stored element takes, about: its samples and its stored features (format 2).
+
+    ``<feature>_norm`` is not stored (the reader computes it); scalars and the Example framing
+    (~100 bytes) are left out. Planned windows times this is the estimated output.
+    """
+    feature_bytes = 2 if feature_dtype in ("float16", "bfloat16") else 4
+    return win_len * _ITEMSIZE[signal_dtype] + feature_values * feature_bytes
 
 
 def _input_file(

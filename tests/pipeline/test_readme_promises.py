@@ -152,7 +152,7 @@ def test_default_shard_count_is_one_per_128_mib_of_output(sample_run):
     windows = sum(len(sf.read(p)[0]) // SAMPLE_WIN_LEN for p in SAMPLE_DIR.glob("*.wav"))
     per_window = SAMPLE_WIN_LEN * 2 + _frames(SAMPLE_WIN_LEN) * MEL_BINS * 4
     assert len(_shards(sample_run["out"])) == math.ceil(windows * per_window / SHARD_TARGET_BYTES)
-    # (the multi-shard case, 427 MB -> 4 shards: tests/reliability/test_reliability_large.py)
+    # (the multi-shard case, 2,636 windows -> 3 shards: tests/reliability/test_reliability_large.py)
 
 
 def test_each_shard_holds_its_windows_in_index_start_channel_order(mixed_run):

@@ -43,8 +43,9 @@ def test_long_48khz_file(workdir):
     assert result["files"] == 1
     assert result["windows"] == int(HOURS * 3600 * 48000) // 32768
     # README "Shard count": one per 128 MiB of estimated output. Per window (default options):
-    # int16 signal [32768] + log_mel and log_mel_norm float32 [1 + (32768 - 400) // 160, 64].
-    per_window = 32768 * 2 + 2 * (1 + (32768 - 400) // 160) * 64 * 4
+    # int16 signal [32768] + log_mel float32 [1 + (32768 - 400) // 160, 64] (format 2 does not
+    # store log_mel_norm).
+    per_window = 32768 * 2 + (1 + (32768 - 400) // 160) * 64 * 4
     assert result["shards"] == math.ceil(result["windows"] * per_window / (128 << 20)), result
     assert result["peak_pss_tree_mb"] < MAX_MB, result
 

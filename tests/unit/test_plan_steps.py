@@ -4,6 +4,7 @@ headers, output directory), its pure parts, and `size_tasks` (shapes, shard coun
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import pytest
 
@@ -18,7 +19,7 @@ from pipelines.plan import (
     size_tasks,
 )
 from tests.support import wavgen
-from transforms.record import shard_plan
+from transforms.record import shard_plan, write_shards
 
 WIN = 1000
 
@@ -135,3 +136,23 @@ def test_size_tasks_checks_features_at_the_files_rate_and_the_analysed_splits(in
         size_tasks(config, scanned, cpu_count=1)
     plan = size_tasks(dataclasses.replace(config, normalize=False), scanned, cpu_count=1)
     assert plan.sharding.num_shards["train"] >= 1
+
+
+def test_default_shard_count_is_planned_windows_times_stored_bytes(inputs, tmp_path, monkeypatch):
+    """README "Shard count": one shard per TARGET_SHARD_BYTES (128 MiB; 5,000 bytes here) of
+    planned windows x the bytes each stores, so overlapping windows and --feature_dtype count."""
+    monkeypatch.setattr(write_shards, "TARGET_SHARD_BYTES", 5_000)
+
+    def shards(**options) -> int:
+        config = _config(inputs, tmp_path, win_len=WIN, **{"features": "none", **options})
+        return size_tasks(config, scan_inputs(config), cpu_count=1).sharding.num_shards["all"]
+
+    windows = 8 + 5 + 3  # 8000 / 5000 / 3000 frames, windows of 1000
+    overlapping = sum(1 + (frames - WIN) // 250 for frames in (8000, 5000, 3000))  # 29 + 17 + 9
+    log_mel_values = (1 + (WIN - 400) // 160) * 64  # frames x mel bins at 16 kHz
+    assert shards() == math.ceil(windows * WIN * 2 / 5_000)  # int16 samples: 7
+    assert shards(hop_len=250) == math.ceil(overlapping * WIN * 2 / 5_000)  # 22
+    assert shards(features="log_mel") == math.ceil(windows * (WIN * 2 + log_mel_values * 4) / 5_000)
+    assert shards(features="log_mel", feature_dtype="float16") == math.ceil(
+        windows * (WIN * 2 + log_mel_values * 2) / 5_000
+    )
