@@ -26,7 +26,7 @@ import functools
 import numpy as np
 import pyarrow as pa
 
-from transforms.record.file_rows import bytes_rows
+from transforms.record.file_rows import FLOAT16_MAX, bytes_rows, float16_overflow
 
 _LEN = 2  # wire type: length-delimited
 _KIND = {"bytes": 1, "float": 2, "int64": 3}  # Feature.kind field numbers
@@ -123,15 +123,13 @@ def _column_features(name: str, column: pa.Array) -> list[tuple[Pieces, int]]:
     return rows
 
 
-_FLOAT16_MAX = 65504.0  # the largest finite float16
-
-
 def raw_float_rows(name: str, column: pa.Array, *, stored_dtype: str = "float32") -> pa.ListArray:
     """A list<float32> column of fixed-size rows -> list<binary>: each row's values as one
     little-endian bytes value in `stored_dtype` (format version 2's ``raw`` encoding).
 
     float16 and bfloat16 round to nearest even. A finite value beyond float16's range (65504)
-    is refused rather than stored as infinity: a feature would silently break.
+    is refused rather than stored as infinity: a feature would silently break. (The read stage
+    already refuses such a file, as a per-file error: this is the last line of defence.)
 
     Raises:
       ValueError: rows of different lengths, or a value float16 cannot hold (names the key).
@@ -142,16 +140,13 @@ def raw_float_rows(name: str, column: pa.Array, *, stored_dtype: str = "float32"
         raise ValueError(f"column {name!r}: rows of different lengths {widths.tolist()[:4]}")
     values = column.flatten().to_numpy(zero_copy_only=False).astype(np.float32, copy=False)
     if stored_dtype == "float16":
-        with np.errstate(over="ignore"):  # an overflow is reported below, naming the key
-            narrow = values.astype("<f2")
-        overflow = np.isinf(narrow) & np.isfinite(values)
-        if overflow.any():
-            worst = float(np.max(np.abs(values[overflow])))
+        worst = float16_overflow(values)
+        if worst is not None:
             raise ValueError(
                 f"--feature_dtype float16: {name} holds {worst:.6g}, beyond float16's range "
-                f"(+-{_FLOAT16_MAX:g}); record with --feature_dtype bfloat16 or float32"
+                f"(+-{FLOAT16_MAX:g}); record with --feature_dtype bfloat16 or float32"
             )
-        values = narrow
+        values = values.astype("<f2")
     elif stored_dtype == "bfloat16":
         import ml_dtypes  # TensorFlow's own numpy bfloat16 (a TensorFlow dependency)
 

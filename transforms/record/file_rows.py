@@ -29,6 +29,39 @@ CHANNEL_MODES = ("first", "mean", "split")
 
 _CHUNK_BYTES = 8 << 20  # 8 MiB of samples per chunk of windows (one RecordBatch)
 _MAX_CHUNK_WINDOWS = 1024
+FLOAT16_MAX = 65504.0  # the largest finite float16
+_FLOAT16_ROUNDS_TO_INF = 65520.0  # float16(x) is inf from here (round to nearest even)
+
+
+class FeatureRangeError(ValueError):
+    """A file's feature holds a value its ``--feature_dtype`` cannot store (a per-file error).
+
+    Attributes:
+      path: the file (for messages only).
+      reason: one line naming the feature, the value and the way out.
+    """
+
+    def __init__(self, path: str, reason: str):
+        super().__init__(f"{path}: {reason}")
+        self.path = path
+        self.reason = reason
+
+    def __reduce__(self):  # pickle (Beam ships exceptions between processes) with both fields
+        return (type(self), (self.path, self.reason))
+
+
+def float16_overflow(values: np.ndarray) -> float | None:
+    """The largest finite magnitude in `values` that float16 would store as infinity, or None.
+
+    float16 rounds to nearest, so values below 65520 round to ±65504; NaN and infinity pass.
+    """
+    if values.size == 0:
+        return None
+    if max(float(values.max()), -float(values.min())) < _FLOAT16_ROUNDS_TO_INF:
+        return None  # the common case: two reductions, no temporary array
+    magnitude = np.abs(values)
+    finite = magnitude[(magnitude >= _FLOAT16_ROUNDS_TO_INF) & np.isfinite(magnitude)]
+    return float(finite.max()) if finite.size else None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -175,6 +208,19 @@ def bytes_rows(rows: np.ndarray) -> pa.ListArray:
     return pa.ListArray.from_arrays(pa.array(np.arange(k + 1, dtype=np.int32)), values)
 
 
+def _check_float16(computed: dict, names, *, path: str) -> None:
+    """Refuses the file when a feature exceeds float16 (checked before its rows leave the read
+    stage, so the file becomes an error entry rather than a failure of the write stage)."""
+    for name in names:
+        worst = float16_overflow(computed[name])
+        if worst is not None:
+            raise FeatureRangeError(
+                path,
+                f"{name}: {worst:.6g} is beyond float16's range (±{FLOAT16_MAX:g}); "
+                "use --feature_dtype float32 or bfloat16",
+            )
+
+
 def rows_to_batch(
     *,
     f: InputFile,
@@ -206,6 +252,8 @@ def rows_to_batch(
     if config.features.names:
         waveforms = signal.astype(np.float32) / np.float32(f.info.full_scale)
         computed = feats.compute_features(waveforms, sample_rate=rate, config=config.features)
+        if config.layout.feature_dtype == "float16":
+            _check_float16(computed, config.layout.feature_shapes, path=f.path)
         for name, shape in config.layout.feature_shapes.items():
             columns[name] = list_column(
                 computed[name].reshape(-1), int(np.prod(shape)), pa.float32()
