@@ -252,18 +252,36 @@ def test_reader_func_must_return_elements(single):
         replay_dataset(path, reader_func=lambda datasets: datasets)
 
 
-def test_default_reader_interleaves_without_shuffling(splits):
-    path, expected = splits
-    ds = replay_dataset(path, split="train", cycle_length=4, deterministic=True)
-    got = indices(collect(ds))
-    shards = []
-    start = 0
+def _train_shards(expected: dict) -> list[list[int]]:
+    shards, start = [], 0
     for count in (5, 7, 3, 6):
         shards.append(all_indices(expected, ["train"])[start : start + count])
         start += count
-    assert got[:4] == [s[0] for s in shards]  # one element of each shard in turn
+    return shards
+
+
+def test_default_reader_interleaves_blocks_without_shuffling(splits):
+    path, expected = splits
+    shards = _train_shards(expected)
+    ds = replay_dataset(path, split="train", cycle_length=4, block_length=2, deterministic=True)
+    got = indices(collect(ds))
+    assert got[:8] == [i for s in shards for i in s[:2]]  # 2 records of each shard in turn
     for shard in shards:  # each shard's own order is kept
         assert [i for i in got if i in shard] == shard
+    # Default block_length: 64 records, more than a shard holds here: shard after shard.
+    batches = collect(replay_dataset(path, split="train", batch_size=4, deterministic=True))
+    assert [len(b["index"]) for b in batches] == [4] * 5 + [1]  # rebatched across shards
+    assert np.concatenate([b["index"] for b in batches]).tolist() == [i for s in shards for i in s]
+
+
+def test_seed_order_is_whole_blocks_in_shuffled_shard_order(splits):
+    path, expected = splits
+    shards = _train_shards(expected)
+    ds = replay_dataset(path, split="train", shuffle_shards=True, seed=3, batch_size=5)
+    got = np.concatenate([b["index"] for b in collect(ds)]).tolist()
+    assert got == indices(collect(replay_dataset(path, split="train", shuffle_shards=True, seed=3)))
+    order = sorted(shards, key=lambda s: got.index(s[0]))
+    assert got == [i for s in order for i in s]  # blocks of 64 > any shard: whole shards
 
 
 # --- order and seeds -------------------------------------------------------------------------
@@ -402,6 +420,21 @@ def test_record_count_differs_from_manifest(tmp_path):
     assert expected["shards"]["all"][0] in e.value.message
     with pytest.raises(replay.CorruptShardError, match="manifest says 6"):
         replay.verify_dataset(str(tmp_path))
+
+
+@pytest.mark.parametrize("delta", [1, -1])  # the manifest lists one more / one fewer record
+@pytest.mark.parametrize("shuffle_buffer,batch_size", [(0, None), (0, 4), (8, None), (8, 3)])
+def test_record_count_check_names_the_shard(tmp_path, delta, shuffle_buffer, batch_size):
+    expected = write_dataset(tmp_path, num_examples_per_shard=(5, 70, 3), compression="NONE")
+    manifest = expected["manifest"]
+    manifest["splits"]["all"]["shards"][1]["num_examples"] += delta  # the file holds 70
+    manifest["splits"]["all"]["num_examples"] += delta
+    manifest["num_examples"] += delta
+    write_manifest(tmp_path, manifest)
+    ds = replay_dataset(str(tmp_path), shuffle_buffer=shuffle_buffer, batch_size=batch_size)
+    with pytest.raises(tf.errors.InvalidArgumentError, match=f"read 70 of {70 + delta}") as e:
+        collect(ds)
+    assert expected["shards"]["all"][1] in e.value.message
 
 
 def test_verify_dataset_passes_on_good_data(splits):
