@@ -55,19 +55,19 @@ from corpus import DEFAULT_DIR, corpus  # noqa: E402
 
 SAME = ("signal", "log_mel")  # the keys every system stores
 # variant -> (dataset, keys; None: every key the dataset has)
-VARIANTS = {
+VARIANTS = {  # in run order: each of ours next to its peers (the machine's load drifts)
     "ours": ("ours", None),
+    "seed": ("seed", SEED_KEYS),
+    "tfdata": ("tfdata", None),
+    "raw": ("ours", None),
+    "load": ("save", None),
     "ours_same": ("ours", SAME),
+    "seed_same": ("seed", SAME),
+    "load_same": ("save", SAME),
     "ours_same_norm": ("ours", (*SAME, "log_mel_norm")),
+    "seed_same_norm": ("seed", (*SAME, "log_mel_norm")),
     "ours_norm_target": ("ours", ("log_mel_norm", "target")),
     "ours_shuffle": ("ours", None),
-    "seed": ("seed", SEED_KEYS),
-    "seed_same": ("seed", SAME),
-    "seed_same_norm": ("seed", (*SAME, "log_mel_norm")),
-    "tfdata": ("tfdata", None),
-    "load": ("save", None),
-    "load_same": ("save", SAME),
-    "raw": ("ours", None),
     "online": ("corpus", None),
 }
 DEFAULT = [v for v in VARIANTS if v not in ("ours_shuffle", "online")]
@@ -247,11 +247,20 @@ def report(rows: list[dict], sizes: dict[str, tuple[int, int]] | None = None) ->
                 f"{v:16} {m['windows'] / m['seconds']:9.0f} {m['bytes'] / 1e6 / m['seconds']:7.0f}"
                 f" {m['seconds']:7.3f} {m['first']:11.3f} {mib(m['pss']):>12} {loads:>9}"
             )
+    warm_of = {(r["variant"], r["repeat"]): statistics.median(r["epochs"]) for r in rows}
     for ours, peer in PAIRS:
         if ours in merged and peer in merged:
             warm = merged[peer]["seconds"] / merged[ours]["seconds"]
             first = merged[peer]["first"] / merged[ours]["first"]
             lines.append(f"{ours} / {peer}: warm {warm:.2f}x, first epoch {first:.2f}x (>1: ours)")
+            pairs = [
+                warm_of[peer, rep] / warm_of[ours, rep]
+                for (v, rep) in warm_of
+                if v == ours and (peer, rep) in warm_of
+            ]
+            if len(pairs) > 1:  # the machine's load drifts: each repeat's own ratio too
+                shown = ", ".join(f"{x:.2f}" for x in pairs)
+                lines.append(f"  warm per repeat: {shown}; median {statistics.median(pairs):.2f}x")
     if "ours_shuffle" in merged and "ours" in merged:
         ratio = merged["ours"]["seconds"] / merged["ours_shuffle"]["seconds"]
         lines.append(f"ours_shuffle / ours: {ratio:.2f}x")
