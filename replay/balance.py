@@ -63,7 +63,7 @@ def balanced_dataset(
     Raises:
       ValueError: an unknown `balance`, or a dataset with neither ``labels`` nor ``target``.
     """
-    from replay.reader import shard_datasets
+    from replay.shards import shard_datasets
 
     if balance not in BALANCE_MODES:
         raise ValueError(f"balance must be one of {BALANCE_MODES} or None, got {balance!r}")

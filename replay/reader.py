@@ -3,34 +3,36 @@
 Pipeline (all of it graph code: no Python runs per element)::
 
     shard files (manifest order; file-sharded by input_context; shuffled if shuffle_shards)
-      -> map: one Dataset per shard file       (see "Per-shard datasets" below)
-      -> reader_func(datasets)                 default: parallel interleave, no shuffling
-      -> assert_cardinality(manifest count)    (not with tf.data service: workers read parts)
-      -> shuffle(shuffle_buffer) -> repeat -> batch -> tf.data service -> prefetch
+      -> map: one Dataset per shard file        (`replay.shards`: read, count check)
 
-Per-shard datasets. Each element of the Dataset handed to `reader_func` is the Dataset of one
-shard file's *decoded* elements (dicts of tensors, exactly `DatasetInfo.element_spec`), the
-contract of `tf.data.Dataset.load`'s reader_func, whose shard datasets also hold decoded
-elements. Inside, a shard's records are read in batches of `PARSE_BATCH` and decoded with one
-`tf.io.parse_example` per batch, then unbatched.
+    default reader (no reader_func): per-shard datasets of *blocks* of `block_length` (64)
+    serialized records
+      -> default_reader_func: parallel interleave of whole blocks, cycle_length 16
+      -> no shuffle_buffer: [repeat] -> rebatch(batch_size)    (one copy, exact batch sizes)
+         shuffle_buffer:    unbatch -> shuffle -> [repeat] -> batch(batch_size)
+      -> map: one tf.io.parse_example + decode_raw per batch, <feature>_norm computed
+      -> assert_cardinality -> tf.data service -> prefetch
 
-Corrupt shards. TensorFlow's own `DataLossError` ("corrupted record at 585", "inflate() failed")
-does not name the file. So each shard's record stream goes through
-``ignore_errors(log_warning=True)`` (TFRecordDataset moves on to the next file after a read
-error, so the rest of a bad shard is skipped and TF's reason is logged), and a `scan` counts the
-records actually read. A sentinel empty batch at the end of each shard triggers a
-`tf.debugging.Assert` that the count equals the manifest's ``num_examples`` for that shard; if
-not, iteration fails with `tf.errors.InvalidArgumentError` whose message contains::
+    reader_func: per-shard datasets of decoded elements (the `Dataset.load` contract)
+      -> reader_func(datasets) -> assert_cardinality -> shuffle -> repeat -> batch -> ...
 
-    replay: shard <path> is corrupt, truncated or unreadable: read 3 of 7 records ...
+Order. The default reader takes `block_length` consecutive records (default 64) from a shard,
+then the next block of the next open shard, round robin over `cycle_length` shards; its output
+is rebatched to `batch_size`. With `deterministic` (the default when `seed` is given) the order
+is therefore a function of the manifest, `block_length`, `cycle_length` and, with
+`shuffle_shards` / `shuffle_buffer`, of `seed` (the shard order and the buffer shuffle are
+seeded). Blocks rather than records cross the interleave (one hand-off between threads per
+64 records, not per record) and the count check runs per block.
 
-The count check also catches a shard cut at a record boundary and a shard with extra records.
-`verify_dataset` reads every shard up front and raises `CorruptShardError` instead.
+Each shard's count check (`replay.shards`) runs once per block: a shard holding fewer or more
+records than the manifest lists fails, naming the shard, before its extra records reach any
+later stage.
+
+`verify_dataset` reads every shard up front and raises `CorruptShardError` naming the shard.
 """
 
 from __future__ import annotations
 
-import functools
 import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -42,10 +44,9 @@ from replay.errors import CorruptShardError
 from replay.info import DatasetInfo, ShardInfo, load_info
 from replay.parsing import batch_parser
 from replay.shard_check import shard_reader
+from replay.shards import PARSE_BATCH, shard_datasets
 
 AUTOTUNE = tf.data.AUTOTUNE
-PARSE_BATCH = 64  # records decoded per tf.io.parse_example call
-READ_BUFFER_BYTES = 256 * 1024  # TFRecordDataset read buffer per open shard (TF's default)
 # Shards read at once by the default reader (TFDS's default interleave_cycle_length). With one per
 # core, the last shards of an epoch were read by fewer threads than cores: on 2 cores and 3
 # shards, 16 gave 1.18x the windows/s of 2 (benchmarks/RESULTS.md).
@@ -340,105 +341,6 @@ def _default_pipeline(
     elif total and repeat:  # records to repeat: it never ends
         ds = ds.apply(tf.data.experimental.assert_cardinality(tf.data.INFINITE_CARDINALITY))
     return ds
-
-
-def shard_datasets(
-    info: DatasetInfo,
-    shards: Sequence[ShardInfo],
-    specs: Mapping[str, fmt.ElementSpec],
-    *,
-    element_shard: tuple[int, int] = (1, 0),
-    shuffle: bool = False,
-    seed: int | None = None,
-    reshuffle_each_iteration: bool = True,
-    block: int | None = None,
-) -> tf.data.Dataset:
-    """The Dataset of per-shard Datasets handed to `reader_func` (one per shard, in order).
-
-    Args:
-      info: the dataset's info.
-      shards: the shards to read.
-      specs: the keys to decode.
-      element_shard: (n, i): keep records i, i+n, ... of each shard (input_context fallback).
-      shuffle: shuffle the shard order.
-      seed: shuffle seed.
-      reshuffle_each_iteration: reshuffle the shard order each epoch.
-      block: None: per-shard datasets of decoded elements (the reader_func contract); else of
-        blocks of `block` serialized records, ``[<= block]`` strings, the last block shorter,
-        then an empty block (the end-of-shard sentinel; the default reader's; `specs` unused).
-    """
-    num, index = element_shard
-    files = tf.data.Dataset.from_tensor_slices(
-        (
-            tf.constant([s.path for s in shards], tf.string, shape=[len(shards)]),
-            tf.constant([s.num_examples for s in shards], tf.int64, shape=[len(shards)]),
-        )
-    )
-    if shuffle and len(shards) > 1:
-        files = files.shuffle(
-            len(shards), seed=seed, reshuffle_each_iteration=reshuffle_each_iteration
-        )
-    make = functools.partial(
-        _shard_dataset,
-        compression_type=info.compression_type,
-        parse=None if block else batch_parser(specs, info.elements),
-        block=block or PARSE_BATCH,
-        num_pipelines=num,
-        pipeline_id=index,
-    )
-    return files.map(make)
-
-
-def _shard_dataset(
-    path: tf.Tensor,
-    num_records: tf.Tensor,
-    *,
-    compression_type: str,
-    parse: Callable[[tf.Tensor], dict[str, tf.Tensor]] | None,
-    block: int,
-    num_pipelines: int,
-    pipeline_id: int,
-) -> tf.data.Dataset:
-    """One shard file's elements decoded (`parse`), or its blocks of `block` serialized records
-    (`parse` None), with the record-count check that names the file."""
-    # A multiple of num_pipelines, so each batch starts at a record index divisible by it.
-    read_batch = block * num_pipelines
-    records = tf.data.TFRecordDataset(
-        path, compression_type=compression_type, buffer_size=READ_BUFFER_BYTES
-    )
-    batches = records.ignore_errors(log_warning=True).batch(read_batch)
-    # Real batches are never empty: an empty batch marks the end of the shard.
-    batches = batches.concatenate(tf.data.Dataset.from_tensors(tf.zeros([0], tf.string)))
-
-    def count(total: tf.Tensor, batch: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-        size = tf.size(batch, out_type=tf.int64)
-        total += size
-        message = tf.strings.join(
-            [
-                "replay: shard ",
-                path,
-                " is corrupt, truncated or unreadable: read ",
-                tf.strings.as_string(total),
-                " of ",
-                tf.strings.as_string(num_records),
-                " records the manifest lists (the reader's error, if any, is logged above; "
-                "replay.verify_dataset checks every shard)",
-            ]
-        )
-        # A block past the manifest's count fails before it is passed on (so no count check
-        # downstream, e.g. assert_cardinality's, sees the extra records first); the end-of-shard
-        # sentinel (an empty block) fails when records are missing.
-        ok = tf.where(size > 0, total <= num_records, tf.equal(total, num_records))
-        check = tf.debugging.Assert(ok, [message])
-        with tf.control_dependencies([check]):
-            return total, tf.identity(batch)
-
-    batches = batches.scan(tf.constant(0, tf.int64), count)
-    if num_pipelines > 1:
-        batches = batches.map(lambda batch: batch[pipeline_id::num_pipelines])
-    if parse is None:  # the empty sentinel stays: rebatch and unbatch skip it (a filter cost
-        return batches  # 15% more CPU per epoch than the whole read, measured)
-    return batches.map(parse).unbatch()
 
 
 def _share(num_records: int, num_pipelines: int, pipeline_id: int) -> int:
