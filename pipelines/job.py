@@ -30,6 +30,7 @@ from pipelines.config import RecordConfig, UsageError
 from pipelines.inputs import RUN_MARKER
 from pipelines.plan import RecordPlan, plan_record
 from replay import format as fmt
+from runners.internals import cached_dofn_introspection
 from runners.options import JobOptions
 from transforms.record import write_shards
 from transforms.record.progress import ProgressReporter
@@ -155,18 +156,20 @@ def run_job(
     threads = runners.compute_threads(options)
     plan = dataclasses.replace(plan, read=dataclasses.replace(plan.read, compute_threads=threads))
     if runners.translation_only(options):  # Dataflow template: write the job description only
-        p = beam.Pipeline(options=options)
-        build_pipeline(p, plan)
-        p.run()
+        with cached_dofn_introspection():
+            p = beam.Pipeline(options=options)
+            build_pipeline(p, plan)
+            p.run()
         print("wrote the job description (--template_location); no data was processed")
         return {"output_dir": plan.output_dir, "translated": True}
     prepare_output_dir(plan)
     start = time.monotonic()
-    p = beam.Pipeline(options=options)
-    build_pipeline(p, plan)
-    with ProgressReporter(plan.output_dir, total_files=len(plan.inputs)):
-        result = p.run()
-        result.wait_until_finish()
+    with cached_dofn_introspection():  # Beam inspects each DoFn signature once (guarded)
+        p = beam.Pipeline(options=options)
+        build_pipeline(p, plan)
+        with ProgressReporter(plan.output_dir, total_files=len(plan.inputs)):
+            result = p.run()
+            result.wait_until_finish()
     elapsed = time.monotonic() - start
     return summarize(plan, elapsed, counters=counters(result))
 
