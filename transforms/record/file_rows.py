@@ -33,21 +33,10 @@ FLOAT16_MAX = 65504.0  # the largest finite float16
 _FLOAT16_ROUNDS_TO_INF = 65520.0  # float16(x) is inf from here (round to nearest even)
 
 
-class FeatureRangeError(ValueError):
-    """A file's feature holds a value its ``--feature_dtype`` cannot store (a per-file error).
-
-    Attributes:
-      path: the file (for messages only).
-      reason: one line naming the feature, the value and the way out.
-    """
-
-    def __init__(self, path: str, reason: str):
-        super().__init__(f"{path}: {reason}")
-        self.path = path
-        self.reason = reason
-
-    def __reduce__(self):  # pickle (Beam ships exceptions between processes) with both fields
-        return (type(self), (self.path, self.reason))
+class FeatureRangeError(wav.WavDecodeError):
+    """A file's feature holds a value its ``--feature_dtype`` cannot store: a per-file error,
+    reported like a decode failure (`path`, one-line `reason` naming the feature, the value and
+    the way out)."""
 
 
 def float16_overflow(values: np.ndarray) -> float | None:

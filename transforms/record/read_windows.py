@@ -31,13 +31,7 @@ from apache_beam.io.filesystems import FileSystems
 from replay import format as fmt
 from transforms.audio import formats, wav
 from transforms.record import annotation_plan, shard_plan
-from transforms.record.file_rows import (
-    FeatureRangeError,
-    ReadConfig,
-    file_rows,
-    output_rate,
-    rows_to_batch,
-)
+from transforms.record.file_rows import ReadConfig, file_rows, output_rate, rows_to_batch
 from transforms.record.prefetch import ComputePool, prefetch
 from transforms.record.progress import ProgressFile
 from transforms.record.shard_plan import ReadTask, Segment, Sharding
@@ -285,8 +279,7 @@ class ReadTaskFn(beam.DoFn):
                 )
 
     def _error(self, seg: Segment, e: Exception) -> beam.pvalue.TaggedOutput:
-        known = isinstance(e, wav.WavDecodeError | FeatureRangeError)
-        reason = e.reason if known else f"{type(e).__name__}: {e}"
+        reason = e.reason if isinstance(e, wav.WavDecodeError) else f"{type(e).__name__}: {e}"
         logging.getLogger("audiorecords").warning("skipping %s: %s", seg.file.path, reason)
         self._failed.inc()
         self._progress.add(failed=1)
