@@ -177,6 +177,17 @@ def test_features_subset(splits):
     assert set(replay_dataset(path, features="class").element_spec) == {"class"}
 
 
+def test_keys_not_requested_are_not_parsed(tmp_path):
+    expected = write_dataset(tmp_path, num_examples_per_shard=(5, 3), compression="NONE")
+    manifest = expected["manifest"]
+    manifest["elements"]["log_mel"]["shape"] = [5, 8]  # the records hold [4, 8]: undecodable
+    write_manifest(tmp_path, manifest)
+    got = collect(replay_dataset(str(tmp_path), features=["signal", "target"], batch_size=4))
+    assert sum(len(b["target"]) for b in got) == 8  # log_mel never parsed: no error
+    with pytest.raises(tf.errors.InvalidArgumentError):
+        collect(replay_dataset(str(tmp_path), features=["log_mel"], batch_size=4))
+
+
 # --- cardinality -----------------------------------------------------------------------------
 
 
