@@ -65,6 +65,9 @@ def default_reader_func(
 ) -> tf.data.Dataset:
     """Interleave the per-shard datasets in parallel, without shuffling.
 
+    `replay_dataset`'s default reader calls it on per-shard datasets of blocks of records (one
+    block at a time from each shard); as a `reader_func` it interleaves decoded elements.
+
     Args:
       datasets: a Dataset of per-shard Datasets (the `reader_func` argument).
       cycle_length: shards read at once (default `CYCLE_LENGTH`, 16).
@@ -137,8 +140,9 @@ def replay_dataset(
         that shard's decoded elements in file order, as `tf.data.Dataset.load`'s and
         `snapshot`'s reader_func receive them (under `input_context` element sharding: only this
         pipeline's records). It is called once and must return a Dataset of elements holding
-        every element exactly once, in any order. Default: `default_reader_func` with
-        `cycle_length`, `block_length`, `num_parallel_reads`.
+        every element exactly once, in any order. Default: the default reader (module
+        docstring): `default_reader_func` over blocks of `block_length` serialized records
+        per shard, with `cycle_length` and `num_parallel_reads`, decoded once per batch.
       shuffle_shards: shuffle the order of shard files (before `reader_func`).
       seed: seed of the shard and `shuffle_buffer` shuffles; with a seed the order is the same
         from run to run (and `deterministic` defaults to True).
