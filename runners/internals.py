@@ -33,6 +33,7 @@ import functools
 import glob
 import inspect
 import logging
+import operator
 import os
 import platform
 import sys
@@ -259,12 +260,6 @@ def introspection_cache_usable(version: str | None = None) -> bool:
     return _tested(beam_version, TESTED_BEAM) and _introspection_matches()
 
 
-def _plain_function(f: object) -> types.FunctionType | None:
-    """The Python function behind `f` (itself or a bound method's), else None."""
-    func = f.__func__ if isinstance(f, types.MethodType) else f
-    return func if type(func) is types.FunctionType else None
-
-
 def _signature_inputs(func: types.FunctionType) -> tuple:
     """Everything `inspect.signature` reads from a function (checked by identity on a hit)."""
     extra = func.__dict__
@@ -280,19 +275,18 @@ def _signature_inputs(func: types.FunctionType) -> tuple:
 
 def _cached_args_defaults(stock, cache: weakref.WeakKeyDictionary):
     def get_function_args_defaults(f):
-        func = _plain_function(f)
-        if func is None:
+        func = f.__func__ if type(f) is types.MethodType else f
+        if type(func) is not types.FunctionType:  # partials, builtins, classes: Beam's
             return stock(f)
-        bound = isinstance(f, types.MethodType)  # a bound method's signature drops `self`
+        bound = func is not f  # a bound method's signature drops `self`
         inputs = _signature_inputs(func)
+        entry = (cache.get(func) or {}).get(bound)  # a dict read: atomic, no lock needed
+        if entry is not None and all(map(operator.is_, entry[0], inputs)):
+            return list(entry[1]), list(entry[2])  # fresh lists, as Beam's function returns
+        args, defaults = stock(f)
         with _introspection_lock:
-            hit = cache.get(func, {}).get(bound)
-        if hit is None or any(a is not b for a, b in zip(hit[0], inputs, strict=True)):
-            args, defaults = stock(f)
-            with _introspection_lock:
-                cache.setdefault(func, {})[bound] = (inputs, tuple(args), tuple(defaults))
-            return args, defaults
-        return list(hit[1]), list(hit[2])  # fresh lists, as Beam's function returns
+            cache.setdefault(func, {})[bound] = (inputs, tuple(args), tuple(defaults))
+        return args, defaults
 
     return get_function_args_defaults
 
