@@ -18,11 +18,13 @@ Pipeline (all of it graph code: no Python runs per element)::
 
 Order. The default reader takes `block_length` consecutive records (default 64) from a shard,
 then the next block of the next open shard, round robin over `cycle_length` shards; its output
-is rebatched to `batch_size`. With `deterministic` (the default when `seed` is given) the order
-is therefore a function of the manifest, `block_length`, `cycle_length` and, with
-`shuffle_shards` / `shuffle_buffer`, of `seed` (the shard order and the buffer shuffle are
-seeded). Blocks rather than records cross the interleave (one hand-off between threads per
-64 records, not per record) and the count check runs per block.
+is rebatched to `batch_size`. With a `shuffle_buffer` the default block is one record: a shard
+holds its windows in file order, so blocks of 64 would fill a small buffer with neighbouring
+windows of one file. With `deterministic` (the default when `seed` is given) the order is a
+function of the manifest, `block_length`, `cycle_length` and, with `shuffle_shards` /
+`shuffle_buffer`, of `seed` (the shard order and the buffer shuffle are seeded). Without a
+shuffle buffer, blocks rather than records cross the interleave (one hand-off between threads
+per 64 records, not per record) and the count check runs per block.
 
 Each shard's count check (`replay.shards`) runs once per block: a shard holding fewer or more
 records than the manifest lists fails, naming the shard, before its extra records reach any
@@ -51,6 +53,8 @@ AUTOTUNE = tf.data.AUTOTUNE
 # core, the last shards of an epoch were read by fewer threads than cores: on 2 cores and 3
 # shards, 16 gave 1.18x the windows/s of 2 (benchmarks/RESULTS.md).
 CYCLE_LENGTH = 16
+# Default block_length with a shuffle_buffer: records of many shards (files) mix in the buffer.
+SHUFFLE_BLOCK = 1
 
 ReaderFunc = Callable[[tf.data.Dataset], tf.data.Dataset]
 
@@ -148,8 +152,9 @@ def replay_dataset(
         from run to run (and `deterministic` defaults to True).
       reshuffle_each_iteration: a new shuffle order each epoch.
       cycle_length: default reader: shards read at once (default 16).
-      block_length: default reader: consecutive elements from one shard (default
-        `PARSE_BATCH`, 64: shards are interleaved block by block, see the module docstring).
+      block_length: default reader: consecutive elements from one shard (default 64,
+        `PARSE_BATCH`: shards are interleaved block by block, see the module docstring; 1 with
+        a `shuffle_buffer`, so that the buffer holds windows of many files, not runs of one).
       num_parallel_reads: default reader: interleave parallelism.
       shuffle_buffer: element shuffle buffer size after reading (0: no shuffle).
       repeat: repeat forever.
@@ -250,7 +255,7 @@ def replay_dataset(
             seed=seed,
             reshuffle_each_iteration=reshuffle_each_iteration,
             cycle_length=cycle_length,
-            block_length=block_length or PARSE_BATCH,
+            block_length=block_length or (SHUFFLE_BLOCK if shuffle_buffer else PARSE_BATCH),
             num_parallel_reads=num_parallel_reads,
             shuffle_buffer=shuffle_buffer,
             repeat=repeat,

@@ -285,6 +285,18 @@ def test_default_reader_interleaves_blocks_without_shuffling(splits):
     assert np.concatenate([b["index"] for b in batches]).tolist() == [i for s in shards for i in s]
 
 
+def test_with_a_shuffle_buffer_the_default_block_is_one_record(splits):
+    """A shard holds its windows in file order: blocks would fill a small shuffle buffer with
+    neighbouring windows of one file, so with a buffer the shards take turns record by record
+    (a buffer of 1 keeps the order it is given)."""
+    path, expected = splits
+    shards = _train_shards(expected)
+    ds = replay_dataset(path, split="train", cycle_length=4, shuffle_buffer=1, deterministic=True)
+    got = indices(collect(ds))
+    assert got[:4] == [s[0] for s in shards] and got[4:8] == [s[1] for s in shards]
+    assert sorted(got) == sorted(i for s in shards for i in s)
+
+
 def test_seed_order_is_whole_blocks_in_shuffled_shard_order(splits):
     path, expected = splits
     shards = _train_shards(expected)
