@@ -85,6 +85,7 @@ def build_pipeline(p: beam.Pipeline, plan: RecordPlan) -> None:
         >> WriteShards(
             spec,
             layout,
+            classes=plan.classes,
             compute_threads=plan.read.compute_threads,
             num_shards=num_shards,
             compression=compression,

@@ -18,9 +18,14 @@ from typing import Any
 
 from replay import format as fmt
 from transforms.audio import features as feats
-from transforms.record.preprocessing import CLASS_VOCABULARY, RecordLayout, element_schema
+from transforms.record.preprocessing import (
+    CLASS_VOCABULARY,
+    RecordLayout,
+    element_schema,
+    z_score_scope,
+)
 from transforms.record.read_windows import merge_file_summaries
-from transforms.record.write_shards import ShardSpec, write_shard, z_score_statistics
+from transforms.record.write_shards import ShardSpec, write_shard
 
 
 def library_versions() -> dict[str, str]:
@@ -91,10 +96,45 @@ def build_manifest(
     }
 
 
+def z_score_statistics(
+    loaded: Any, layout: RecordLayout, *, where: str
+) -> dict[str, tuple[float, float]]:
+    """{feature: (mean, var)}: the statistics TFT's analysis put into the loaded transform_fn/.
+
+    After the analysis, each ``scale_to_z_score`` reads its mean and variance as constants the
+    transform function captures; the capture placeholders are named after their consumers in
+    the feature's name scope (``z_score_<feature>/sub`` takes the mean, ``.../Sqrt`` the
+    variance). Reading them back from the graph gives exactly the float32 values the graph uses,
+    so the reader's z-score is bit for bit the graph's (tests compare with TFT's transform).
+
+    Raises:
+      RuntimeError: a statistic is not found (a TFT whose graph this does not know).
+    """
+    function = loaded.transform_fn
+    captured = {}
+    for fn in getattr(function, "concrete_functions", None) or [function]:
+        names = [t.name.split(":")[0] for t in fn.graph.inputs[-len(fn.captured_inputs) :]]
+        captured.update(zip(names, fn.captured_inputs, strict=True))
+    statistics = {}
+    for feature in layout.feature_shapes:
+        scope = z_score_scope(feature)
+        values = []
+        for placeholder in (f"{scope}_sub_y", f"{scope}_sqrt_x"):
+            tensor = captured.get(placeholder)
+            if tensor is None or tensor.dtype.name != "float32" or tensor.shape.rank != 0:
+                raise RuntimeError(
+                    f"{where}: no float32 statistic {placeholder!r} in the transform graph "
+                    f"(captures: {sorted(captured)})"
+                )
+            values.append(float(tensor.numpy()))  # a float32 value: exact as a Python float
+        statistics[feature] = (values[0], values[1])
+    return statistics
+
+
 def read_z_score_statistics(
     output_dir: str, layout: RecordLayout
 ) -> dict[str, tuple[float, float]]:
-    """{feature: (mean, var)} from ``transform_fn/`` (`write_shards.z_score_statistics`), for
+    """{feature: (mean, var)} from ``transform_fn/`` (`z_score_statistics`), for
     a run whose write stage wrote no shard (it reads them from the graph it already loaded)."""
     import tensorflow as tf
 
@@ -168,9 +208,7 @@ def finalize(
                     )
                 )
     out = spec.output_dir.rstrip("/")
-    statistics = next((s["statistics"] for s in shards if s.get("statistics")), None)
-    if statistics is None and layout.normalize:
-        statistics = read_z_score_statistics(out, layout)
+    statistics = read_z_score_statistics(out, layout) if layout.normalize else None
     elements = layout.element_specs(
         signal_dtype=signal_dtype, win_len=win_len, statistics=statistics
     )

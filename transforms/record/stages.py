@@ -154,6 +154,7 @@ class WriteShards(beam.PTransform):
         spec: write_shards.ShardSpec,
         layout: RecordLayout,
         *,
+        classes: Sequence[str],
         compute_threads: int,
         num_shards: Mapping[str, int],
         compression: beam.PCollection,
@@ -161,7 +162,9 @@ class WriteShards(beam.PTransform):
         transform_written: beam.PCollection,
     ) -> None:
         super().__init__()
-        self._fn = write_shards.WriteShardFn(spec, layout, compute_threads=compute_threads)
+        self._fn = write_shards.WriteShardFn(
+            spec, layout, classes=classes, compute_threads=compute_threads
+        )
         self._num_shards = dict(num_shards)
         self._compression = compression
         self._errors = errors

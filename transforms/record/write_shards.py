@@ -1,12 +1,12 @@
-"""Write stage: a shard's part files -> TFT transform -> serialized Examples -> one shard file.
+"""Write stage: a shard's part files -> stored columns -> serialized Examples -> one shard file.
 
 Planning (`plan_num_shards`, `choose_compression`) is pure; `WriteShardFn` does the work. The
 read stage routed every row to its shard's part files (`transforms.record.read_windows`); a shard
 is the concatenation of its parts in task order, i.e. sorted by (index, win_start_idx, channel), so
-two runs over the same input give byte-identical shards whatever the runner's bundling. The TFT
-graph (`transform_fn/`: the class vocabulary) is applied here with `tf.saved_model.load`, batch by
-batch, exactly as a server applies it; its z-scored features are not stored (format version 2:
-the reader computes them from the statistics in the manifest).
+two runs over the same input give byte-identical shards whatever the runner's bundling.
+``target`` is the planned class list's index (TFT's vocabulary is that list, `finalize` checks
+it), so no transform graph runs here; z-scored features are not stored (format version 2: the
+reader computes them from the statistics `finalize` reads out of ``transform_fn/``).
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ import dataclasses
 import math
 import zlib
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Any
 
 import apache_beam as beam
 import numpy as np
@@ -26,7 +25,7 @@ from replay import format as fmt
 from transforms.record.examples import encode_examples, raw_float_rows
 from transforms.record.file_rows import list_column
 from transforms.record.prefetch import ComputePool, prefetch
-from transforms.record.preprocessing import RecordLayout, z_score_scope
+from transforms.record.preprocessing import RecordLayout
 from transforms.record.progress import ProgressFile
 
 TARGET_SHARD_BYTES = 128 << 20  # 128 MiB per shard when --num_shards is not given
@@ -74,65 +73,26 @@ def choose_compression(requested: str, sample: Sequence[bytes]) -> str:
     return "GZIP" if ratio <= 1 - AUTO_MIN_SAVING else "NONE"
 
 
-def z_score_statistics(
-    loaded: Any, layout: RecordLayout, *, where: str
-) -> dict[str, tuple[float, float]]:
-    """{feature: (mean, var)}: the statistics TFT's analysis put into the loaded transform_fn/.
+class _StoredBatch:
+    """Raw RecordBatch -> the stored batch: raw columns, float tensors as raw bytes (features in
+    ``--feature_dtype``), + ``target`` and ``num_classes``.
 
-    After the analysis, each ``scale_to_z_score`` reads its mean and variance as constants the
-    transform function captures; the capture placeholders are named after their consumers in
-    the feature's name scope (``z_score_<feature>/sub`` takes the mean, ``.../Sqrt`` the
-    variance). Reading them back from the graph gives exactly the float32 values the graph uses,
-    so the reader's z-score is bit for bit the graph's (tests compare with TFT's transform).
-
-    Raises:
-      RuntimeError: a statistic is not found (a TFT whose graph this does not know).
+    ``target`` is the label's index in the class list fixed at planning (-1 outside it): the
+    ids TFT's class vocabulary gives, since that vocabulary is exactly the list (`finalize`
+    checks it), so no transform graph runs here. ``<feature>_norm`` is not stored: the reader
+    computes it from the statistics in the manifest (format version 2).
     """
-    function = loaded.transform_fn
-    captured = {}
-    for fn in getattr(function, "concrete_functions", None) or [function]:
-        names = [t.name.split(":")[0] for t in fn.graph.inputs[-len(fn.captured_inputs) :]]
-        captured.update(zip(names, fn.captured_inputs, strict=True))
-    statistics = {}
-    for feature in layout.feature_shapes:
-        scope = z_score_scope(feature)
-        values = []
-        for placeholder in (f"{scope}_sub_y", f"{scope}_sqrt_x"):
-            tensor = captured.get(placeholder)
-            if tensor is None or tensor.dtype.name != "float32" or tensor.shape.rank != 0:
-                raise RuntimeError(
-                    f"{where}: no float32 statistic {placeholder!r} in the transform graph "
-                    f"(captures: {sorted(captured)})"
-                )
-            values.append(float(tensor.numpy()))  # a float32 value: exact as a Python float
-        statistics[feature] = (values[0], values[1])
-    return statistics
 
-
-class _Transform:
-    """The TFT graph written by this run (transform_fn/), applied to raw RecordBatches."""
-
-    def __init__(self, output_dir: str, layout: RecordLayout):
-        import tensorflow as tf
-
-        self._tf = tf
-        self._loaded = tf.saved_model.load(f"{output_dir.rstrip('/')}/{fmt.TRANSFORM_FN_DIR}")
+    def __init__(self, layout: RecordLayout, classes: Sequence[str]):
         self._layout = layout
-        self.statistics = (
-            z_score_statistics(self._loaded, layout, where=output_dir) if layout.normalize else {}
-        )
+        self._ids = {name.encode(): i for i, name in enumerate(classes)}
+        self._num_classes = len(classes)
 
     def __call__(self, batch: pa.RecordBatch) -> pa.RecordBatch:
-        """Raw batch -> the stored batch: raw columns, float tensors as raw bytes (features in
-        ``--feature_dtype``), + target, num_classes. ``<feature>_norm`` is not stored: the
-        reader computes it from the statistics in the manifest (format version 2)."""
-        tf, n = self._tf, batch.num_rows
-        column = lambda key: batch.column(batch.schema.get_field_index(key))  # noqa: E731
-        inputs = {fmt.CLASS_KEY: tf.constant(column(fmt.CLASS_KEY).flatten().to_numpy(False))}
-        for name, shape in self._layout.feature_shapes.items():  # the graph takes every input
-            values = column(name).flatten().to_numpy()
-            inputs[name] = tf.constant(values.reshape((n, *shape)))
-        out = self._loaded.transform_fn(inputs)
+        labels = batch.column(batch.schema.get_field_index(fmt.CLASS_KEY)).flatten()
+        target = np.fromiter(
+            (self._ids.get(label, -1) for label in labels.to_numpy(False)), np.int64, len(labels)
+        )
         arrays, names = [], []
         for name, array in zip(batch.schema.names, batch.columns, strict=True):
             if pa.types.is_floating(array.type.value_type):
@@ -140,8 +100,9 @@ class _Transform:
                 array = raw_float_rows(name, array, stored_dtype=dtype or "float32")
             arrays.append(array)
             names.append(name)
-        for key in (fmt.TARGET_KEY, fmt.NUM_CLASSES_KEY):
-            arrays.append(list_column(out[key].numpy().reshape(-1).astype(np.int64), 1, pa.int64()))
+        num_classes = np.full(batch.num_rows, self._num_classes, np.int64)
+        for key, values in ((fmt.TARGET_KEY, target), (fmt.NUM_CLASSES_KEY, num_classes)):
+            arrays.append(list_column(values, 1, pa.int64()))
             names.append(key)
         return pa.RecordBatch.from_arrays(arrays, names=names)
 
@@ -155,12 +116,19 @@ class WriteShardFn(beam.DoFn):
     a half-written shard under its final name.
     """
 
-    def __init__(self, spec: ShardSpec, layout: RecordLayout, *, compute_threads: int = 1):
-        self._spec, self._layout, self._threads = spec, layout, compute_threads
+    def __init__(
+        self,
+        spec: ShardSpec,
+        layout: RecordLayout,
+        *,
+        classes: Sequence[str],
+        compute_threads: int = 1,
+    ):
+        self._spec, self._threads = spec, compute_threads
+        self._stored = _StoredBatch(layout, classes)
         self._bytes = beam.metrics.Metrics.counter("record", "bytes_written")
         self._shards = beam.metrics.Metrics.counter("record", "shards_written")
         self._progress = ProgressFile(spec.output_dir)
-        self._transform = None
 
     def setup(self) -> None:
         self._pool = ComputePool(self._threads, name="audiorecords-encode")
@@ -173,8 +141,6 @@ class WriteShardFn(beam.DoFn):
     ) -> Iterator[dict]:
         del transform_written  # orders this stage after WriteTransformFn
         (split, shard), parts = element
-        if self._transform is None:
-            self._transform = _Transform(self._spec.output_dir, self._layout)
         failed = {e["path"].encode() for e in errors}
         records = self._records(sorted(parts, key=lambda p: p["task"]), failed)
         info = write_shard(
@@ -188,13 +154,13 @@ class WriteShardFn(beam.DoFn):
         self._bytes.inc(info["num_bytes"])
         self._shards.inc()
         self._progress.add(bytes=info["num_bytes"], shards=1)
-        yield {**info, "statistics": self._transform.statistics}  # for the manifest
+        yield info
 
     def _records(self, parts: list[dict], failed: set[bytes]) -> Iterator[bytes]:
         """The shard's serialized Examples, in part order.
 
-        Part batches are read in a thread and transformed + encoded in the pool (TF ops and
-        the record writer release the GIL; encoding mostly holds it) while this thread writes
+        Part batches are read in a thread and converted + encoded in the pool (numpy and the
+        record writer release the GIL; encoding mostly holds it) while this thread writes
         earlier ones (`transforms.record.prefetch`); memory holds a few part batches.
         """
         for encoded in prefetch(self._encoded_batches(parts, failed), depth=_AHEAD_BATCHES):
@@ -225,8 +191,8 @@ class WriteShardFn(beam.DoFn):
                         yield batch
 
     def _encode(self, batch: pa.RecordBatch) -> list[bytes]:
-        """Raw batch -> TFT transform -> serialized Examples (`transforms.record.examples`)."""
-        return encode_examples(self._transform(batch))
+        """Raw batch -> stored columns -> serialized Examples (`transforms.record.examples`)."""
+        return encode_examples(self._stored(batch))
 
 
 def _concat(batches: list[pa.RecordBatch]) -> pa.RecordBatch:
