@@ -11,11 +11,12 @@ name (3 classes):
 - ``tug``: the real hydrophone recording of `REAL_RECORDING` resampled to 16 kHz, cut at
   random offsets with random gains and mixed with coloured noise and a quiet voice.
 
-Plus the real recording itself, untouched (64 kHz, 24-bit, 20.5 s, class ``tug``), which makes
+Plus the real recording itself, untouched (64 kHz, 24-bit, 5 s excerpt, class ``tug``), which makes
 the record job's ``--signal_dtype auto`` choose int32; ``--pcm16`` leaves it out (every file 16 kHz
 16-bit, int16 signals: the setting of issue 18's measurements).
 
-Files are generated once per seed into ``<dir>/pool`` (file i depends only on the seed and i);
+Files are generated once per seed and recording into ``<dir>/pool-<seed>-<recording hash>``
+(file i depends only on them and i);
 ``corpus(minutes)`` returns a directory of symlinks to the first files that add up to
 `minutes`, so the 1x / 2x / 4x corpora are prefixes of each other.
 """
@@ -23,6 +24,7 @@ Files are generated once per seed into ``<dir>/pool`` (file i depends only on th
 from __future__ import annotations
 
 import argparse
+import hashlib
 import os
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -31,14 +33,12 @@ import numpy as np
 
 RATE = 16000
 _ROOT = Path(__file__).resolve().parents[1]
-# The whole 20.5 s recording where it sits beside a checkout (the figures in RESULTS.md use it);
-# a clone without it uses the 5 s excerpt in tests/fixtures/audio (bytes unchanged), which makes
-# a different corpus. AUDIORECORDS_REAL_RECORDING names another copy.
-_FULL_RECORDING = _ROOT.parent / "shared" / "data" / "1561971697.731_1561971718.283_24346_tug.wav"
+# The 5 s excerpt of the hydrophone recording in this repository (bytes unchanged), so every
+# clone builds the same corpus; AUDIORECORDS_REAL_RECORDING names another copy (RESULTS.md
+# figures up to 2026-11-23 used the whole 20.5 s recording, 1561971697.731_..._tug.wav). The
+# pool and corpus directories carry the recording's hash: corpora of two recordings never mix.
 _EXCERPT = _ROOT / "tests" / "fixtures" / "audio" / "hydrophone_excerpt_tug.wav"
-REAL_RECORDING = os.environ.get("AUDIORECORDS_REAL_RECORDING") or str(
-    _FULL_RECORDING if _FULL_RECORDING.exists() else _EXCERPT
-)
+REAL_RECORDING = os.environ.get("AUDIORECORDS_REAL_RECORDING") or str(_EXCERPT)
 DEFAULT_DIR = os.environ.get("AUDIORECORDS_BENCH_DIR", "/tmp/audiorecords-bench")
 CLASSES = ("speech", "babble", "tug")
 SEED = 1234
@@ -165,7 +165,8 @@ def corpus(
     Generates missing pool files in parallel (`workers` processes, 0: one per core). With
     `pcm16`, without the real (24-bit 64 kHz) file.
     """
-    pool = Path(root) / f"pool-{seed}"
+    tag = hashlib.sha256(Path(REAL_RECORDING).read_bytes()).hexdigest()[:8]
+    pool = Path(root) / f"pool-{seed}-{tag}"
     pool.mkdir(parents=True, exist_ok=True)
     need = minutes * 60.0
     chosen: list[Path] = []
@@ -182,7 +183,7 @@ def corpus(
                 chosen.append(path)
                 total += _duration(path)
         index += 16
-    out = Path(root) / f"corpus-{seed}-{minutes:g}min{'-pcm16' if pcm16 else ''}"
+    out = Path(root) / f"corpus-{seed}-{tag}-{minutes:g}min{'-pcm16' if pcm16 else ''}"
     if not out.exists():
         tmp = Path(f"{out}.tmp{os.getpid()}")
         tmp.mkdir(parents=True)
