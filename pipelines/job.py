@@ -30,8 +30,7 @@ from pipelines.config import RecordConfig, UsageError
 from pipelines.inputs import RUN_MARKER
 from pipelines.plan import RecordPlan, plan_record
 from replay import format as fmt
-from runners.internals import cached_dofn_introspection
-from runners.options import JobOptions
+from runners.internals import JobOptions, cached_dofn_introspection
 from transforms.record import write_shards
 from transforms.record.progress import ProgressReporter
 from transforms.record.stages import (
