@@ -11,7 +11,8 @@ Stages (each a Beam step with its own counters), planned in `pipelines.plan`:
 2. ``ReadWindows``: decode, window and compute features per task; rows stream to per-shard part
    files, and feed ``Analyze`` (TFT full pass: class vocabulary, z-score statistics) in the same
    fused stage. Only small descriptions cross stage boundaries.
-3. ``GroupByShard`` -> ``WriteShards``: each shard's parts -> TFT transform -> Examples -> file.
+3. ``GroupByShard`` -> ``WriteShards``: each shard's parts -> stored columns -> Examples -> file
+   (``target`` from the planned class list; it does not wait for TFT's analysis).
 4. ``Finalize``: schema.pbtxt, feature_fn/, and last the manifest.
 """
 
@@ -71,7 +72,7 @@ def build_pipeline(p: beam.Pipeline, plan: RecordPlan) -> None:
     transform_fn = read["rows"] | "Analyze" >> Analyze(
         layout, classes=plan.classes, temp_dir=f"{out}/.tmp/tft"
     )
-    # transform_fn/ written (one element), an ordering side input of WriteShards and Finalize
+    # transform_fn/ written (one element), an ordering side input of Finalize
     transform_written = transform_fn | "WriteTransformFn" >> tft_beam.WriteTransformFn(out)
     # "NONE" | "GZIP" | "ZLIB", one element
     compression = read["samples"] | "ChooseCompression" >> ChooseCompression(plan.compression)
@@ -89,7 +90,6 @@ def build_pipeline(p: beam.Pipeline, plan: RecordPlan) -> None:
             num_shards=num_shards,
             compression=compression,
             errors=errors,
-            transform_written=transform_written,
         )
     )
     _ = p | "Finalize" >> Finalize(  # the manifest dict, written last

@@ -132,7 +132,7 @@ def test_read_and_write_stages_retried_write_the_reference_bytes(tmp_path, tmp_p
             outs[read_windows.PARTS_TAG]
             | beam.Map(lambda part: ((part["split"], part["shard"]), part))
             | beam.GroupByKey()
-            | beam.ParDo(write, "NONE", dict(plan.sharding.num_shards), [], [])
+            | beam.ParDo(write, "NONE", dict(plan.sharding.num_shards), [])
             | beam.Map(lambda info: (info["filename"], info["num_examples"]))
         )
         assert_that(infos, equal_to(written), label="shards")

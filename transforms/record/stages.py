@@ -143,10 +143,11 @@ class GroupByShard(beam.PTransform):
 
 
 class WriteShards(beam.PTransform):
-    """Each shard's parts -> TFT transform -> Examples -> its TFRecord file.
+    """Each shard's parts -> stored columns (``target`` from the class list) -> Examples -> its
+    TFRecord file.
 
-    Side inputs: the compression, every error (their windows are dropped) and the written
-    transform_fn (this stage runs after it).
+    Side inputs: the compression and every error (their windows are dropped). The stage does not
+    wait for TFT's analysis: only `Finalize` needs ``transform_fn/``.
     """
 
     def __init__(
@@ -159,7 +160,6 @@ class WriteShards(beam.PTransform):
         num_shards: Mapping[str, int],
         compression: beam.PCollection,
         errors: beam.PCollection,
-        transform_written: beam.PCollection,
     ) -> None:
         super().__init__()
         self._fn = write_shards.WriteShardFn(
@@ -168,7 +168,6 @@ class WriteShards(beam.PTransform):
         self._num_shards = dict(num_shards)
         self._compression = compression
         self._errors = errors
-        self._transform_written = transform_written
 
     def expand(self, grouped: beam.PCollection) -> beam.PCollection:
         # dict per shard: split, shard, filename, num_examples, num_bytes, ...
@@ -177,7 +176,6 @@ class WriteShards(beam.PTransform):
             beam.pvalue.AsSingleton(self._compression),
             self._num_shards,
             beam.pvalue.AsList(self._errors),
-            beam.pvalue.AsList(self._transform_written),
         )
 
 

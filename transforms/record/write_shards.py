@@ -136,10 +136,7 @@ class WriteShardFn(beam.DoFn):
     def teardown(self) -> None:
         self._pool.shutdown()
 
-    def process(
-        self, element, compression: str, num_shards: dict, errors: list, transform_written: list
-    ) -> Iterator[dict]:
-        del transform_written  # orders this stage after WriteTransformFn
+    def process(self, element, compression: str, num_shards: dict, errors: list) -> Iterator[dict]:
         (split, shard), parts = element
         failed = {e["path"].encode() for e in errors}
         records = self._records(sorted(parts, key=lambda p: p["task"]), failed)
