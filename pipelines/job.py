@@ -8,11 +8,11 @@ Stages (each a Beam step with its own counters), planned in `pipelines.plan`:
 
 1. Planning (launcher): match files, read every WAV header (window counts, the signal dtype),
    assign files to splits and cut the rows into read tasks; bad files are listed up front.
-2. ``ReadWindows``: decode, window and compute features per task; rows stream to per-shard part
-   files, and feed ``Analyze`` (TFT full pass: class vocabulary, z-score statistics) in the same
-   fused stage. Only small descriptions cross stage boundaries.
-3. ``GroupByShard`` -> ``WriteShards``: each shard's parts -> stored columns -> Examples -> file
-   (``target`` from the planned class list; it does not wait for TFT's analysis).
+2. ``ReadWindows``: decode, window, compute features and encode records per task; records
+   stream to per-shard part files, and rows feed ``Analyze`` (TFT full pass: class vocabulary,
+   z-score statistics) in the same fused stage. Only small descriptions cross stage boundaries.
+3. ``GroupByShard`` -> ``WriteShards``: each shard's parts (records encoded by the read stage,
+   ``target`` from the planned class list) -> its file; it does not wait for TFT's analysis.
 4. ``Finalize``: schema.pbtxt, feature_fn/, and last the manifest.
 """
 
@@ -56,6 +56,7 @@ def build_pipeline(p: beam.Pipeline, plan: RecordPlan) -> None:
         plan.tasks,
         plan.read,
         plan.sharding,
+        classes=plan.classes,
         output_dir=out,
         analyze_splits=plan.analyze_splits,
     )
@@ -84,8 +85,6 @@ def build_pipeline(p: beam.Pipeline, plan: RecordPlan) -> None:
         | "WriteShards"
         >> WriteShards(
             spec,
-            layout,
-            classes=plan.classes,
             compute_threads=plan.read.compute_threads,
             num_shards=num_shards,
             compression=compression,

@@ -39,7 +39,7 @@ def _names(directory: Path, pattern: str) -> list[str]:
 def assert_in_phase(out: Path, phase: str) -> None:
     """The paused run's output directory is in `phase` (3 shards in these runs)."""
     shards = _names(out, "*.tfrecord-*")
-    parts = _names(out, ".tmp/parts/**/*.arrow*")
+    parts = _names(out, ".tmp/parts/**/*.records*")
     if phase == "reading":
         assert parts and all(".tmp-" in p for p in parts) and not shards, (parts, shards)
     elif phase == "writing shards":

@@ -105,9 +105,7 @@ def test_read_and_write_stages_retried_write_the_reference_bytes(tmp_path, tmp_p
     paths = [f["path"] for f in manifest["files"]]
     written = [(s["filename"], s["num_examples"]) for s in manifest["splits"]["all"]["shards"]]
     spec = write_shards.ShardSpec(output_dir=str(out), name=plan.name)
-    write = faults.FaultyWriteShardFn(
-        spec, plan.read.layout, classes=plan.classes, fault_dir=str(tmp_path)
-    )
+    write = faults.FaultyWriteShardFn(spec, fault_dir=str(tmp_path))
     # One BLAS thread, as the record job's runner sets: float32 features depend on it.
     with threads.single_threaded(), beam.Pipeline(runner=LEGACY, options=_NO_ARGS) as p:
         outs = (
@@ -115,7 +113,11 @@ def test_read_and_write_stages_retried_write_the_reference_bytes(tmp_path, tmp_p
             | beam.Create(plan.tasks)
             | beam.ParDo(
                 faults.FaultyReadTaskFn(
-                    plan.read, plan.sharding, output_dir=str(out), fault_dir=str(tmp_path)
+                    plan.read,
+                    plan.sharding,
+                    classes=plan.classes,
+                    output_dir=str(out),
+                    fault_dir=str(tmp_path),
                 )
             ).with_outputs(
                 read_windows.FILES_TAG,

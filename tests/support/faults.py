@@ -69,7 +69,8 @@ class FaultyReadTaskFn(read_windows.ReadTaskFn):
 
 
 class FaultyWriteShardFn(write_shards.WriteShardFn):
-    """`WriteShardFn` failing once after a shard's first record is in its temporary file."""
+    """`WriteShardFn` failing once after a shard's first range of records is in its temporary
+    file."""
 
     def __init__(self, *args, fault_dir: str, **kwargs):
         super().__init__(*args, **kwargs)
@@ -78,12 +79,12 @@ class FaultyWriteShardFn(write_shards.WriteShardFn):
 
     def process(self, element, *args, **kwargs):
         (split, shard), _ = element
-        self._key = f"{split}-{shard}"  # read by _records, which process calls
+        self._key = f"{split}-{shard}"  # read by _ranges, which process calls
         yield from super().process(element, *args, **kwargs)
 
-    def _records(self, parts, failed):
-        records = super()._records(parts, failed)
-        return fail_once(records, directory=self._fault_dir, stage="write", key=self._key)
+    def _ranges(self, parts, failed):
+        ranges = super()._ranges(parts, failed)
+        return fail_once(ranges, directory=self._fault_dir, stage="write", key=self._key)
 
 
 _ORIGINALS = {

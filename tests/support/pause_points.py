@@ -17,30 +17,46 @@ import importlib
 import os
 import signal
 import sys
+import threading
 from collections.abc import Callable
 
 # phase -> (module, attribute, which call pauses (1 = the first)). Each point is an entry of a
 # function that runs once the job is in that phase; the output directory is then:
 PHASES: dict[str, tuple[str, str, int]] = {
     # reading: a read task has written its part files under temporary names; no shard yet
-    "reading": ("transforms.record.read_windows", "_Parts.commit", 1),
+    "reading": ("transforms.record.record_parts", "PartWriter.commit", 1),
     # writing shards: the first shard is written and renamed; the second is about to be written
+    # (shards are written by 2 threads: the second waits for the first, later ones never start)
     "writing shards": ("transforms.record.write_shards", "write_shard", 2),
     # finalising: every shard, schema.pbtxt and feature_fn/ are written; the manifest is not
     "finalising": ("transforms.record.finalize", "build_manifest", 1),
 }
-_calls = {"n": 0}
+_calls = {"n": 0, "done": 0}
+_lock = threading.Condition()
 
 
 def _pausing(fn: Callable, *, marker: str, at_call: int) -> Callable:
+    """`fn`, which stops the process on its call number `at_call`, once every earlier call has
+    returned; calls after it (from other threads) wait, so none runs past the pause point."""
+
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        _calls["n"] += 1
-        if _calls["n"] == at_call:
+        with _lock:
+            _calls["n"] += 1
+            n = _calls["n"]
+            if n >= at_call:
+                _lock.wait_for(lambda: _calls["done"] == at_call - 1)
+        if n > at_call:
+            threading.Event().wait()  # never set: the process is stopped, then killed
+        if n == at_call:
             with open(marker, "w") as fh:
                 fh.write(str(os.getpid()))
             os.kill(os.getpid(), signal.SIGSTOP)  # every thread stops here, until SIGKILL
-        return fn(*args, **kwargs)
+        result = fn(*args, **kwargs)
+        with _lock:
+            _calls["done"] += 1
+            _lock.notify_all()
+        return result
 
     return wrapper
 

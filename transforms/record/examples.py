@@ -22,11 +22,14 @@ Wire format (proto3, ``tensorflow/core/example/{example,feature}.proto``)::
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 
 import numpy as np
 import pyarrow as pa
 
-from transforms.record.file_rows import FLOAT16_MAX, bytes_rows, float16_overflow
+from replay import format as fmt
+from transforms.record.file_rows import FLOAT16_MAX, bytes_rows, float16_overflow, list_column
+from transforms.record.preprocessing import RecordLayout
 
 _LEN = 2  # wire type: length-delimited
 _KIND = {"bytes": 1, "float": 2, "int64": 3}  # Feature.kind field numbers
@@ -184,3 +187,42 @@ def encode_examples(batch: pa.RecordBatch) -> list[bytes]:
         body = sum(len(p) for p in pieces)
         records.append(b"".join([_header(1, body), *pieces]))
     return records
+
+
+class StoredEncoder:
+    """Raw RecordBatch -> the stored records: raw columns, float tensors as raw bytes (features
+    in ``--feature_dtype``), + ``target`` and ``num_classes``, as serialized Examples.
+
+    ``target`` is the label's index in the class list fixed at planning (-1 outside it): the
+    ids TFT's class vocabulary gives, since that vocabulary is exactly the list (`finalize`
+    checks it), so no transform graph runs here. ``<feature>_norm`` is not stored: the reader
+    computes it from the statistics in the manifest (format version 2).
+    """
+
+    def __init__(self, layout: RecordLayout, classes: Sequence[str]):
+        self._layout = layout
+        self._ids = {name.encode(): i for i, name in enumerate(classes)}
+        self._num_classes = len(classes)
+
+    def stored(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        """The columns written for `batch`'s rows."""
+        labels = batch.column(batch.schema.get_field_index(fmt.CLASS_KEY)).flatten()
+        target = np.fromiter(
+            (self._ids.get(label, -1) for label in labels.to_numpy(False)), np.int64, len(labels)
+        )
+        arrays, names = [], []
+        for name, array in zip(batch.schema.names, batch.columns, strict=True):
+            if pa.types.is_floating(array.type.value_type):
+                dtype = self._layout.feature_dtype if name in self._layout.feature_shapes else ""
+                array = raw_float_rows(name, array, stored_dtype=dtype or "float32")
+            arrays.append(array)
+            names.append(name)
+        num_classes = np.full(batch.num_rows, self._num_classes, np.int64)
+        for key, values in ((fmt.TARGET_KEY, target), (fmt.NUM_CLASSES_KEY, num_classes)):
+            arrays.append(list_column(values, 1, pa.int64()))
+            names.append(key)
+        return pa.RecordBatch.from_arrays(arrays, names=names)
+
+    def __call__(self, batch: pa.RecordBatch) -> list[bytes]:
+        """One serialized Example per row of `batch`, as stored."""
+        return encode_examples(self.stored(batch))

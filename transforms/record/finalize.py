@@ -199,11 +199,12 @@ def finalize(
             if shard not in present:
                 shards.append(
                     write_shard(
-                        spec,
+                        spec=spec,
                         split=split,
                         shard=shard,
                         num_shards=count,
-                        records=[],
+                        ranges=[],
+                        num_records=0,
                         compression=compression,
                     )
                 )

@@ -1,11 +1,12 @@
-"""Read stage: a ReadTask (segments of files) -> raw rows, routed to per-shard part files.
+"""Read stage: a ReadTask (segments of files) -> encoded records, routed to per-shard part files.
 
 For each task the DoFn decodes its file segments in bounded memory (`transforms.record.file_rows`),
-computes features once per chunk, and
+computes features and encodes the stored Examples once per chunk (in the compute pool), and
 
-- streams every row to a *part* file of the shard it belongs to (Arrow IPC under
-  ``<output_dir>/.tmp/parts/<split>/<shard>/<task>.arrow``, written under a temporary name and
-  renamed when the task is done, so a retried task rewrites identical parts);
+- streams every record to a *part* file of the shard it belongs to (TFRecord framing under
+  ``<output_dir>/.tmp/parts/<split>/<shard>/<task>.records``, `transforms.record.record_parts`:
+  written under a temporary name and renamed when the task is done, so a retried task rewrites
+  identical parts, and concatenated into shards by the write stage);
 - emits the rows of the analysed splits (`analyzed_splits`: ``train`` by default when there are
   splits, so test windows never shape the statistics) as RecordBatches for
   tensorflow-transform's analysis (fused in this stage); every row is still written and later
@@ -20,8 +21,8 @@ stays bounded and worker processes pay off (the runner's data plane never carrie
 from __future__ import annotations
 
 import logging
-import uuid
 from collections.abc import Collection, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 
 import apache_beam as beam
 import numpy as np
@@ -31,16 +32,17 @@ from apache_beam.io.filesystems import FileSystems
 from replay import format as fmt
 from transforms.audio import formats, wav
 from transforms.record import annotation_plan, shard_plan
+from transforms.record.examples import StoredEncoder
 from transforms.record.file_rows import ReadConfig, file_rows, output_rate, rows_to_batch
 from transforms.record.prefetch import ComputePool, prefetch
 from transforms.record.progress import ProgressFile
+from transforms.record.record_parts import PartWriter
 from transforms.record.shard_plan import ReadTask, Segment, Sharding
 
 FILES_TAG = "files"
 ERRORS_TAG = "errors"
 PARTS_TAG = "parts"
 SAMPLES_TAG = "samples"
-PARTS_DIR = ".tmp/parts"
 _SAMPLE_ROWS = 2  # rows per task kept to decide AUTO compression
 _AHEAD_CHUNKS = 4  # chunks decoded / in the feature pool ahead of the writer (8 MiB each)
 
@@ -80,43 +82,6 @@ def analyzed_splits(value: str | None, *, split_names: Sequence[str]) -> tuple[s
     return tuple(names)
 
 
-def part_path(output_dir: str, *, split: str, shard: int, task: int) -> str:
-    return f"{output_dir.rstrip('/')}/{PARTS_DIR}/{split}/{shard:05d}/{task:06d}.arrow"
-
-
-class _Parts:
-    """The open part writers of one task, one per (split, shard) it routes rows to."""
-
-    def __init__(self, output_dir: str, task: int, schema: pa.Schema):
-        self._output_dir, self._task, self._schema = output_dir, task, schema
-        self._open: dict[tuple[str, int], tuple] = {}
-
-    def write(self, split: str, shard: int, batch: pa.RecordBatch) -> None:
-        key = (split, shard)
-        if key not in self._open:
-            final = part_path(self._output_dir, split=split, shard=shard, task=self._task)
-            tmp = f"{final}.tmp-{uuid.uuid4().hex[:8]}"
-            fh = FileSystems.create(tmp, compression_type="uncompressed")
-            self._open[key] = (final, tmp, fh, pa.ipc.new_stream(fh, self._schema), [0])
-        _, _, _, writer, rows = self._open[key]
-        writer.write_batch(batch)
-        rows[0] += batch.num_rows
-
-    def commit(self) -> list[dict]:
-        """Closes and renames every part; returns their descriptions, sorted."""
-        out = []
-        for (split, shard), (final, tmp, fh, writer, rows) in sorted(self._open.items()):
-            writer.close()
-            fh.close()
-            if FileSystems.exists(final):  # a retried task: the same content, written again
-                FileSystems.delete([final])
-            FileSystems.rename([tmp], [final])
-            out.append(
-                {"split": split, "shard": shard, "task": self._task, "path": final, "rows": rows[0]}
-            )
-        return out
-
-
 def _route(batch: pa.RecordBatch, seg: Segment, first_row: int, sh: Sharding) -> np.ndarray:
     """Shard of every row of `batch`, whose first row is row `first_row` of `seg`.s file."""
     n = batch.num_rows
@@ -154,8 +119,8 @@ class _SegmentStream:
         self._items = items
         self._ended = -1  # the last segment whose end item was consumed
 
-    def batches(self) -> Iterator[pa.RecordBatch]:
-        """The next segment's batches; raises the error that ended it, if one did."""
+    def batches(self) -> Iterator[tuple[pa.RecordBatch, list[bytes]]]:
+        """The next segment's (batch, records); raises the error that ended it, if one did."""
         for seg, item in self._items:
             if item is None or isinstance(item, Exception):
                 self._ended = seg
@@ -180,7 +145,8 @@ class _SegmentStream:
 class ReadTaskFn(beam.DoFn):
     """ReadTask -> RecordBatches (for TFT analysis) + tagged parts/files/errors/samples.
 
-    Only rows of `analyze_splits` (None: every split) go to the analysis; all rows are written.
+    Only rows of `analyze_splits` (None: every split) go to the analysis; all rows are written,
+    encoded with `classes` (the planned class list: ``target`` is the index in it).
     """
 
     def __init__(
@@ -188,10 +154,12 @@ class ReadTaskFn(beam.DoFn):
         config: ReadConfig,
         sh: Sharding,
         *,
+        classes: Sequence[str],
         output_dir: str,
         analyze_splits: Collection[str] | None = None,
     ):
         self._config, self._sharding, self._output_dir = config, sh, output_dir
+        self._encode = StoredEncoder(config.layout, classes)
         self._analyze = None if analyze_splits is None else frozenset(analyze_splits)
         self._files = beam.metrics.Metrics.counter("record", "files_read")
         self._failed = beam.metrics.Metrics.counter("record", "files_failed")
@@ -200,31 +168,37 @@ class ReadTaskFn(beam.DoFn):
         self._progress = ProgressFile(output_dir)
 
     def setup(self) -> None:
-        self._pool = ComputePool(self._config.compute_threads, name="audiorecords-features")
+        threads = self._config.compute_threads
+        self._pool = ComputePool(threads, name="audiorecords-features")
+        self._writes = ThreadPoolExecutor(1, "audiorecords-parts") if threads > 1 else None
 
     def teardown(self) -> None:
         self._pool.shutdown()
+        if self._writes is not None:
+            self._writes.shutdown(cancel_futures=True)
 
     def finish_bundle(self) -> None:
         self._progress.flush()
 
     def process(self, task: ReadTask) -> Iterator:
-        parts = _Parts(self._output_dir, task.task_id, self._config.layout.arrow_schema())
+        parts = PartWriter(self._output_dir, task.task_id, executor=self._writes)
         samples = 0
-        # Decoding runs ahead in a thread, across the task's files, and features in a pool of
-        # `compute_threads`, while this thread routes, writes and analyses earlier chunks.
+        # Decoding runs ahead in a thread, across the task's files, and features + encoding in a
+        # pool of `compute_threads`, while this thread routes, writes and analyses earlier chunks.
         stream = _SegmentStream(prefetch(self._task_batches(task), depth=_AHEAD_CHUNKS))
         try:
             for i, seg in enumerate(task.segments):
                 rows = 0
                 try:
-                    for batch in stream.batches():
+                    for batch, records in stream.batches():
                         shards = _route(batch, seg, seg.row_start + rows, self._sharding)
                         targets = np.unique(shards)
                         for shard in targets:
-                            one = len(targets) == 1
-                            part = batch if one else batch.filter(pa.array(shards == shard))
-                            parts.write(seg.file.split, int(shard), part)
+                            part = records
+                            if len(targets) > 1:
+                                part = [records[j] for j in np.flatnonzero(shards == shard)]
+                            path = seg.file.path
+                            parts.write(seg.file.split, int(shard), path=path, records=part)
                         if samples < _SAMPLE_ROWS:
                             samples += 1
                             yield beam.pvalue.TaggedOutput(SAMPLES_TAG, _sample_bytes(batch))
@@ -244,7 +218,8 @@ class ReadTaskFn(beam.DoFn):
             yield beam.pvalue.TaggedOutput(PARTS_TAG, part)
 
     def _task_batches(self, task: ReadTask) -> Iterator[tuple[int, object]]:
-        """(segment, Future of a RecordBatch); a segment ends with (i, None) | (i, error)."""
+        """(segment, Future of (RecordBatch, its records)); a segment ends with (i, None) |
+        (i, error)."""
         for i, seg in enumerate(task.segments):
             try:
                 for batch in self._segment_batches(seg):
@@ -254,7 +229,7 @@ class ReadTaskFn(beam.DoFn):
                 continue
             yield i, None
 
-    def _segment_batches(self, seg: Segment) -> Iterator[pa.RecordBatch]:
+    def _segment_batches(self, seg: Segment) -> Iterator:
         if seg.row_stop <= seg.row_start:
             return
         f = seg.file
@@ -270,13 +245,13 @@ class ReadTaskFn(beam.DoFn):
             )
             for starts, channels, signal in chunks:
                 yield self._pool.submit(
-                    rows_to_batch,
-                    f=f,
-                    starts=starts,
-                    channels=channels,
-                    signal=signal,
-                    config=self._config,
+                    self._rows, f=f, starts=starts, channels=channels, signal=signal
                 )
+
+    def _rows(self, **chunk) -> tuple[pa.RecordBatch, list[bytes]]:
+        """A decoded chunk -> its raw rows (features computed) and their stored records."""
+        batch = rows_to_batch(**chunk, config=self._config)
+        return batch, self._encode(batch)
 
     def _error(self, seg: Segment, e: Exception) -> beam.pvalue.TaggedOutput:
         reason = e.reason if isinstance(e, wav.WavDecodeError) else f"{type(e).__name__}: {e}"

@@ -35,7 +35,8 @@ def count_refused(error: dict, *, paths: frozenset[str]) -> dict:
 
 
 class ReadWindows(beam.PTransform):
-    """Read tasks -> windows and features, streamed to per-shard part files.
+    """Read tasks -> windows, features and their encoded records, streamed to per-shard part
+    files (``target``: the index in `classes`, the planned class list).
 
     Yields a dict of PCollections: ``rows`` (pa.RecordBatch of the analysed splits' windows,
     for `Analyze`), ``files`` (per-file summary dicts), ``errors`` ({"path", "reason"} of the
@@ -49,13 +50,18 @@ class ReadWindows(beam.PTransform):
         config: ReadConfig,
         sharding: shard_plan.Sharding,
         *,
+        classes: Sequence[str],
         output_dir: str,
         analyze_splits: Sequence[str],
     ) -> None:
         super().__init__()
         self._tasks = tuple(tasks)
         self._fn = read_windows.ReadTaskFn(
-            config, sharding, output_dir=output_dir, analyze_splits=analyze_splits
+            config,
+            sharding,
+            classes=classes,
+            output_dir=output_dir,
+            analyze_splits=analyze_splits,
         )
 
     def expand(self, pbegin: beam.pvalue.PBegin) -> dict[str, beam.PCollection]:
@@ -143,8 +149,7 @@ class GroupByShard(beam.PTransform):
 
 
 class WriteShards(beam.PTransform):
-    """Each shard's parts -> stored columns (``target`` from the class list) -> Examples -> its
-    TFRecord file.
+    """Each shard's parts (encoded records) -> its TFRecord file.
 
     Side inputs: the compression and every error (their windows are dropped). The stage does not
     wait for TFT's analysis: only `Finalize` needs ``transform_fn/``.
@@ -153,18 +158,14 @@ class WriteShards(beam.PTransform):
     def __init__(
         self,
         spec: write_shards.ShardSpec,
-        layout: RecordLayout,
         *,
-        classes: Sequence[str],
         compute_threads: int,
         num_shards: Mapping[str, int],
         compression: beam.PCollection,
         errors: beam.PCollection,
     ) -> None:
         super().__init__()
-        self._fn = write_shards.WriteShardFn(
-            spec, layout, classes=classes, compute_threads=compute_threads
-        )
+        self._fn = write_shards.WriteShardFn(spec, compute_threads=compute_threads)
         self._num_shards = dict(num_shards)
         self._compression = compression
         self._errors = errors

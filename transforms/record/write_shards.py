@@ -1,12 +1,11 @@
-"""Write stage: a shard's part files -> stored columns -> serialized Examples -> one shard file.
+"""Write stage: a shard's part files (encoded records) -> one shard file.
 
 Planning (`plan_num_shards`, `choose_compression`) is pure; `WriteShardFn` does the work. The
-read stage routed every row to its shard's part files (`transforms.record.read_windows`); a shard
+read stage encoded every row (`transforms.record.examples.StoredEncoder`) and routed it to its
+shard's part files (`transforms.record.read_windows`, `transforms.record.record_parts`); a shard
 is the concatenation of its parts in task order, i.e. sorted by (index, win_start_idx, channel), so
-two runs over the same input give byte-identical shards whatever the runner's bundling.
-``target`` is the planned class list's index (TFT's vocabulary is that list, `finalize` checks
-it), so no transform graph runs here; z-scored features are not stored (format version 2: the
-reader computes them from the statistics `finalize` reads out of ``transform_fn/``).
+two runs over the same input give byte-identical shards whatever the runner's bundling. Nothing
+is encoded or transformed here: an uncompressed shard is a byte copy of its parts.
 """
 
 from __future__ import annotations
@@ -15,17 +14,17 @@ import dataclasses
 import math
 import zlib
 from collections.abc import Iterable, Iterator, Sequence
+from concurrent.futures import Future
 
 import apache_beam as beam
-import numpy as np
-import pyarrow as pa
 from apache_beam.io.filesystems import FileSystems
+from apache_beam.transforms.window import GlobalWindow
+from apache_beam.utils.timestamp import MIN_TIMESTAMP
+from apache_beam.utils.windowed_value import WindowedValue
 
 from replay import format as fmt
-from transforms.record.examples import encode_examples, raw_float_rows
-from transforms.record.file_rows import list_column
-from transforms.record.prefetch import ComputePool, prefetch
-from transforms.record.preprocessing import RecordLayout
+from transforms.record import record_parts
+from transforms.record.prefetch import ComputePool
 from transforms.record.progress import ProgressFile
 
 TARGET_SHARD_BYTES = 128 << 20  # 128 MiB per shard when --num_shards is not given
@@ -36,8 +35,6 @@ COMPRESSION_LEVEL = 1  # zlib level 1: same ratio as level 6 on PCM (0.639 vs 0.
 # writer: ~27 MB/s) and 2.8x the replay time; PCM and float features rarely do better.
 AUTO_MIN_SAVING = 0.5
 AUTO_SAMPLE_SIZE = 64  # examples sampled to decide AUTO compression
-_AHEAD_BATCHES = 4  # encode batches read / being encoded ahead of the shard writer
-_ENCODE_ROWS = 64  # part batches (a read chunk split over shards) are joined up to this size
 COMPRESSIONS = ("AUTO", "GZIP", "ZLIB", "NONE")
 
 
@@ -73,143 +70,93 @@ def choose_compression(requested: str, sample: Sequence[bytes]) -> str:
     return "GZIP" if ratio <= 1 - AUTO_MIN_SAVING else "NONE"
 
 
-class _StoredBatch:
-    """Raw RecordBatch -> the stored batch: raw columns, float tensors as raw bytes (features in
-    ``--feature_dtype``), + ``target`` and ``num_classes``.
-
-    ``target`` is the label's index in the class list fixed at planning (-1 outside it): the
-    ids TFT's class vocabulary gives, since that vocabulary is exactly the list (`finalize`
-    checks it), so no transform graph runs here. ``<feature>_norm`` is not stored: the reader
-    computes it from the statistics in the manifest (format version 2).
-    """
-
-    def __init__(self, layout: RecordLayout, classes: Sequence[str]):
-        self._layout = layout
-        self._ids = {name.encode(): i for i, name in enumerate(classes)}
-        self._num_classes = len(classes)
-
-    def __call__(self, batch: pa.RecordBatch) -> pa.RecordBatch:
-        labels = batch.column(batch.schema.get_field_index(fmt.CLASS_KEY)).flatten()
-        target = np.fromiter(
-            (self._ids.get(label, -1) for label in labels.to_numpy(False)), np.int64, len(labels)
-        )
-        arrays, names = [], []
-        for name, array in zip(batch.schema.names, batch.columns, strict=True):
-            if pa.types.is_floating(array.type.value_type):
-                dtype = self._layout.feature_dtype if name in self._layout.feature_shapes else ""
-                array = raw_float_rows(name, array, stored_dtype=dtype or "float32")
-            arrays.append(array)
-            names.append(name)
-        num_classes = np.full(batch.num_rows, self._num_classes, np.int64)
-        for key, values in ((fmt.TARGET_KEY, target), (fmt.NUM_CLASSES_KEY, num_classes)):
-            arrays.append(list_column(values, 1, pa.int64()))
-            names.append(key)
-        return pa.RecordBatch.from_arrays(arrays, names=names)
-
-
 class WriteShardFn(beam.DoFn):
-    """((split, shard), [part]) -> one shard file: parts in task order, transformed, encoded.
+    """((split, shard), [part]) -> one shard file: its parts' records in task order.
 
-    Rows of files that failed (side input `errors`) are dropped, so a file is either wholly in
-    the dataset or in the error list. The shard is streamed: memory holds a few part batches.
-    It is written under a temporary name and renamed, so a retry or a killed worker never leaves
-    a half-written shard under its final name.
+    The records were encoded by the read stage; an uncompressed shard is its parts' bytes
+    copied (`transforms.record.record_parts`), a compressed one their records through
+    TensorFlow's record writer. Rows of files that failed (side input `errors`) are skipped, so
+    a file is either wholly in the dataset or in the error list. The shard is streamed and
+    written under a temporary name, then renamed, so a retry or a killed worker never leaves a
+    half-written shard under its final name.
+
+    With `compute_threads` > 1 (the DirectRunner runs every bundle in one thread) the shards of a
+    bundle are written that many at a time, and their entries come out at the bundle's end.
     """
 
-    def __init__(
-        self,
-        spec: ShardSpec,
-        layout: RecordLayout,
-        *,
-        classes: Sequence[str],
-        compute_threads: int = 1,
-    ):
+    def __init__(self, spec: ShardSpec, *, compute_threads: int = 1):
         self._spec, self._threads = spec, compute_threads
-        self._stored = _StoredBatch(layout, classes)
         self._bytes = beam.metrics.Metrics.counter("record", "bytes_written")
         self._shards = beam.metrics.Metrics.counter("record", "shards_written")
         self._progress = ProgressFile(spec.output_dir)
 
     def setup(self) -> None:
-        self._pool = ComputePool(self._threads, name="audiorecords-encode")
+        self._pool = ComputePool(self._threads, name="audiorecords-shards")
 
     def teardown(self) -> None:
         self._pool.shutdown()
 
+    def start_bundle(self) -> None:
+        self._written: list[Future] = []
+
     def process(self, element, compression: str, num_shards: dict, errors: list) -> Iterator[dict]:
         (split, shard), parts = element
-        failed = {e["path"].encode() for e in errors}
-        records = self._records(sorted(parts, key=lambda p: p["task"]), failed)
-        info = write_shard(
-            self._spec,
-            split=split,
-            shard=shard,
-            num_shards=num_shards[split],
-            records=records,
-            compression=compression,
+        failed = frozenset(e["path"] for e in errors)
+        parts = sorted(parts, key=lambda p: p["task"])
+        self._written.append(
+            self._pool.submit(
+                write_shard,
+                spec=self._spec,
+                split=split,
+                shard=shard,
+                num_shards=num_shards[split],
+                ranges=self._ranges(parts, failed),
+                num_records=record_parts.kept_records(parts, failed),
+                compression=compression,
+            )
         )
-        self._bytes.inc(info["num_bytes"])
-        self._shards.inc()
-        self._progress.add(bytes=info["num_bytes"], shards=1)
-        yield info
+        if self._threads <= 1:
+            yield from self._done()
 
-    def _records(self, parts: list[dict], failed: set[bytes]) -> Iterator[bytes]:
-        """The shard's serialized Examples, in part order.
+    def finish_bundle(self) -> Iterator[WindowedValue]:
+        for info in self._done():
+            yield WindowedValue(info, MIN_TIMESTAMP, [GlobalWindow()])
 
-        Part batches are read in a thread and converted + encoded in the pool (numpy and the
-        record writer release the GIL; encoding mostly holds it) while this thread writes
-        earlier ones (`transforms.record.prefetch`); memory holds a few part batches.
-        """
-        for encoded in prefetch(self._encoded_batches(parts, failed), depth=_AHEAD_BATCHES):
-            yield from encoded.result()
+    def _done(self) -> Iterator[dict]:
+        """The written shards' entries (raising a write's error), counted here: Beam's counters
+        belong to the bundle's thread."""
+        written, self._written = self._written, []
+        for future in written:
+            info = future.result()
+            self._bytes.inc(info["num_bytes"])
+            self._shards.inc()
+            self._progress.add(bytes=info["num_bytes"], shards=1)
+            yield info
 
-    def _encoded_batches(self, parts: list[dict], failed: set[bytes]) -> Iterator:
-        pending: list[pa.RecordBatch] = []
-        rows = 0
-        for batch in self._kept_batches(parts, failed):
-            pending.append(batch)
-            rows += batch.num_rows
-            if rows >= _ENCODE_ROWS:
-                yield self._pool.submit(self._encode, batch=_concat(pending))
-                pending, rows = [], 0
-        if pending:
-            yield self._pool.submit(self._encode, batch=_concat(pending))
-
-    def _kept_batches(self, parts: list[dict], failed: set[bytes]) -> Iterator[pa.RecordBatch]:
-        """The parts' batches in order, without the rows of failed files."""
-        for part in parts:
-            with FileSystems.open(part["path"], compression_type="uncompressed") as fh:
-                for batch in pa.ipc.open_stream(fh):
-                    if failed:
-                        paths = batch.column(batch.schema.get_field_index(fmt.FILEPATH_KEY))
-                        keep = ~np.isin(paths.flatten().to_numpy(False), list(failed))
-                        batch = batch.filter(pa.array(keep))
-                    if batch.num_rows:
-                        yield batch
-
-    def _encode(self, batch: pa.RecordBatch) -> list[bytes]:
-        """Raw batch -> stored columns -> serialized Examples (`transforms.record.examples`)."""
-        return encode_examples(self._stored(batch))
-
-
-def _concat(batches: list[pa.RecordBatch]) -> pa.RecordBatch:
-    if len(batches) == 1:
-        return batches[0]
-    return pa.Table.from_batches(batches).combine_chunks().to_batches()[0]
+    def _ranges(
+        self, parts: list[dict], failed: frozenset[str]
+    ) -> Iterator[record_parts.ByteRange]:
+        """Where the shard's framed records are, in part order, without the failed files' rows."""
+        return record_parts.kept_ranges(parts, failed)
 
 
 def write_shard(
-    spec: ShardSpec,
     *,
+    spec: ShardSpec,
     split: str,
     shard: int,
     num_shards: int,
-    records: Iterable[bytes],
+    ranges: Iterable[record_parts.ByteRange],
+    num_records: int,
     compression: str,
 ) -> dict:
-    """Writes one shard file; returns its manifest entry {split, shard, filename, ...}."""
-    import tensorflow as tf
+    """Writes one shard file from the `ranges` of part files (TFRecord-framed, `num_records`
+    records in all); returns its manifest entry {split, shard, filename, num_examples,
+    num_bytes}.
 
+    NONE: the ranges' bytes are the file. GZIP / ZLIB: their records go through TensorFlow's
+    record writer.
+    """
     filename = fmt.shard_filename(
         name=spec.name,
         split=split,
@@ -219,23 +166,38 @@ def write_shard(
     )
     path = f"{spec.output_dir.rstrip('/')}/{filename}"
     tmp = f"{spec.output_dir.rstrip('/')}/.tmp/{filename}.{_nonce()}"
-    level = None if compression == "NONE" else COMPRESSION_LEVEL
+    if compression == "NONE":
+        size = record_parts.copy_ranges(ranges, tmp)
+    else:
+        records = record_parts.unframe(record_parts.read_ranges(ranges))
+        count, size = _write_compressed(records, tmp, compression)
+        if count != num_records:
+            raise ValueError(f"shard {filename}: {count} records, its parts list {num_records}")
+    if FileSystems.exists(path):  # a retried shard: the same content, written again
+        FileSystems.delete([path])
+    FileSystems.rename([tmp], [path])
+    return {
+        "split": split,
+        "shard": shard,
+        "filename": filename,
+        "num_examples": num_records,
+        "num_bytes": size,
+    }
+
+
+def _write_compressed(records: Iterable[bytes], tmp: str, compression: str) -> tuple[int, int]:
+    """Writes `records` with TensorFlow's GZIP / ZLIB record writer; returns (records, bytes)."""
+    import tensorflow as tf
+
     options = tf.io.TFRecordOptions(
-        compression_type="" if compression == "NONE" else compression, compression_level=level
+        compression_type=compression, compression_level=COMPRESSION_LEVEL
     )
     count = 0
     with tf.io.TFRecordWriter(tmp, options) as writer:
         for record in records:
             writer.write(record)
             count += 1
-    tf.io.gfile.rename(tmp, path, overwrite=True)
-    return {
-        "split": split,
-        "shard": shard,
-        "filename": filename,
-        "num_examples": count,
-        "num_bytes": tf.io.gfile.stat(path).length,
-    }
+    return count, tf.io.gfile.stat(tmp).length
 
 
 def _nonce() -> str:

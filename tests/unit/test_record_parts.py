@@ -1,0 +1,88 @@
+"""Part files: TFRecord framing as TensorFlow writes it, runs skipped by input file, unframing."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import tensorflow as tf
+
+from transforms.record import record_parts
+
+RECORDS = [b"", b"x", os.urandom(1000), os.urandom(70_000), b"last"]
+
+
+def _tf_file(path: str, records: list[bytes]) -> bytes:
+    with tf.io.TFRecordWriter(path) as writer:
+        for record in records:
+            writer.write(record)
+    with open(path, "rb") as fh:
+        return fh.read()
+
+
+def test_framing_is_byte_identical_to_tensorflows_writer(tmp_path):
+    ours = b"".join(b"".join(record_parts.frame(r)) for r in RECORDS)
+    assert ours == _tf_file(str(tmp_path / "tf.tfrecord"), RECORDS)
+    assert sum(record_parts.framed_size(r) for r in RECORDS) == len(ours)
+
+
+def _write_part(out: str, task: int, runs: list[tuple[str, list[bytes]]], executor=None) -> dict:
+    writer = record_parts.PartWriter(out, task, executor=executor)
+    for path, records in runs:
+        writer.write("all", 0, path=path, records=records)
+    (part,) = writer.commit()
+    return part
+
+
+@pytest.mark.parametrize("threaded", [False, True])
+def test_a_part_is_a_tfrecord_file_with_runs_per_input_file(tmp_path, threaded):
+    from concurrent.futures import ThreadPoolExecutor
+
+    executor = ThreadPoolExecutor(1) if threaded else None
+    runs = [("a.wav", RECORDS[:2]), ("a.wav", RECORDS[2:3]), ("b.wav", RECORDS[3:])]
+    part = _write_part(str(tmp_path), 7, runs, executor)
+    assert part["path"].endswith(".tmp/parts/all/00000/000007.records")
+    assert part["rows"] == len(RECORDS)
+    sizes = [sum(record_parts.framed_size(r) for r in rs) for rs in (RECORDS[:3], RECORDS[3:])]
+    assert part["runs"] == [("a.wav", 3, sizes[0]), ("b.wav", 2, sizes[1])]
+    read = [r.numpy() for r in tf.data.TFRecordDataset(part["path"])]
+    assert read == RECORDS
+    assert os.listdir(os.path.dirname(part["path"])) == ["000007.records"]  # no temporary left
+
+
+def test_kept_ranges_skip_failed_files_and_concatenate_in_order(tmp_path):
+    one = _write_part(str(tmp_path), 1, [("a.wav", RECORDS[:2]), ("b.wav", RECORDS[2:4])])
+    two = _write_part(str(tmp_path), 2, [("b.wav", RECORDS[4:]), ("c.wav", RECORDS[:3])])
+    parts = [one, two]
+    failed = frozenset({"b.wav"})
+    assert record_parts.kept_records(parts, failed) == 5
+    ranges = list(record_parts.kept_ranges(parts, failed))
+    assert [(r.path, r.offset) for r in ranges] == [
+        (one["path"], 0),
+        (two["path"], two["runs"][0][2]),
+    ]
+    for chunk in (7, 100, 1 << 20):  # blocks cut anywhere, records whole after unframe
+        blocks = list(record_parts.read_ranges(ranges, chunk_bytes=chunk))
+        assert all(0 < len(b) <= chunk for b in blocks)
+        assert list(record_parts.unframe(blocks)) == RECORDS[:2] + RECORDS[:3]
+    kept = RECORDS[:2] + RECORDS[:3]
+    everything = RECORDS[:2] + RECORDS[2:4] + RECORDS[4:] + RECORDS[:3]
+    for skip, expected in ((failed, kept), (frozenset(), everything)):
+        shard = tmp_path / f"shard-{len(skip)}.tfrecord"
+        size = record_parts.copy_ranges(record_parts.kept_ranges(parts, skip), str(shard))
+        assert size == shard.stat().st_size == sum(record_parts.framed_size(r) for r in expected)
+        assert [r.numpy() for r in tf.data.TFRecordDataset(str(shard))] == expected
+
+
+def test_a_short_part_or_a_truncated_stream_is_an_error(tmp_path):
+    part = _write_part(str(tmp_path), 3, [("a.wav", RECORDS)])
+    with open(part["path"], "r+b") as fh:
+        fh.truncate(100)
+    ranges = list(record_parts.kept_ranges([part], frozenset()))
+    with pytest.raises(ValueError, match="shorter than its runs"):
+        list(record_parts.read_ranges(ranges))
+    with pytest.raises(ValueError, match="shorter than its runs"):
+        record_parts.copy_ranges(ranges, str(tmp_path / "shard.tfrecord"))
+    framed = b"".join(record_parts.frame(b"abc"))
+    with pytest.raises(ValueError, match="truncated record"):
+        list(record_parts.unframe([framed, framed[:-1]]))
