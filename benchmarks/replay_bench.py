@@ -17,6 +17,8 @@ rotated between repeats):
 - ``ours``: ``replay_dataset(path, batch_size=64)``, every key; ``ours_same``: signal + log_mel;
   ``ours_same_norm``: signal + log_mel + log_mel_norm; ``ours_norm_target``: log_mel_norm +
   target (the `features` argument); ``ours_shuffle``: every key, ``shuffle_buffer=10_000``;
+  ``ours_r1`` / ``ours_r2`` / ``ours_r8``: every key, ``num_parallel_reads`` 1 / 2 / 8 (the
+  default is AUTOTUNE);
 - ``seed``: the seed-style script's reader (`baselines.seed_replay`: parse_single_example +
   parse_tensor per record), every key it stores (signal, log_mel, class, target);
   ``seed_same``: signal + log_mel; ``seed_same_norm``: + log_mel_norm from its own statistics;
@@ -68,9 +70,13 @@ VARIANTS = {  # in run order: each of ours next to its peers (the machine's load
     "seed_same_norm": ("seed", (*SAME, "log_mel_norm")),
     "ours_norm_target": ("ours", ("log_mel_norm", "target")),
     "ours_shuffle": ("ours", None),
+    "ours_r1": ("ours", None),
+    "ours_r2": ("ours", None),
+    "ours_r8": ("ours", None),
     "online": ("corpus", None),
 }
-DEFAULT = [v for v in VARIANTS if v not in ("ours_shuffle", "online")]
+READERS = {"ours_r1": 1, "ours_r2": 2, "ours_r8": 8}  # num_parallel_reads (default: AUTOTUNE)
+DEFAULT = [v for v in VARIANTS if v not in ("ours_shuffle", "online", *READERS)]
 # (ours, peer) pairs whose ratios are printed: every key, then the same keys
 PAIRS = [("ours", "seed"), ("ours", "load"), ("ours", "tfdata"), ("ours", "raw"),
          ("ours", "online"), ("ours_same", "seed_same"), ("ours_same", "load_same"),
@@ -121,7 +127,12 @@ def build(variant: str, paths: dict[str, Path]):
     if variant.startswith("ours"):
         shuffle = 10_000 if variant == "ours_shuffle" else 0
         ds = replay_dataset(
-            paths["ours"], features=keys, batch_size=BATCH, shuffle_buffer=shuffle, seed=None
+            paths["ours"],
+            features=keys,
+            batch_size=BATCH,
+            shuffle_buffer=shuffle,
+            seed=None,
+            num_parallel_reads=READERS.get(variant, tf.data.AUTOTUNE),
         )
         return ds, _du_shards(paths["ours"])
     if variant.startswith("seed"):
