@@ -10,7 +10,8 @@ failed part-way (possibly in another task) are skipped without parsing a record.
 
 Why hand-written framing: TensorFlow's ``TFRecordWriter`` writes a whole file, and Beam's framing
 helper is private; the format is 16 bytes around each record (``tensorflow/core/lib/io/
-record_writer.h``), and the checksum is google-crc32c's (a dependency of apache-beam[gcp]).
+record_writer.h``), and the checksum is google-crc32c's (declared in requirements; also a
+dependency of apache-beam[gcp]).
 Tests compare the bytes with ``tf.io.TFRecordWriter``'s and read the parts back with tf.data.
 """
 
