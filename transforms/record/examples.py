@@ -131,8 +131,8 @@ def raw_float_rows(name: str, column: pa.Array, *, stored_dtype: str = "float32"
     little-endian bytes value in `stored_dtype` (format version 2's ``raw`` encoding).
 
     float16 and bfloat16 round to nearest even. A finite value beyond float16's range (65504)
-    is refused rather than stored as infinity: a feature would silently break. (The read stage
-    already refuses such a file, as a per-file error: this is the last line of defence.)
+    is refused rather than stored as infinity: a feature would silently break. (In the record
+    job `file_rows` refuses such a file first, with a per-file error; this guards the encoder.)
 
     Raises:
       ValueError: rows of different lengths, or a value float16 cannot hold (names the key).

@@ -198,8 +198,8 @@ def bytes_rows(rows: np.ndarray) -> pa.ListArray:
 
 
 def _check_float16(computed: dict, names, *, path: str) -> None:
-    """Refuses the file when a feature exceeds float16 (checked before its rows leave the read
-    stage, so the file becomes an error entry rather than a failure of the write stage)."""
+    """Refuses the file when a feature exceeds float16, with a reason naming the feature and the
+    way out (the file becomes an error entry; the encoder's own check would say less)."""
     for name in names:
         worst = float16_overflow(computed[name])
         if worst is not None:

@@ -134,8 +134,8 @@ def z_score_statistics(
 def read_z_score_statistics(
     output_dir: str, layout: RecordLayout
 ) -> dict[str, tuple[float, float]]:
-    """{feature: (mean, var)} from ``transform_fn/`` (`z_score_statistics`), for
-    a run whose write stage wrote no shard (it reads them from the graph it already loaded)."""
+    """{feature: (mean, var)} from ``transform_fn/`` (`z_score_statistics`), read once, when
+    the manifest is built."""
     import tensorflow as tf
 
     loaded = tf.saved_model.load(f"{output_dir}/{fmt.TRANSFORM_FN_DIR}")

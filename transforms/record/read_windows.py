@@ -9,8 +9,8 @@ computes features and encodes the stored Examples once per chunk (in the compute
   identical parts, and concatenated into shards by the write stage);
 - emits the rows of the analysed splits (`analyzed_splits`: ``train`` by default when there are
   splits, so test windows never shape the statistics) as RecordBatches for
-  tensorflow-transform's analysis (fused in this stage); every row is still written and later
-  transformed with those statistics;
+  tensorflow-transform's analysis (fused in this stage); every row is written either way (its
+  ``<feature>_norm`` is computed by the reader from those statistics, format version 2);
 - emits small tagged records: written ``parts``, per-segment ``files`` summaries, ``errors``
   (a file that fails to decode, with its reason), and ``samples`` to decide AUTO compression.
 
