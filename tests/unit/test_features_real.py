@@ -69,9 +69,15 @@ def test_both_paths_within_the_stated_bound_on_real_recordings(recordings, path,
 
 def test_the_bound_is_needed_float32_rounding_per_value_is_not_what_holds(recordings):
     """The old claim ("agree to float32 rounding, 1e-5") fails on the 64 kHz recording: the
-    stated bound is not looser than it has to be for log_mel in quiet bands."""
+    stated bound is not looser than it has to be for log_mel in quiet bands.
+
+    Measured against the float64 reference, not between the two float32 paths: how far numpy's
+    and TF's FFTs drift apart depends on the kernels each picks for this CPU, while a float32
+    log-mel's error in bands 40-60 dB below the frame's peak (~5e-4 here) does not.
+    """
     waveforms, rate = recordings["tug_64k"]
     config = CONFIGS["default"]
-    numpy_out = features.compute_features_numpy(waveforms, sample_rate=rate, config=config)
-    tf_out = features.compute_features_tf(waveforms, sample_rate=rate, config=config)
-    assert np.abs(numpy_out["log_mel"] - tf_out["log_mel"]).max() > 1e-4
+    reference = reference_features(waveforms, sample_rate=rate, config=config)["log_mel"]
+    for compute in (features.compute_features_numpy, features.compute_features_tf):
+        got = compute(waveforms, sample_rate=rate, config=config)["log_mel"]
+        assert np.abs(got.astype(np.float64) - reference).max() > 1e-5, compute.__name__
