@@ -9,7 +9,6 @@ report escaped. No atheris needed: the targets are plain functions.
 
 from __future__ import annotations
 
-import faulthandler
 import json
 import shutil
 from collections import Counter
@@ -19,22 +18,20 @@ import pytest
 
 from fuzz.manifest_target import BASE_DATASET, check_manifest_bytes, corpus, decode_input
 from fuzz.wav_target import check_wav
+from tests.support.hang_guard import hang_guard
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
-HANG_SECONDS = 60  # hard bound per input: the watchdog ends the test process after this
 
 
 def _replay(directory: Path, target) -> Counter:
     outcomes: Counter = Counter()
     failures = []
     for name, data in corpus(directory):
-        faulthandler.dump_traceback_later(HANG_SECONDS, exit=True)
         try:
-            outcomes[target(data)] += 1
+            with hang_guard():
+                outcomes[target(data)] += 1
         except Exception as e:  # noqa: BLE001 - collected, then reported together
             failures.append(f"{name}: {type(e).__name__}: {e}"[:300])
-        finally:
-            faulthandler.cancel_dump_traceback_later()
     assert not failures, "\n".join(failures)
     return outcomes
 

@@ -4,7 +4,7 @@ Field-aware mutations (`fuzz.manifest_target.mutate`: replace a node with a host
 it, duplicate it, nudge a count by one, add an unknown key) of the manifest of a real small
 record run. Every example must end in a valid dataset (read to the end, or failing on a record
 that disagrees with the manifest with TensorFlow's error) or a `ReplayError` naming the dataset;
-no other exception, no hang (a faulthandler watchdog ends the process), and no file outside the
+no other exception, no hang (tests/support/hang_guard.py ends the process), and no file outside the
 dataset directory opened: Python's opens are watched by an audit hook, TensorFlow's (C++) by a
 decoy shard just outside the directory whose access time must not move. `inspect`'s summary and
 HTML report keep every manifest string as text.
@@ -15,7 +15,6 @@ CI runs a few dozen examples; run more with e.g.
 
 from __future__ import annotations
 
-import faulthandler
 import json
 import os
 import shutil
@@ -39,12 +38,12 @@ from fuzz.manifest_target import (
 from pipelines import inspect as inspect_cli
 from pipelines import verify as verify_cli
 from replay import ReplayError, load_info, replay_dataset
+from tests.support.hang_guard import hang_guard
 from tests.support.record_helpers import SAMPLE_DIR, record
 
 pytestmark = pytest.mark.slow  # one real record run
 
 EXAMPLES = int(os.environ.get("AUDIORECORDS_FUZZ_EXAMPLES", "0")) or None
-HANG_SECONDS = 120  # hard bound per example: the watchdog ends the test process after this
 DECOY = "outside.tfrecord"
 
 
@@ -127,12 +126,9 @@ def _one_example(run: dict, edits: list) -> str:
     dataset, decoy = run["dataset"], run["decoy"]
     atime_works = _arm_decoy(decoy)
     _write(dataset, mutate(run["manifest"], edits))
-    faulthandler.dump_traceback_later(HANG_SECONDS, exit=True)
-    try:
+    with hang_guard():
         with OpenWatch.get().watching(dataset):
             outcome = _read_everything(dataset)
-    finally:
-        faulthandler.cancel_dump_traceback_later()
     if atime_works:
         assert _decoy_untouched(decoy), "TensorFlow read the decoy shard outside the dataset"
     return outcome
@@ -155,7 +151,7 @@ def test_manifest_pointing_at_the_decoy_is_refused(run, target):
 
 
 _SETTINGS = dict(
-    deadline=None,  # time is bounded by the watchdog (hangs) only: no test fails by the clock
+    deadline=None,  # only the hang guard watches time: no test fails by the clock
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
     database=None,
 )
