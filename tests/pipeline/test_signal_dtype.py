@@ -7,7 +7,8 @@ encodings, auto must pick the narrowest of int16 < int32 < float32 < float64 tha
 every pair: the run for dtype D holds every encoding D holds, so the pair (a, b) is recorded
 together in the run of its own dtype, and each file is read back through `replay_dataset` and
 compared with an independent decoder (tests/wavgen.expected_samples' own WAV decoder,
-scipy.io.wavfile for RIFX, soundfile for FLAC / AIFF / Ogg).
+scipy.io.wavfile for RIFX, soundfile for FLAC / AIFF / Ogg). The RIFX files of other writers in
+tests/fixtures/wav/rifx/ (sox -B, scipy; WAVE_FORMAT_EXTENSIBLE among them) are recorded too.
 """
 
 from __future__ import annotations
@@ -222,3 +223,34 @@ def test_every_encoding_mix_replays_bit_exact(tmp_path, run_dtype):
             np.testing.assert_array_equal(signal.astype(want.dtype), want, err_msg=label)
     if features != "none":  # RIFX / FLAC / AIFF / Ogg windows went through the feature path
         assert manifest["elements"]["log_mel"]["shape"] == [4, 64]
+
+
+@pytest.mark.slow
+def test_rifx_fixtures_of_other_writers_replay_bit_exact(tmp_path):
+    """sox -B and scipy RIFX files, WAVE_FORMAT_EXTENSIBLE among them, through the real pipeline.
+
+    The expected samples are those of the fixtures' independent decoders (scipy.io.wavfile, or
+    the little-endian copy sox made: tests/fixtures/wav/rifx/README.md).
+    """
+    from replay import replay_dataset
+
+    out = tmp_path / "out"
+    record(str(formatgen.RIFX_FIXTURES / "*.wav"), out, "--win_len", "5", "--features", "none")
+    manifest = load_manifest(out)
+    assert manifest["errors"] == [] and manifest["elements"]["signal"]["dtype"] == "float64"
+    by_path = {f["path"]: f for f in manifest["files"]}
+    names = sorted(Path(path).name for path in by_path)
+    assert names == sorted(p.name for p in formatgen.RIFX_FIXTURES.glob("*.wav"))
+    assert len(names) == 11
+    windows: dict[str, dict[int, np.ndarray]] = {path: {} for path in by_path}
+    for element in replay_dataset(out).as_numpy_iterator():
+        windows[element["filepath"].decode()][int(element["win_start_idx"])] = element["signal"]
+    for path, entry in by_path.items():
+        refs = formatgen.rifx_fixture_references(Path(path).name, entry["subtype"])
+        assert refs, path
+        for expected in refs.values():
+            assert entry["num_windows"] == len(expected) // 5 == len(windows[path]), path
+            for start, signal in windows[path].items():
+                want = expected[start : start + 5, 0]
+                np.testing.assert_array_equal(signal.astype(want.dtype), want, err_msg=path)
+                np.testing.assert_array_equal(signal, want.astype("float64"), err_msg=path)

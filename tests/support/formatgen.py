@@ -2,10 +2,12 @@
 
 Pure functions, deterministic output. Every file comes with the samples a decoder must return:
 for lossless encodings the very values that were written (integers as stored, floats bit for
-bit), for the lossy one (Vorbis) soundfile's own float32 decode of the file. RIFX files are
-built with `struct` and numpy big-endian (``>``) dtypes, so they do not depend on libsndfile's
-writer either. The value rule is the one of `transforms.audio.wav` (8-bit: int16 in [-128, 128),
-24-bit: int32 in [-2**23, 2**23), DOUBLE: float64).
+bit), for the lossy one (Vorbis) soundfile's own float32 decode of the file. RIFX files (plain or
+WAVE_FORMAT_EXTENSIBLE, in either GUID layout found in files) are built with `struct` and numpy
+big-endian (``>``) dtypes, so they do not depend on libsndfile's writer either. The value rule
+is the one of `transforms.audio.wav` (8-bit: int16 in [-128, 128), 24-bit: int32 in
+[-2**23, 2**23), DOUBLE: float64). The committed RIFX fixtures from other writers (sox, scipy)
+come with their samples by independent decoders (`rifx_fixture_references`).
 """
 
 from __future__ import annotations
@@ -13,9 +15,11 @@ from __future__ import annotations
 import dataclasses
 import os
 import struct
+import warnings
 from pathlib import Path
 
 import numpy as np
+import scipy.io.wavfile
 import soundfile as sf
 
 from tests.support import wavgen
@@ -96,6 +100,57 @@ def _big_endian_bytes(samples: np.ndarray, subtype: str) -> bytes:
     return samples.astype(f">i{bits // 8}").tobytes()
 
 
+# RIFX WAVE_FORMAT_EXTENSIBLE sub-format GUID layouts found in files: "fields" stores the GUID's
+# Data1 / Data2 / Data3 big-endian (scipy's test file), "sox" the little-endian GUID bytes with the
+# format tag big-endian in front (sox -B).
+RIFX_GUIDS = ("fields", "sox")
+_GUID_DATA4 = bytes.fromhex("800000aa00389b71")
+_GUID_LE_TAIL = bytes.fromhex("000000001000") + _GUID_DATA4
+
+
+def rifx_extensible_fmt(plain: bytes, *, guid: str) -> bytes:
+    """The 40-byte big-endian WAVE_FORMAT_EXTENSIBLE fmt body meaning the plain RIFX fmt `plain`.
+
+    Args:
+      plain: a plain (non-extensible) big-endian fmt body: its first 16 bytes are used.
+      guid: the sub-format GUID's layout, one of RIFX_GUIDS.
+    """
+    tag, channels, rate, byte_rate, align, bits = struct.unpack(">HHIIHH", plain[:16])
+    if guid == "fields":
+        sub_format = struct.pack(">IHH", tag, 0, 0x0010) + _GUID_DATA4
+    elif guid == "sox":
+        sub_format = struct.pack(">H", tag) + _GUID_LE_TAIL
+    else:
+        raise ValueError(f"unknown GUID layout {guid!r}, expected one of {RIFX_GUIDS}")
+    mask = (1 << channels) - 1 if channels <= 18 else 0  # the first speaker positions
+    head = struct.pack(">HHIIHH", 0xFFFE, channels, rate, byte_rate, align, bits)
+    return head + struct.pack(">HHI", 22, bits, mask) + sub_format
+
+
+def rifx_as_extensible(raw: bytes, *, guid: str) -> bytes:
+    """The RIFX file `raw` with its fmt chunk rewritten as WAVE_FORMAT_EXTENSIBLE (`guid` layout).
+
+    A plain fmt chunk becomes the extensible one meaning the same; an extensible one (either
+    layout) gets its GUID in the `guid` layout. Every other chunk is kept, byte for byte.
+    """
+    assert raw[:4] == b"RIFX" and raw[8:12] == b"WAVE", raw[:12]
+    out, pos = [b"WAVE"], 12
+    while pos + 8 <= len(raw):
+        cid, size = raw[pos : pos + 4], struct.unpack(">I", raw[pos + 4 : pos + 8])[0]
+        body = raw[pos + 8 : pos + 8 + size]
+        pad = raw[pos + 8 + size : pos + 9 + size] if size & 1 else b""
+        if cid == b"fmt ":
+            tag = struct.unpack(">H", body[:2])[0]
+            if tag == 0xFFFE:  # the sub-format's tag, from either layout
+                sox = body[26:40] == _GUID_LE_TAIL
+                tag = struct.unpack(">H" if sox else ">I", body[24:26] if sox else body[24:28])[0]
+            body, pad = rifx_extensible_fmt(struct.pack(">H", tag) + body[2:16], guid=guid), b""
+        out.append(cid + struct.pack(">I", len(body)) + body + pad)
+        pos += 8 + size + (size & 1)
+    rest = b"".join(out)
+    return b"RIFX" + struct.pack(">I", len(rest)) + rest
+
+
 def write_rifx(
     path: str | os.PathLike,
     samples: np.ndarray,
@@ -104,6 +159,7 @@ def write_rifx(
     subtype: str,
     extra_chunks: bool = False,
     data_size_override: int | None = None,
+    guid: str | None = None,
 ) -> str:
     """A big-endian RIFX/WAVE file: every size and fmt field and every sample big-endian.
 
@@ -114,6 +170,8 @@ def write_rifx(
       subtype: PCM_U8, PCM_16, PCM_24, PCM_32, FLOAT or DOUBLE.
       extra_chunks: an odd-sized LIST chunk (with its pad byte) before the data chunk.
       data_size_override: write this into the data chunk's size field instead of the truth.
+      guid: None for a plain fmt chunk, else WAVE_FORMAT_EXTENSIBLE with the sub-format GUID in
+        this layout (one of RIFX_GUIDS).
 
     Returns:
       str(path).
@@ -123,6 +181,8 @@ def write_rifx(
     tag = 3 if subtype in _FLOATS else 1
     align = channels * width // 8
     fmt = struct.pack(">HHIIHH", tag, channels, sample_rate, sample_rate * align, align, width)
+    if guid is not None:
+        fmt = rifx_extensible_fmt(fmt, guid=guid)
     data = _big_endian_bytes(samples, subtype)
     size = len(data) if data_size_override is None else data_size_override
     body = b"WAVE" + b"fmt " + struct.pack(">I", len(fmt)) + fmt
@@ -186,3 +246,54 @@ def make_corpus(
         )
         for i, label in enumerate(labels)
     }
+
+
+# RIFX files from independent writers (sox -B, scipy's test data), each sox one with the
+# little-endian copy sox made of it in le/: see the README.md there.
+RIFX_FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "wav" / "rifx"
+_CODECS = ("ULAW", "ALAW")
+
+
+def scipy_samples(path: str | os.PathLike, subtype: str) -> np.ndarray:
+    """scipy.io.wavfile's reading of a PCM / float WAV file (RIFF or RIFX), in the value rule.
+
+    Raises:
+      ValueError: scipy cannot read the file (a codec, an unknown sub-format GUID layout).
+    """
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # scipy warns about chunks it skips
+        _, ref = scipy.io.wavfile.read(str(path))
+    ref = ref.reshape(len(ref), -1)
+    ref = ref.astype(ref.dtype.newbyteorder("="))  # RIFX: scipy returns big-endian arrays
+    if subtype == "PCM_U8":
+        return ref.astype(np.int16) - 128
+    return ref >> 8 if subtype == "PCM_24" else ref  # scipy left-justifies 24-bit samples
+
+
+def soundfile_samples(path: str | os.PathLike, subtype: str) -> np.ndarray:
+    """soundfile's reading of a (little-endian) WAV file, in the value rule."""
+    shift = {"PCM_U8": 8, "PCM_24": 8}.get(subtype, 0)  # soundfile left-justifies these
+    dtype = {"PCM_U8": "int16", "PCM_16": "int16", "PCM_24": "int32", "PCM_32": "int32"}
+    dtype.update({"FLOAT": "float32", "DOUBLE": "float64", "ULAW": "int16", "ALAW": "int16"})
+    ref, _ = sf.read(str(path), dtype=dtype[subtype], always_2d=True)
+    return ref >> shift if shift else ref
+
+
+def rifx_fixture_references(name: str, subtype: str) -> dict[str, np.ndarray]:
+    """The samples of RIFX fixture `name` by every independent decoder that reads it.
+
+    Keys: "scipy" (scipy.io.wavfile on the RIFX file itself, when it reads it: not for codecs,
+    nor for sox's extensible GUID layout), and for the sox fixtures "scipy le" (PCM / float) and
+    "soundfile le": the little-endian copy in le/, made by sox when the fixture was.
+    """
+    refs = {}
+    try:
+        refs["scipy"] = scipy_samples(RIFX_FIXTURES / name, subtype)
+    except ValueError:
+        pass
+    le = RIFX_FIXTURES / "le" / name
+    if le.exists():
+        if subtype not in _CODECS:
+            refs["scipy le"] = scipy_samples(le, subtype)
+        refs["soundfile le"] = soundfile_samples(le, subtype)
+    return refs

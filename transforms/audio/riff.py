@@ -2,12 +2,18 @@
 
 Little-endian RIFF (and RF64 / BW64) and big-endian RIFX (every size and fmt field, and the
 samples, big-endian; libsndfile decodes it) are walked alike, with the same rejection reasons.
+In RIFX, a WAVE_FORMAT_EXTENSIBLE sub-format GUID is accepted in either layout writers use:
+its Data1 / Data2 / Data3 fields big-endian (scipy's test file), or the little-endian GUID bytes
+with the format tag big-endian in front (sox -B).
 
 libsndfile (via soundfile) does the real decoding. This module only exists for what libsndfile
 does not do well:
 
 - precise, user-facing rejection reasons (libsndfile reports "Format not recognised" or
   "Error in WAV file" for most malformed headers), checked before libsndfile sees the file;
+- RIFX with WAVE_FORMAT_EXTENSIBLE, which libsndfile 1.2.2 refuses ("unimplemented format"):
+  `canonical_header` writes a plain fmt chunk for it (tag, channels, rate, byte rate, block align
+  and bits as stored), which libsndfile decodes, in front of the untouched data (below);
 - the data chunk's real extent when its size field is wrong. libsndfile 1.2.2 copes with a size
   of 0xFFFFFFFF or one larger than the file for plain PCM, but reads 0 frames when the size is 0
   (streaming writers), and for IMA ADPCM / GSM 6.10 decodes a partial or missing last block as
@@ -28,8 +34,11 @@ from typing import Any, BinaryIO
 RIFF_IDS = (b"RIFF", b"RF64", b"BW64", b"RIFX")  # RF64 / BW64: 64-bit sizes in a ds64 chunk
 _DS64_IDS = (b"RF64", b"BW64")
 WAVE_FORMAT_EXTENSIBLE = 0xFFFE
-# Every KSDATAFORMAT_SUBTYPE_* GUID ends with these 14 bytes; the first 2 are the format tag.
-_GUID_TAIL = b"\x00\x00\x00\x00\x10\x00\x80\x00\x00\xaa\x00\x38\x9b\x71"
+# Every KSDATAFORMAT_SUBTYPE_* GUID is {tag-0000-0010-8000-00AA00389B71}: Data1 (u32) is the
+# format tag, Data2 (u16) 0, Data3 (u16) 0x0010, Data4 these 8 bytes (a byte array: no byte order).
+_GUID_DATA4 = b"\x80\x00\x00\xaa\x00\x38\x9b\x71"
+# The 14 bytes after the tag of a little-endian GUID (Data1's high half, Data2, Data3, Data4).
+_GUID_TAIL = b"\x00\x00\x00\x00\x10\x00" + _GUID_DATA4
 _MAX_FMT_SIZE = 1 << 16  # a fmt chunk is 16..~60 bytes; anything huge is a corrupt header
 _MAX_CHUNKS = 10_000  # bound on the walk before the data chunk (no pathological crawl)
 _U32_MAX = 0xFFFFFFFF
@@ -122,6 +131,34 @@ def _looks_like_chunk(header: bytes, room: int, endian: str = "<") -> bool:
     return struct.unpack(endian + "I", header[4:8])[0] <= room - 8
 
 
+def _sub_format_tag(guid: bytes, *, big_endian: bool) -> int | None:
+    """The format tag of a KSDATAFORMAT_SUBTYPE_* GUID as stored, or None for any other GUID.
+
+    RIFF stores the GUID little-endian. RIFX files come in two layouts: Data1 / Data2 / Data3
+    big-endian (the whole structure in the file's byte order; scipy's test file), or the
+    little-endian bytes with the tag big-endian in Data1's low half (what sox -B writes).
+    """
+    e = ">" if big_endian else "<"
+    if guid[2:] == _GUID_TAIL:
+        return struct.unpack(e + "H", guid[:2])[0]
+    if big_endian:
+        data1, data2, data3 = struct.unpack(">IHH", guid[:8])
+        if data1 <= 0xFFFF and (data2, data3) == (0, 0x0010) and guid[8:] == _GUID_DATA4:
+            return data1
+    return None
+
+
+def plain_fmt(fmt: FmtChunk) -> bytes:
+    """A non-extensible fmt chunk body meaning what the WAVE_FORMAT_EXTENSIBLE `fmt` means.
+
+    The sub-format's tag, then channels, rate, byte rate, block align and bits as stored; 16 bytes
+    for integer PCM, 18 (cbSize 0) for the others. In the chunk's byte order.
+    """
+    e = ">" if fmt.big_endian else "<"
+    body = struct.pack(e + "H", fmt.format_tag) + fmt.raw[2:16]
+    return body if fmt.format_tag == 0x0001 else body + struct.pack(e + "H", 0)
+
+
 def parse_fmt(raw: bytes, *, big_endian: bool = False) -> FmtChunk:
     """Parse a fmt chunk body (raises RiffError when it is too short to be one)."""
     if len(raw) < 16:
@@ -134,11 +171,12 @@ def parse_fmt(raw: bytes, *, big_endian: bool = False) -> FmtChunk:
             raise RiffError(
                 f"truncated header (WAVE_FORMAT_EXTENSIBLE fmt chunk of {len(raw)} bytes)"
             )
-        if raw[26:40] != _GUID_TAIL:
+        sub_format = _sub_format_tag(raw[24:40], big_endian=big_endian)
+        if sub_format is None:
             raise RiffError(
                 f"unsupported encoding: WAVE_FORMAT_EXTENSIBLE sub-format {raw[24:40].hex()}"
             )
-        tag = struct.unpack(e + "H", raw[24:26])[0]
+        tag = sub_format
     samples_per_block = 0
     if not extensible and len(raw) >= 20 and struct.unpack(e + "H", raw[16:18])[0] >= 2:
         samples_per_block = struct.unpack(e + "H", raw[18:20])[0]
@@ -241,13 +279,16 @@ def walk(fileobj: BinaryIO) -> WaveLayout:
 def canonical_header(fmt: FmtChunk, data_size: int) -> bytes:
     """A minimal RIFF/WAVE header (fmt + data chunk header) announcing `data_size` bytes.
 
-    Uses RF64 (ds64 chunk) when the sizes do not fit in 32 bits, RIFX for a big-endian fmt.
+    Uses RF64 (ds64 chunk) when the sizes do not fit in 32 bits, RIFX for a big-endian fmt. The
+    fmt chunk is the file's own, except for RIFX WAVE_FORMAT_EXTENSIBLE, which libsndfile 1.2.2
+    does not implement: there it is the equivalent plain fmt chunk (`plain_fmt`).
 
     Raises:
       RiffError: a RIFX file with more than 4 GiB of audio (no 64-bit big-endian form exists).
     """
     e = ">" if fmt.big_endian else "<"
-    fmt_chunk = b"fmt " + struct.pack(e + "I", len(fmt.raw)) + fmt.raw + b"\0" * (len(fmt.raw) & 1)
+    body = plain_fmt(fmt) if fmt.big_endian and fmt.extensible else fmt.raw
+    fmt_chunk = b"fmt " + struct.pack(e + "I", len(body)) + body + b"\0" * (len(body) & 1)
     riff_size = 4 + len(fmt_chunk) + 8 + data_size
     data_header = b"data" + struct.pack(e + "I", min(data_size, _U32_MAX))
     if riff_size <= _U32_MAX:

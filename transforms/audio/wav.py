@@ -3,7 +3,8 @@
 WAV (RIFF, RF64, BW64, big-endian RIFX), FLAC, Ogg Vorbis and AIFF / AIFF-C, recognised
 by their first bytes (`transforms.audio.formats`). libsndfile (through soundfile) decodes. For WAV,
 `transforms.audio.riff` / `transforms.audio.wavfmt` check the header first so that a bad file fails
-with a specific reason, and repair a wrong data-chunk size (see their docstrings). For the others,
+with a specific reason, and repair a wrong data-chunk size or show libsndfile a plain header for
+RIFX WAVE_FORMAT_EXTENSIBLE, which it does not implement (see their docstrings). For the others,
 libsndfile parses the header and the frame count it reports is checked by decoding the last frame
 (FLAC's STREAMINFO may say 0 = unknown, or more than the stream holds); when that fails the frames
 are counted by decoding (`transforms.audio.framecount`): like a truncated WAV file, a stream that
@@ -151,14 +152,19 @@ class _Opened:
         want = (subtype, layout.fmt.num_channels, layout.fmt.sample_rate)
         self._guard = riff.GuardedReader(fileobj)
         error: WavDecodeError | None = None
-        try:
-            self.sound = self._open(self._guard)
-            s = self.sound
-            repair = s.frames < frames or (s.subtype, s.channels, s.samplerate) != want
-            if repair:
-                s.close()
-        except WavDecodeError as e:
-            error, repair = e, True
+        if layout.fmt.big_endian and layout.fmt.extensible:
+            # libsndfile 1.2.2 does not implement RIFX WAVE_FORMAT_EXTENSIBLE ("unimplemented
+            # format"): straight to the canonical header, which has a plain fmt chunk for it.
+            repair = True
+        else:
+            try:
+                self.sound = self._open(self._guard)
+                s = self.sound
+                repair = s.frames < frames or (s.subtype, s.channels, s.samplerate) != want
+                if repair:
+                    s.close()
+            except WavDecodeError as e:
+                error, repair = e, True
         if repair:
             # libsndfile reads 0 frames when the data size is 0 (streaming writers) and gives up
             # on some chunk layouts that the walk got through (a chunk id with non-ASCII bytes, an
