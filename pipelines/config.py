@@ -21,6 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 from replay import format as fmt
+from replay.manifest import MAX_VALUES_PER_KEY
 from transforms.audio import annotation_windows as aw
 from transforms.audio import annotations as ann
 from transforms.audio import dtypes, labels
@@ -295,6 +296,11 @@ class RecordConfig:
         missing = [f"--{n}" for n in REQUIRED if getattr(self, n) is None]
         require(not missing, f"the following arguments are required: {', '.join(missing)}")
         require(self.win_len > 0, f"--win_len must be > 0, got {self.win_len}")
+        require(
+            self.win_len <= MAX_VALUES_PER_KEY,
+            f"--win_len {self.win_len} is over {MAX_VALUES_PER_KEY} (2^28) samples, the most "
+            "the reader takes in one element",
+        )
         hop = self.hop
         require(hop > 0, f"--hop_len must be > 0, got {hop}")
         require(

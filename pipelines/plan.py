@@ -31,6 +31,7 @@ from pipelines.inputs import (
     scan_headers,
 )
 from replay import format as fmt
+from replay.manifest import MAX_VALUES_PER_KEY
 from transforms.audio import features as feats
 from transforms.audio import labels
 from transforms.audio.dtypes import resolve as resolve_signal_dtype
@@ -266,6 +267,12 @@ def size_tasks(config: RecordConfig, scanned: ScannedInputs, *, cpu_count: int) 
         except ValueError as e:
             raise UsageError(f"feature parameters: {e}") from e
         shapes = feats.feature_shapes(feature_config, win_len=config.win_len, sample_rate=rate)
+        for name, shape in shapes.items():
+            require(
+                math.prod(shape) <= MAX_VALUES_PER_KEY,
+                f"feature parameters: {name} would have shape {list(shape)}, over "
+                f"{MAX_VALUES_PER_KEY} (2^28) values, the most the reader takes in one element",
+            )
     layout = RecordLayout(
         feature_shapes=shapes,
         normalize=config.normalize,

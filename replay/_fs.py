@@ -52,16 +52,21 @@ def read_bytes(path: str, *, limit: int | None = None) -> bytes:
       ValueError: the file is longer than `limit` bytes, or (local paths) not a regular file:
         a FIFO or device would block or never end.
     """
+    too_big = ValueError(f"larger than {limit} bytes")
     if is_url(path):
         with _gfile().GFile(path, "rb") as f:
+            if limit is not None and f.size() > limit:  # refused before reading a byte
+                raise too_big
             data = f.read() if limit is None else f.read(limit + 1)
     else:
         if not stat.S_ISREG(os.stat(path).st_mode):
             raise ValueError("not a regular file")
         with open(path, "rb") as f:
-            data = f.read() if limit is None else f.read(limit + 1)
+            if limit is not None and os.fstat(f.fileno()).st_size > limit:
+                raise too_big
+            data = f.read() if limit is None else f.read(limit + 1)  # a file that grew since
     if limit is not None and len(data) > limit:
-        raise ValueError(f"larger than {limit} bytes")
+        raise too_big
     return data
 
 

@@ -107,6 +107,7 @@ def test_manifest_params_are_the_options_by_name_sorted():
     ("options", "message"),
     [
         ({"win_len": 0}, "--win_len must be > 0, got 0"),
+        ({"win_len": (1 << 28) + 1}, "--win_len 268435457 is over 268435456 (2^28) samples"),
         ({"win_len": 100, "hop_len": 200}, "--hop_len 200 > --win_len 100 would skip samples"),
         ({"hop_len": -1}, "--hop_len must be > 0, got -1"),
         ({"max_windows_per_signal": 0}, "--max_windows_per_signal must be > 0, got 0"),

@@ -43,6 +43,8 @@ def _config(inputs, tmp_path, **options) -> RecordConfig:
 
 
 def test_label_inputs_gives_index_label_split_and_class_errors():
+    """Pins each matched file's index, label and split (literals, not `split_of`'s answer) and
+    the error of a class outside ``--classes``."""
     matched = [("d/a_x_dog.wav", 10), ("d/b_x_cat.wav", 20), ("d/c_x_owl.wav", 30)]
     config = RecordConfig(input_pattern="d/*.wav", output_dir="o", splits="train=50,test=50")
     sharding = shard_plan.Sharding(splits=config.split_weights, split_base="d/")
@@ -54,7 +56,8 @@ def test_label_inputs_gives_index_label_split_and_class_errors():
         (1, "d/b_x_cat.wav", 20, "cat"),
         (2, "d/c_x_owl.wav", 30, "owl"),
     ]
-    assert [f.split for f in files] == [shard_plan.split_of(p, sharding) for p, _ in matched]
+    # Literals (blake2b unit hashes of the paths relative to "d/": 0.242, 0.710, 0.527)
+    assert [f.split for f in files] == ["train", "test", "test"]
     assert [f.error is None for f in files] == [True, True, False]  # owl: not in --classes
     keep = dataclasses.replace(config, unknown_class="keep")
     kept = label_inputs(matched, keep, csv_labels=None, fixed_classes=("cat",), sharding=sharding)
@@ -138,8 +141,9 @@ def test_size_tasks_checks_features_at_the_files_rate_and_the_analysed_splits(in
         size_tasks(config, scan_inputs(config), cpu_count=1)
     config = _config(inputs, tmp_path, win_len=WIN, splits="train=1,test=99999")
     scanned = scan_inputs(config)
-    if any(f.split == "train" for f in scanned.inputs if f.error is None):
-        pytest.skip("the path hash put a file in train")  # weights make this ~1 in 30,000
+    # The split hash of each name relative to the pattern's directory (blake2b: the same on every
+    # machine) puts all four files in test, so no window is in the analysed split.
+    assert {f.split for f in scanned.inputs} == {"test"}
     with pytest.raises(UsageError, match="^--analyze_splits train: no window in the analysed"):
         size_tasks(config, scanned, cpu_count=1)
     plan = size_tasks(dataclasses.replace(config, normalize=False), scanned, cpu_count=1)
@@ -164,3 +168,15 @@ def test_default_shard_count_is_planned_windows_times_stored_bytes(inputs, tmp_p
     assert shards(features="log_mel", feature_dtype="float16") == math.ceil(
         windows * (WIN * 2 + log_mel_values * 2) / 5_000
     )
+
+
+def test_size_tasks_refuses_a_feature_the_reader_would_refuse(inputs, tmp_path):
+    """The writer never records an element the reader refuses (over 2^28 values in one key):
+    a spectrogram of 1,048,552 frames x 257 bins = 269,477,864 values stops at planning."""
+    config = _config(inputs, tmp_path, win_len=1 << 24, frame_step=16, features="spectrogram")
+    with pytest.raises(UsageError, match=r"^feature parameters: spectrogram would have shape "):
+        size_tasks(config, scan_inputs(config), cpu_count=1)
+    fits = dataclasses.replace(config, features="log_mel")  # 1,048,552 x 64: within the limit
+    assert size_tasks(fits, scan_inputs(fits), cpu_count=1).read.layout.feature_shapes == {
+        "log_mel": (1_048_552, 64)
+    }
