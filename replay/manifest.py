@@ -277,7 +277,12 @@ def _check_v2_parts(
     ):
         c.fail(
             _field(field, "source"),
-            f"{_show(source)} is not a stored float32 key of shape {spec['shape']}",
+            f"{_show(source)} is not a stored float32 key of shape {spec['shape']}"
+            + (
+                f" (it is {_show(source_spec.get('dtype'))} {_show(source_spec.get('shape'))})"
+                if isinstance(source_spec, dict)
+                else ""
+            ),
         )
     if spec["dtype"] != "float32":
         c.fail(field, f"{encoding} decodes to float32, not {spec['dtype']}")

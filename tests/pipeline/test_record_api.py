@@ -107,6 +107,29 @@ def test_splits_keep_files_whole_and_replay_reads_one_split(tmp_path):
         assert sum(1 for _ in replay_dataset(out, split=name)) == m["splits"][name]["num_examples"]
 
 
+def test_shard_by_file_keeps_files_whole_across_several_shards(tmp_path):
+    """Pins ``--shard_by file`` end to end with 4 shards in the split: read back with plain
+    tf.data, each file's 12 windows are all in one shard and the 6 files use several shards."""
+    out = tmp_path / "f"
+    record_dataset(
+        input_pattern=PATTERN,
+        output_dir=str(out),
+        win_len=WIN,
+        features="none",
+        shard_by="file",
+        num_shards=4,
+    )
+    shards = _shards(out)
+    assert len(shards) == 4 and sum(len(rows) for rows in shards.values()) == 72
+    holders = {
+        i: [name for name, rows in shards.items() if any(r[0] == i for r in rows)] for i in range(6)
+    }
+    assert all(len(names) == 1 for names in holders.values()), holders
+    for i, (name,) in holders.items():
+        assert sorted(s for j, s in shards[name] if j == i) == list(range(0, 48000, WIN))
+    assert len({name for (name,) in holders.values()}) > 1  # files spread over the shards
+
+
 def test_shard_by_class_gives_each_class_its_own_shards(tmp_path):
     out = tmp_path / "k"
     record_dataset(

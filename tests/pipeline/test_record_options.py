@@ -82,21 +82,66 @@ def test_mixed_rates_and_formats_keep_rates_dirname_labels_and_widest_dtype(ster
     np.testing.assert_array_equal(cat[0]["signal"], raw[:WIN])
 
 
+def _tones(t: np.ndarray) -> np.ndarray:
+    """Three tones below 4 kHz (the Nyquist rate of 8 kHz), in [-0.6, 0.6]."""
+    return (
+        0.3 * np.sin(2 * np.pi * 300 * t)
+        + 0.2 * np.sin(2 * np.pi * 1100 * t + 0.5)
+        + 0.1 * np.sin(2 * np.pi * 2300 * t + 1.0)
+    )
+
+
+# Resampling accuracy, in fractions of full scale. Tones: a band-limited signal is the same
+# function of time at any rate, so the 16 kHz records must follow the tones; resample_poly's
+# FIR filter (passband ripple) left 7.4e-4 at most on this signal (measured 2026-11-25), linear
+# interpolation 0.058 and sample repetition 0.2. The first and last EDGE output samples are left
+# out: there the filter runs past the file's ends (zeros), errors up to 0.07.
+TONES_TOL = 2e-3
+EDGE = 20
+
+
 def test_resampling_to_one_rate(stereo, tmp_path):
+    """Pins ``--sample_rate 16000`` on 8 kHz 24-bit files: twice the frames, at 16000 Hz, equal
+    (a) to the tones a file was made of, evaluated at the 16 kHz sample times (independent of
+    any resampler), within TONES_TOL of full scale away from the ends, and (b) to scipy's
+    resample_poly (the method README names) of the file as an independent decoder reads it,
+    rounded to 24-bit, within 1 LSB."""
     d, _ = stereo
+    tones = wavgen.write_wav(
+        tmp_path / "in" / "t_3_tone.wav",
+        _tones(np.arange(5000) / 8000),
+        sample_rate=8000,
+        subtype="PCM_24",
+    )
     out = tmp_path / "resampled"
     record(
-        str(d / "cat" / "*.wav"),
+        str(tmp_path / "in" / "*.wav"),
         out,
         *f"--win_len {WIN} --sample_rate 16000 --features none".split(),
     )
-    raw = wavgen.expected_samples(d / "cat" / "b_2_cat.wav")[:, 0].astype(np.float64)
-    want = np.clip(np.rint(resample_poly(raw, 2, 1)), -(2**23), 2**23 - 1).astype(np.int32)
     records = _by_start(read_records(out))
     assert len(records) == 10000 // WIN and all(r["sample_rate"] == 16000 for r in records)
-    for r in records:
-        s = r["win_start_idx"]
-        np.testing.assert_array_equal(r["signal"], want[s : s + WIN])
+    got = np.concatenate([r["signal"] for r in records]).astype(np.float64)
+    assert [r["win_start_idx"] for r in records] == list(range(0, 10000, WIN))
+    full_scale = 2.0**23
+    want = _tones(np.arange(10000) / 16000)
+    error = np.abs(got / full_scale - want)[EDGE:-EDGE]
+    assert error.max() < TONES_TOL, error.max()
+    raw = wavgen.expected_samples(tones)[:, 0].astype(np.float64)
+    poly = np.clip(np.rint(resample_poly(raw, 2, 1)), -(2**23), 2**23 - 1)
+    assert np.abs(got - poly).max() <= 1
+
+    cat = tmp_path / "cat"  # the fixture's 8 kHz noise file: same rule, whole file
+    record(
+        str(d / "cat" / "*.wav"),
+        cat,
+        *f"--win_len {WIN} --sample_rate 16000 --features none".split(),
+    )
+    raw = wavgen.expected_samples(d / "cat" / "b_2_cat.wav")[:, 0].astype(np.float64)
+    poly = np.clip(np.rint(resample_poly(raw, 2, 1)), -(2**23), 2**23 - 1)
+    records = _by_start(read_records(cat))
+    got = np.concatenate([r["signal"] for r in records]).astype(np.float64)
+    assert len(got) == len(poly) == 10000 and np.abs(got - poly).max() <= 1
 
 
 def test_csv_labels_and_files_missing_from_the_csv_are_errors(stereo, tmp_path):

@@ -1,9 +1,18 @@
-"""Pure split/shard planning: stable splits, exact ranks, shard ranges per class."""
+"""Pure split/shard planning: splits pinned as literals in any process, exact ranks, shard ranges
+per class, whole files per shard under ``--shard_by file``."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
 from transforms.record import shard_plan
 from transforms.record.shard_plan import Sharding
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_parse_splits_normalises_and_rejects_bad_specs():
@@ -87,3 +96,112 @@ def test_class_shards_are_disjoint_ranges():
             )
     assert set.union(*seen.values()) == set(range(7))
     assert not (seen["bird"] & seen["dog"]) and not (seen["dog"] & seen["rain"])
+
+
+# --- splits pinned as literals ---------------------------------------------------------------
+# Computed once (2026-11-25, the blake2b rule of `shard_plan`) and pinned: a split is stored in
+# every dataset, so the same path must land in the same split in every process, on every machine
+# and in every later version. The unit hash of each path is in the comment.
+TWO_WAY = "train=80,test=20"
+THREE_WAY = "train=50,validation=25,test=25"
+SPLIT_CASES = [  # (path relative to the pattern base, split of TWO_WAY, split of THREE_WAY)
+    ("dog/000_dog.wav", "train", "train"),  # 0.0491
+    ("cat/001_cat.wav", "train", "validation"),  # 0.5035
+    ("cat/007_cat.wav", "train", "validation"),  # 0.6608
+    ("rain/008_rain.wav", "test", "test"),  # 0.8561
+    ("dog/009_dog.wav", "train", "train"),  # 0.3783
+    ("cat/016_cat.wav", "test", "test"),  # 0.8962
+    ("rain/026_rain.wav", "train", "validation"),  # 0.7486
+    ("dog/030_dog.wav", "test", "test"),  # 0.9694
+    ("cat/034_cat.wav", "train", "test"),  # 0.7612
+    ("rain/038_rain.wav", "train", "train"),  # 0.4309
+]
+BASE = "gs://bucket/corpus/"
+BASED_CASES = [  # THREE_WAY with split_base BASE: the base is cut off; other paths hash whole
+    (BASE + "dog/000_dog.wav", "train"),
+    (BASE + "cat/001_cat.wav", "validation"),
+    (BASE + "rain/008_rain.wav", "test"),
+    ("/elsewhere/dog/000_dog.wav", "validation"),  # 0.7230: not under the base
+    ("/elsewhere/cat/001_cat.wav", "test"),  # 0.8561
+    ("/elsewhere/cat/007_cat.wav", "train"),  # 0.2822
+]
+
+
+def _pinned_splits() -> dict[str, list[str]]:
+    """{case name: [split of each path]}, computed by `split_of` in this process."""
+    two = Sharding(splits=shard_plan.parse_splits(TWO_WAY))
+    three = Sharding(splits=shard_plan.parse_splits(THREE_WAY))
+    based = Sharding(splits=three.splits, split_base=BASE)
+    return {
+        "two": [shard_plan.split_of(p, two) for p, _, _ in SPLIT_CASES],
+        "three": [shard_plan.split_of(p, three) for p, _, _ in SPLIT_CASES],
+        "based": [shard_plan.split_of(p, based) for p, _ in BASED_CASES],
+    }
+
+
+EXPECTED_SPLITS = {
+    "two": [two for _, two, _ in SPLIT_CASES],
+    "three": [three for _, _, three in SPLIT_CASES],
+    "based": [split for _, split in BASED_CASES],
+}
+
+
+def test_split_of_gives_the_pinned_split_of_each_path():
+    """Pins the split rule: each literal path goes to its literal split (two- and three-way,
+    and with a split_base prefix cut off, or not when the path is outside it)."""
+    assert _pinned_splits() == EXPECTED_SPLITS
+
+
+def test_split_of_is_the_same_in_processes_with_other_hash_seeds():
+    """Pins that splits do not depend on the process: two interpreters with different
+    PYTHONHASHSEED values (Python's salted str hash differs between them) give the literals."""
+    probe = (
+        "import json\n"
+        "from tests.unit.test_sharding import _pinned_splits\n"
+        "print(json.dumps(_pinned_splits()))\n"
+    )
+    for seed in ("0", "4242"):
+        env = {**os.environ, "PYTHONHASHSEED": seed}
+        out = subprocess.run(
+            [sys.executable, "-c", probe],
+            cwd=ROOT,
+            env=env,
+            check=True,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert json.loads(out.stdout) == EXPECTED_SPLITS, f"PYTHONHASHSEED={seed}"
+
+
+# --- shard_by file ---------------------------------------------------------------------------
+
+
+def test_shard_by_file_keeps_each_file_in_one_shard_and_spreads_files():
+    """Pins ``--shard_by file`` with several shards per split: every window and channel of a
+    file goes to one shard, and 24 files use all 4 shards (``hash`` would cut files up)."""
+    sh = Sharding(shard_by="file")
+    num_shards = 4
+    file_shards = {}
+    for index in range(24):
+        shards = {
+            shard_plan.shard_of(
+                (index, channel, start),
+                label="dog",
+                split_rank=rank,
+                num_shards=num_shards,
+                sharding=sh,
+            )
+            for rank, (channel, start) in enumerate(
+                (c, s) for s in range(0, 40_000, 1000) for c in (0, 1)
+            )
+        }
+        assert len(shards) == 1, (index, shards)
+        file_shards[index] = shards.pop()
+    assert set(file_shards.values()) == set(range(num_shards))
+    hashed = Sharding(shard_by="hash")
+    spread = {
+        shard_plan.shard_of((0, 0, s), label="dog", split_rank=0, num_shards=4, sharding=hashed)
+        for s in range(0, 40_000, 1000)
+    }
+    assert len(spread) > 1  # the contrast: by hash one file's windows are spread

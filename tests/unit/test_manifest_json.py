@@ -1,0 +1,195 @@
+"""manifest.json and shard file names as the format says, pinned as literal text.
+
+The record job's pure manifest builder (`finalize.build_manifest`) and shard writer
+(`write_shards.write_shard`) are compared with JSON text and file names written out here, and
+the reader (`replay.load_info`) is given that same literal text: a renamed key, a changed
+order or a shard name of another shape fails here, on either side.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from replay import format as fmt
+from replay import load_info
+from transforms.record.finalize import build_manifest
+from transforms.record.preprocessing import RecordLayout
+from transforms.record.write_shards import ShardSpec, write_shard
+
+# What finalize writes for a run with --splits train=60,test=40, --feature_dtype float16, one
+# 2x3 log_mel feature and its z-score (key order as written: json keeps it).
+MANIFEST_TEXT = """
+{
+ "format": "audiorecords",
+ "format_version": 2,
+ "complete": true,
+ "name": "birds",
+ "created_utc": "2026-11-25T10:00:00+00:00",
+ "compression": "GZIP",
+ "elements": {
+  "class": {"dtype": "string", "shape": [], "encoding": "bytes_list"},
+  "target": {"dtype": "int64", "shape": [], "encoding": "int64_list"},
+  "num_classes": {"dtype": "int64", "shape": [], "encoding": "int64_list"},
+  "filepath": {"dtype": "string", "shape": [], "encoding": "bytes_list"},
+  "index": {"dtype": "int64", "shape": [], "encoding": "int64_list"},
+  "win_start_idx": {"dtype": "int64", "shape": [], "encoding": "int64_list"},
+  "sample_rate": {"dtype": "int64", "shape": [], "encoding": "int64_list"},
+  "signal": {"dtype": "int16", "shape": [64], "encoding": "raw"},
+  "log_mel": {"dtype": "float32", "shape": [2, 3], "encoding": "raw", "stored_dtype": "float16"},
+  "log_mel_norm": {
+   "dtype": "float32", "shape": [2, 3], "encoding": "z_score",
+   "source": "log_mel", "mean": -1.5, "var": 0.25
+  }
+ },
+ "num_examples": 15,
+ "classes": ["cat", "dog"],
+ "num_classes": 2,
+ "splits": {
+  "train": {
+   "num_examples": 12,
+   "shards": [
+    {"filename": "birds-train.tfrecord-00000-of-00002.gz", "num_examples": 5, "num_bytes": 600},
+    {"filename": "birds-train.tfrecord-00001-of-00002.gz", "num_examples": 7, "num_bytes": 840}
+   ]
+  },
+  "test": {
+   "num_examples": 3,
+   "shards": [
+    {"filename": "birds-test.tfrecord-00000-of-00001.gz", "num_examples": 3, "num_bytes": 360}
+   ]
+  }
+ },
+ "analyzed_splits": ["train"],
+ "files": [
+  {"path": "in/a_1_cat.wav", "index": 0, "split": "train", "num_windows": 9},
+  {"path": "in/b_2_dog.wav", "index": 1, "split": "test", "num_windows": 3}
+ ],
+ "errors": [
+  {"path": "in/c_3_dog.wav", "reason": "not a RIFF file"},
+  {"path": "in/d_4_cat.wav", "reason": "truncated"}
+ ],
+ "params": {"win_len": 64, "splits": "train=60,test=40"},
+ "versions": {"audiorecords": "0.1.0"}
+}
+"""
+
+
+def _entry(split: str, shard: int, count: int, examples: int) -> dict:
+    """A shard's entry as the write stage returns it (file name written out, not computed)."""
+    name = f"birds-{split}.tfrecord-{shard:05d}-of-{count:05d}.gz"
+    return {
+        "split": split,
+        "shard": shard,
+        "filename": name,
+        "num_examples": examples,
+        "num_bytes": 120 * examples,
+    }
+
+
+def test_build_manifest_gives_the_pinned_json_text():
+    """Pins the manifest's keys, their order, the element specs (stored_dtype, z_score fields),
+    split order (--splits order, shards sorted), sums, and files / errors sorting, as text."""
+    layout = RecordLayout(feature_shapes={"log_mel": (2, 3)}, feature_dtype="float16")
+    elements = layout.element_specs(
+        signal_dtype="int16", win_len=64, statistics={"log_mel": (-1.5, 0.25)}
+    )
+    manifest = build_manifest(
+        name="birds",
+        compression="GZIP",
+        elements=elements,
+        classes=["cat", "dog"],
+        shards=[_entry("test", 0, 1, 3), _entry("train", 1, 2, 7), _entry("train", 0, 2, 5)],
+        files=[
+            {"path": "in/b_2_dog.wav", "index": 1, "split": "test", "num_windows": 3},
+            {"path": "in/a_1_cat.wav", "index": 0, "split": "train", "num_windows": 9},
+        ],
+        errors=[
+            {"path": "in/d_4_cat.wav", "reason": "truncated"},
+            {"path": "in/c_3_dog.wav", "reason": "not a RIFF file"},
+        ],
+        params={"win_len": 64, "splits": "train=60,test=40"},
+        versions={"audiorecords": "0.1.0"},
+        created_utc="2026-11-25T10:00:00+00:00",
+        split_names=["train", "test"],
+        analyzed_splits=["train"],
+    )
+    # json.loads keeps the literal's key order: equal texts mean equal keys, order and values.
+    assert json.dumps(manifest) == json.dumps(json.loads(MANIFEST_TEXT))
+
+
+@pytest.mark.parametrize(
+    ("split", "index", "count", "compression", "name"),
+    [
+        ("train", 3, 16, "GZIP", "birds-train.tfrecord-00003-of-00016.gz"),
+        ("test", 0, 1, "ZLIB", "birds-test.tfrecord-00000-of-00001.zlib"),
+        ("all", 1, 4, "NONE", "birds.tfrecord-00001-of-00004"),
+        (None, 0, 2, "NONE", "birds.tfrecord-00000-of-00002"),
+    ],
+)
+def test_shard_file_names_are_pinned(split, index, count, compression, name):
+    """Pins shard file names (split in the name unless "all", 5-digit index and count,
+    compression suffix) and their parse back to name, split, index and count."""
+    got = fmt.shard_filename(
+        name="birds", split=split, index=index, num_shards=count, compression=compression
+    )
+    assert got == name
+    assert fmt.parse_shard_filename(name) == {
+        "name": "birds",
+        "split": split or "all",
+        "index": index,
+        "num_shards": count,
+    }
+
+
+def test_write_shard_writes_the_pinned_name_and_entry(tmp_path):
+    """Pins the file an (empty) shard is written to and the manifest entry returned for it."""
+    (tmp_path / ".tmp").mkdir()
+    spec = ShardSpec(output_dir=str(tmp_path), name="birds")
+    entry = write_shard(
+        spec=spec,
+        split="train",
+        shard=1,
+        num_shards=2,
+        ranges=[],
+        num_records=0,
+        compression="NONE",
+    )
+    assert entry == {
+        "split": "train",
+        "shard": 1,
+        "filename": "birds-train.tfrecord-00001-of-00002",
+        "num_examples": 0,
+        "num_bytes": 0,
+    }
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        ".tmp",
+        "birds-train.tfrecord-00001-of-00002",
+    ]
+
+
+def test_load_info_reads_the_pinned_manifest_text(tmp_path):
+    """Pins the reader's view of the literal manifest: splits in order, shard names, counts,
+    classes, and the element specs (stored dtype, computed z-score key)."""
+    (tmp_path / "manifest.json").write_text(MANIFEST_TEXT)
+    for name, size in (
+        ("birds-train.tfrecord-00000-of-00002.gz", 600),
+        ("birds-train.tfrecord-00001-of-00002.gz", 840),
+        ("birds-test.tfrecord-00000-of-00001.gz", 360),
+    ):
+        (tmp_path / name).write_bytes(b"\0" * size)
+    info = load_info(tmp_path)
+    assert info.splits == ("train", "test")
+    assert [s.filename for s in info.shard_list("train")] == [
+        "birds-train.tfrecord-00000-of-00002.gz",
+        "birds-train.tfrecord-00001-of-00002.gz",
+    ]
+    assert [s.num_examples for s in info.shard_list()] == [5, 7, 3]
+    assert info.num_examples() == 15 and info.num_examples("test") == 3
+    assert info.classes == ("cat", "dog") and info.num_classes == 2
+    assert info.compression == "GZIP" and info.format_version == 2
+    assert info.elements["log_mel"] == fmt.ElementSpec("float32", (2, 3), "raw", "float16")
+    norm = info.elements["log_mel_norm"]
+    assert (norm.encoding, norm.z_score) == ("z_score", fmt.ZScore("log_mel", -1.5, 0.25))
+    assert [f["path"] for f in info.files] == ["in/a_1_cat.wav", "in/b_2_dog.wav"]

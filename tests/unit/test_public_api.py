@@ -1,0 +1,220 @@
+"""The public API of `replay` and `pipelines`, pinned as literals: names, kinds, signatures.
+
+A user's code depends on these names, on which arguments are keyword-only and on the defaults;
+each is written out here, so removing, renaming or reshaping one fails a test (nothing is
+derived from the modules' own lists).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+
+import pytest
+
+import pipelines
+import replay
+
+EMPTY = inspect.Parameter.empty
+POS = inspect.Parameter.POSITIONAL_OR_KEYWORD
+KW = inspect.Parameter.KEYWORD_ONLY
+VAR_KW = inspect.Parameter.VAR_KEYWORD
+AUTOTUNE = -1  # tf.data.AUTOTUNE
+
+REPLAY_NAMES = [
+    "CorruptShardError",
+    "DatasetInfo",
+    "DatasetNotFoundError",
+    "IncompleteDatasetError",
+    "ManifestError",
+    "MissingShardError",
+    "ReplayError",
+    "ServingTransform",
+    "ShardError",
+    "ShardInfo",
+    "ShardSizeError",
+    "UnknownFeatureError",
+    "UnknownSplitError",
+    "default_reader_func",
+    "load_info",
+    "load_transform",
+    "replay_dataset",
+    "verify_dataset",
+]
+
+SIGNATURES = {  # name: [(parameter, kind, default)]
+    "replay_dataset": [
+        ("path", POS, EMPTY),
+        ("split", KW, None),
+        ("features", KW, None),
+        ("reader_func", KW, None),
+        ("shuffle_shards", KW, False),
+        ("seed", KW, None),
+        ("reshuffle_each_iteration", KW, True),
+        ("cycle_length", KW, None),
+        ("block_length", KW, None),
+        ("num_parallel_reads", KW, AUTOTUNE),
+        ("shuffle_buffer", KW, 0),
+        ("repeat", KW, False),
+        ("input_context", KW, None),
+        ("service", KW, None),
+        ("processing_mode", KW, "distributed_epoch"),
+        ("job_name", KW, None),
+        ("deterministic", KW, None),
+        ("batch_size", KW, None),
+        ("drop_remainder", KW, False),
+        ("prefetch", KW, AUTOTUNE),
+        ("balance", KW, None),
+    ],
+    "default_reader_func": [
+        ("datasets", POS, EMPTY),
+        ("cycle_length", KW, None),
+        ("block_length", KW, 1),
+        ("num_parallel_calls", KW, AUTOTUNE),
+        ("deterministic", KW, None),
+    ],
+    "verify_dataset": [("path", POS, EMPTY), ("split", KW, None)],
+    "load_info": [("path", POS, EMPTY)],
+    "load_transform": [("path", POS, EMPTY)],
+}
+
+# Each error's bases up to Exception: a caller may catch the builtin kind as well.
+ERROR_BASES = {
+    "ReplayError": ["Exception"],
+    "DatasetNotFoundError": ["ReplayError", "FileNotFoundError", "OSError", "Exception"],
+    "IncompleteDatasetError": ["ReplayError", "Exception"],
+    "ManifestError": ["ReplayError", "FormatError", "ValueError", "Exception"],
+    "ShardError": ["ReplayError", "Exception"],
+    "MissingShardError": [
+        "ShardError",
+        "ReplayError",
+        "FileNotFoundError",
+        "OSError",
+        "Exception",
+    ],
+    "ShardSizeError": ["ShardError", "ReplayError", "Exception"],
+    "CorruptShardError": ["ShardError", "ReplayError", "Exception"],
+    "UnknownSplitError": ["ReplayError", "ValueError", "Exception"],
+    "UnknownFeatureError": ["ReplayError", "ValueError", "Exception"],
+}
+
+
+def _parameters(fn) -> list[tuple]:
+    return [(p.name, p.kind, p.default) for p in inspect.signature(fn).parameters.values()]
+
+
+def test_replay_exports_exactly_the_documented_names():
+    """Pins `replay.__all__` and that `dir(replay)` lists each name, resolvable (lazily for
+    the TensorFlow-backed ones) to a function or class."""
+    assert sorted(replay.__all__) == REPLAY_NAMES
+    assert set(REPLAY_NAMES) <= set(dir(replay))
+    for name in REPLAY_NAMES:
+        value = getattr(replay, name)
+        assert inspect.isfunction(value) or inspect.isclass(value), name
+    with pytest.raises(AttributeError, match="no attribute 'replay_datasets'"):
+        _ = replay.replay_datasets
+
+
+@pytest.mark.parametrize("name", sorted(SIGNATURES))
+def test_replay_functions_take_the_pinned_arguments(name):
+    """Pins each public function's parameters: names, order, keyword-only, defaults."""
+    fn = getattr(replay, name)
+    assert callable(fn)
+    assert _parameters(fn) == SIGNATURES[name]
+
+
+@pytest.mark.parametrize("name", sorted(ERROR_BASES))
+def test_replay_errors_have_the_pinned_bases(name):
+    """Pins the exception hierarchy: every error is a `ReplayError` and the builtin kinds a
+    caller may catch instead (FileNotFoundError, ValueError)."""
+    cls = getattr(replay, name)
+    bases = [c.__name__ for c in cls.__mro__]
+    assert bases[0] == name
+    assert bases[1 : bases.index("Exception") + 1] == ERROR_BASES[name]
+
+
+def test_dataset_info_and_shard_info_fields_and_members():
+    """Pins the fields of `DatasetInfo` / `ShardInfo` (frozen records) and the members of
+    `DatasetInfo` users call (method or property)."""
+    assert [f.name for f in dataclasses.fields(replay.ShardInfo)] == [
+        "split",
+        "filename",
+        "path",
+        "num_examples",
+        "num_bytes",
+    ]
+    assert [f.name for f in dataclasses.fields(replay.DatasetInfo)] == [
+        "path",
+        "name",
+        "format_version",
+        "created_utc",
+        "compression",
+        "elements",
+        "classes",
+        "splits",
+        "shards",
+        "files",
+        "errors",
+        "params",
+        "versions",
+        "manifest",
+    ]
+    for cls in (replay.ShardInfo, replay.DatasetInfo):
+        assert cls.__dataclass_params__.frozen, cls
+    members = {
+        "num_examples": "method",
+        "shard_list": "method",
+        "select_splits": "method",
+        "select_features": "method",
+        "tensor_specs": "method",
+        "schema": "method",
+        "check_shards": "method",
+        "num_classes": "property",
+        "element_spec": "property",
+        "compression_type": "property",
+    }
+    for name, kind in members.items():
+        member = inspect.getattr_static(replay.DatasetInfo, name)
+        got = "property" if isinstance(member, property) else "method"
+        assert got == kind and (kind == "property" or inspect.isfunction(member)), name
+    split_arg = ("split", POS, None)
+    for name in ("num_examples", "shard_list", "select_splits", "check_shards"):
+        assert _parameters(getattr(replay.DatasetInfo, name))[1:] == [split_arg], name
+
+
+def test_serving_transform_is_built_by_keyword_only():
+    """Pins `ServingTransform`'s constructor: four keyword-only arguments, no defaults."""
+    assert _parameters(replay.ServingTransform) == [
+        ("feature_fn", KW, EMPTY),
+        ("transform_fn", KW, EMPTY),
+        ("feature_names", KW, EMPTY),
+        ("full_scale", KW, EMPTY),
+    ]
+
+
+def test_pipelines_exports_record_dataset_and_its_result():
+    """Pins `pipelines.__all__`, `record_dataset`'s keyword-only signature (record options as
+    ``**options``) and the fields of the `RecordResult` it returns."""
+    assert pipelines.__all__ == ["RecordResult", "record_dataset"]
+    assert _parameters(pipelines.record_dataset) == [
+        ("input_pattern", KW, EMPTY),
+        ("output_dir", KW, EMPTY),
+        ("shard_func", KW, None),
+        ("beam_args", KW, ()),
+        ("options", VAR_KW, EMPTY),
+    ]
+    assert [f.name for f in dataclasses.fields(pipelines.RecordResult)] == [
+        "output_dir",
+        "num_examples",
+        "num_files",
+        "num_failed",
+        "errors",
+        "split_counts",
+        "num_shards",
+        "num_bytes",
+        "compression",
+        "seconds",
+        "audio_seconds_per_second",
+        "windows_per_second",
+        "counters",
+    ]
