@@ -1,4 +1,12 @@
-"""Tests of the `replay` reader against datasets written by tests/support/replay_fixtures.py."""
+"""Tests of the `replay` reader against datasets written by tests/support/replay_fixtures.py.
+
+Most tests read hand-made datasets in the layout the record job writes (format version 2: float
+features as raw bytes, ``log_mel_norm`` computed by the reader from the manifest's statistics;
+`test_elements_are_exact` also reads float16 / bfloat16 features and the version-1 layout). The
+tests of section "real record runs" read what the record job itself wrote (`recorded`: tiny WAV
+files recorded once per session with each ``--feature_dtype``) and check the decoded values
+against numpy: the stored bytes, the z-score and the rounding are recomputed independently.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +14,7 @@ import dataclasses
 import json
 import math
 import os
+import shutil
 import subprocess
 import sys
 
@@ -16,7 +25,15 @@ import tensorflow as tf
 import replay
 from replay import format as fmt
 from replay import load_info, replay_dataset
-from tests.support.replay_fixtures import write_dataset, write_manifest
+from tests.support import replay_fixtures
+from tests.support.floats import bits
+from tests.support.replay_fixtures import (
+    decode_raw,
+    stored_records,
+    stored_values,
+    write_dataset,
+    write_manifest,
+)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -71,24 +88,6 @@ def test_replay_dataset_import_loads_no_beam_or_tft():
     assert not loaded & {"apache_beam", "tensorflow_transform", "pipelines"}
 
 
-def test_public_api():
-    assert callable(replay.replay_dataset) and callable(replay.default_reader_func)
-    for name in replay.__all__:
-        assert getattr(replay, name) is not None
-    for cls in (
-        replay.DatasetNotFoundError,
-        replay.IncompleteDatasetError,
-        replay.ManifestError,
-        replay.MissingShardError,
-        replay.ShardSizeError,
-        replay.CorruptShardError,
-        replay.UnknownSplitError,
-        replay.UnknownFeatureError,
-    ):
-        assert issubclass(cls, replay.ReplayError)
-    assert issubclass(replay.ManifestError, fmt.FormatError)
-
-
 # --- load_info -------------------------------------------------------------------------------
 
 
@@ -111,8 +110,8 @@ def test_load_info(splits):
     assert info.element_spec["log_mel"] == tf.TensorSpec([4, 8], tf.float32)
     assert info.element_spec["sample_rate"] == tf.TensorSpec([], tf.int32)
     schema = info.schema()
-    assert [f.name for f in schema.feature] == list(info.elements)
-    assert [d.size for d in schema.feature[-1].shape.dim] == [4, 8]
+    assert [f.name for f in schema.feature] == [k for k, s in info.elements.items() if s.stored]
+    assert "log_mel_norm" not in [f.name for f in schema.feature]  # computed, not stored
     with pytest.raises(dataclasses.FrozenInstanceError):
         info.compression = "NONE"
     with pytest.raises(TypeError):
@@ -137,13 +136,34 @@ def test_load_info_through_gfile_url(splits):
 
 
 @pytest.mark.parametrize(
-    ("compression", "signal_dtype"), [("GZIP", "int16"), ("ZLIB", "int32"), ("NONE", "float32")]
+    ("compression", "signal_dtype", "feature_dtype", "version"),
+    [
+        ("GZIP", "int16", "float32", 2),
+        ("ZLIB", "int32", "float16", 2),
+        ("NONE", "float32", "bfloat16", 2),
+        ("GZIP", "int16", "float32", 1),
+    ],
 )
-def test_elements_are_exact(tmp_path, compression, signal_dtype):
+def test_elements_are_exact(tmp_path, compression, signal_dtype, feature_dtype, version):
+    """Every key of every element reads back bit for bit as numpy computed it: samples as
+    written; ``log_mel`` the float32 values the writer was given, rounded to nearest even when
+    stored as float16 / bfloat16 (`stored_values`, ties included); ``log_mel_norm`` their
+    numpy z-score with the manifest's statistics (version 2 computes it in the reader: IEEE
+    float32 subtraction, square root and division, so numpy's bits in this run on this machine;
+    version 1 stores it)."""
     expected = write_dataset(
-        tmp_path, compression=compression, signal_dtype=signal_dtype, win_len=33, seed=3
+        tmp_path,
+        compression=compression,
+        signal_dtype=signal_dtype,
+        win_len=33,
+        format_version=version,
+        feature_dtype=feature_dtype,
+        seed=3,
     )
     info = load_info(tmp_path)  # os.PathLike works too
+    assert info.format_version == version
+    narrow = feature_dtype if feature_dtype != "float32" else None
+    assert info.elements["log_mel"].stored_dtype == narrow
     ds = replay_dataset(tmp_path)
     assert ds.element_spec == info.element_spec
     got = {int(e["index"]): e for e in collect(ds)}
@@ -180,12 +200,14 @@ def test_features_subset(splits):
 def test_keys_not_requested_are_not_parsed(tmp_path):
     expected = write_dataset(tmp_path, num_examples_per_shard=(5, 3), compression="NONE")
     manifest = expected["manifest"]
-    manifest["elements"]["log_mel"]["shape"] = [5, 8]  # the records hold [4, 8]: undecodable
+    for key in ("log_mel", "log_mel_norm"):  # the records hold [4, 8]: undecodable
+        manifest["elements"][key]["shape"] = [5, 8]
     write_manifest(tmp_path, manifest)
     got = collect(replay_dataset(str(tmp_path), features=["signal", "target"], batch_size=4))
     assert sum(len(b["target"]) for b in got) == 8  # log_mel never parsed: no error
-    with pytest.raises(tf.errors.InvalidArgumentError):
-        collect(replay_dataset(str(tmp_path), features=["log_mel"], batch_size=4))
+    for key in ("log_mel", "log_mel_norm"):
+        with pytest.raises(tf.errors.InvalidArgumentError):
+            collect(replay_dataset(str(tmp_path), features=[key], batch_size=4))
 
 
 # --- cardinality -----------------------------------------------------------------------------
@@ -487,12 +509,143 @@ def test_malformed_element_spec(tmp_path):
         load_info(tmp_path)
 
 
-def test_manifest_is_json_per_format(splits):
-    path, expected = splits
+# --- real record runs ------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def recorded(tmp_path_factory) -> dict:
+    """4 tiny WAV files recorded by the record job (DirectRunner, in process) once per
+    ``--feature_dtype`` (float32, float16, bfloat16), once per session:
+    ``{"samples": {path: int16 samples}, "runs": {feature_dtype: dataset directory}}``."""
+    return replay_fixtures.record_runs(tmp_path_factory.mktemp("recorded"))
+
+
+def _replayed(path) -> dict[tuple[int, int], dict]:
+    """Every element `replay_dataset` decodes, by (index, win_start_idx)."""
+    out = {}
+    for batch in collect(replay_dataset(path, batch_size=3, deterministic=True)):
+        for i in range(len(batch[fmt.INDEX_KEY])):
+            element = {key: value[i] for key, value in batch.items()}
+            out[int(element[fmt.INDEX_KEY]), int(element[fmt.WIN_START_KEY])] = element
+    return out
+
+
+def _stored(path) -> dict[tuple[int, int], dict]:
+    """Every record as stored (protobuf, not `replay`), by (index, win_start_idx)."""
+    return {(r[fmt.INDEX_KEY][0], r[fmt.WIN_START_KEY][0]): r for r in stored_records(path)}
+
+
+def test_numpy_rounding_of_the_expected_values_is_to_nearest_even():
+    """`stored_values`, which the expected float16 / bfloat16 features come from, pinned by
+    hand: an exact tie goes to the even neighbour, anything past it to the nearest."""
+    x = np.array([*replay_fixtures.BFLOAT16_TIES, -1 - 2.0**-8, 1 + 2.0**-8 + 2.0**-20], np.float32)
+    assert stored_values(x, "bfloat16").tolist() == [1, 1 + 2.0**-6, -1, 1 + 2.0**-7]
+    x = np.array([*replay_fixtures.FLOAT16_TIES, 1 + 2.0**-11 + 2.0**-20], np.float32)
+    assert stored_values(x, "float16").tolist() == [1, 1 + 2.0**-9, 1 + 2.0**-10]
+
+
+def _manifest(path) -> dict:
     with open(os.path.join(path, fmt.MANIFEST_FILENAME)) as f:
-        manifest = json.load(f)
-    assert manifest["complete"] is True and manifest["format"] == fmt.FORMAT_NAME
-    for split, entry in manifest["splits"].items():
-        for index, shard in enumerate(entry["shards"]):
-            parsed = fmt.parse_shard_filename(shard["filename"])
-            assert parsed["split"] == split and parsed["index"] == index
+        return json.load(f)
+
+
+@pytest.mark.parametrize("dtype", fmt.FEATURE_DTYPES)
+def test_recorded_layout_is_version_2_and_the_hand_made_one_matches_it(recorded, tmp_path, dtype):
+    """What the record job writes now: format version 2, ``log_mel`` as raw bytes of
+    `dtype` (2 or 4 bytes a value), ``log_mel_norm`` in no record but a z_score key of
+    ``log_mel`` whose float32 statistics are in the manifest; and `write_dataset` (the other
+    tests' datasets) describes its keys the same way."""
+    path = recorded["runs"][dtype]
+    manifest = _manifest(path)
+    assert manifest["format_version"] == 2
+    feature, norm = manifest["elements"]["log_mel"], manifest["elements"]["log_mel_norm"]
+    assert feature["encoding"] == "raw" and feature.get("stored_dtype", "float32") == dtype
+    assert norm["encoding"] == "z_score" and norm["source"] == "log_mel"
+    assert norm["shape"] == feature["shape"] == [4, 8]
+    for stat in ("mean", "var"):
+        assert float(np.float32(norm[stat])) == norm[stat]  # a float32 value, exact in JSON
+    records = stored_records(path)
+    assert len(records) == manifest["num_examples"] == 8
+    width = 4 if dtype == "float32" else 2
+    for record in records:
+        assert "log_mel_norm" not in record and len(record["log_mel"]) == 32 * width
+    hand_made = write_dataset(tmp_path, feature_dtype=dtype)["manifest"]["elements"]
+    own = {"signal": ("shape",), "log_mel": (), "log_mel_norm": ("mean", "var")}  # its data's
+    for key, differ in own.items():
+        written = {k: v for k, v in manifest["elements"][key].items() if k not in differ}
+        assert {k: v for k, v in hand_made[key].items() if k not in differ} == written, key
+
+
+@pytest.mark.parametrize("dtype", fmt.FEATURE_DTYPES)
+def test_recorded_norm_is_the_numpy_z_score_of_the_stored_feature(recorded, dtype):
+    """`replay_dataset` on the record job's output: ``signal`` is the WAV file's samples bit
+    for bit; ``log_mel`` is the stored bytes decoded in numpy (float16 with numpy's float16,
+    bfloat16 by shifting its 16 bits into a float32); ``log_mel_norm`` is
+    ``(log_mel - mean) / sqrt(var)`` computed in numpy float32 from those values and the
+    manifest's statistics. Bit-equal: both sides compute it in this run on this machine, from
+    the same float32 inputs, with correctly rounded IEEE float32 operations."""
+    path = recorded["runs"][dtype]
+    manifest = _manifest(path)
+    spec = manifest["elements"]["log_mel_norm"]
+    mean, var = np.float32(spec["mean"]), np.float32(spec["var"])
+    assert abs(np.sqrt(var) - 1) > 0.1  # a z-score without its division cannot pass
+    files = {f["index"]: f["path"] for f in manifest["files"]}
+    stored, replayed = _stored(path), _replayed(path)
+    assert sorted(replayed) == sorted(stored) and len(stored) == 8
+    for window, element in replayed.items():
+        index, start = window
+        samples = recorded["samples"][files[index]][start : start + 1024]
+        np.testing.assert_array_equal(element["signal"], samples)
+        assert element["signal"].dtype == np.int16
+        feature = decode_raw(stored[window]["log_mel"], manifest["elements"]["log_mel"])
+        assert element["log_mel"].dtype == element["log_mel_norm"].dtype == np.float32
+        np.testing.assert_array_equal(bits(element["log_mel"]), bits(feature))
+        want = (feature - mean) / np.sqrt(var)
+        assert want.dtype == np.float32
+        np.testing.assert_array_equal(bits(element["log_mel_norm"]), bits(want))
+
+
+@pytest.mark.parametrize("dtype", fmt.STORED_DTYPES)
+def test_recorded_narrow_features_are_the_writers_values_rounded(recorded, dtype):
+    """``--feature_dtype float16 / bfloat16`` features read back as the float32 features of
+    the float32 run (the values the writer was given: same input, computed in this session on
+    this machine) rounded to nearest even by numpy (`stored_values`: numpy's float16, or the
+    bfloat16 bit rounding the writer's ml_dtypes does); the z-score statistics are those of
+    the float32 features in both runs."""
+    exact, narrow = recorded["runs"]["float32"], recorded["runs"][dtype]
+    assert (
+        _manifest(narrow)["elements"]["log_mel_norm"]
+        == _manifest(exact)["elements"]["log_mel_norm"]
+    )
+    given, got = _replayed(exact), _replayed(narrow)
+    assert sorted(got) == sorted(given) and len(got) == 8
+    rounded = 0
+    for window, element in given.items():
+        want = stored_values(element["log_mel"], dtype)
+        np.testing.assert_array_equal(bits(got[window]["log_mel"]), bits(want), err_msg=window)
+        rounded += int(np.sum(want != element["log_mel"]))
+    assert rounded > 8 * 32 // 2  # most values are not representable: the rounding is tested
+
+
+@pytest.mark.parametrize(("key", "shape"), [("log_mel_norm", [3, 5]), ("log_mel", [2, 16])])
+def test_recorded_manifest_with_norm_shape_unlike_its_feature_is_refused(
+    recorded, tmp_path, key, shape
+):
+    """A z_score key must have its source's shape: a manifest claiming ``log_mel_norm`` [3, 5]
+    (or ``log_mel`` [2, 16], the same 32 values) next to a [4, 8] feature is refused before
+    anything is read, naming the manifest, the key, its source and both shapes."""
+    path = tmp_path / "dataset"
+    shutil.copytree(recorded["runs"]["float32"], path)
+    manifest = _manifest(path)
+    manifest["elements"][key]["shape"] = shape
+    write_manifest(path, manifest)
+    norm_shape = manifest["elements"]["log_mel_norm"]["shape"]
+    feature_shape = manifest["elements"]["log_mel"]["shape"]
+    with pytest.raises(replay.ManifestError) as e:
+        load_info(path)
+    message = str(e.value)
+    assert message.startswith(f"{path / fmt.MANIFEST_FILENAME}: elements.log_mel_norm"), message
+    assert "'log_mel'" in message and str(norm_shape) in message, message
+    assert f"(it is 'float32' {feature_shape})" in message, message  # both shapes named
+    with pytest.raises(replay.ManifestError, match="log_mel_norm"):
+        replay_dataset(path)

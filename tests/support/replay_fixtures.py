@@ -1,6 +1,17 @@
-"""Write small audiorecords datasets exactly per `replay.format`, for the `replay` tests.
+"""Small audiorecords datasets for the `replay` tests: hand-made ones, and real record runs.
 
-Independent of the record pipeline: plain `tf.io.TFRecordWriter` + `tf.train.Example`.
+`write_dataset` writes shards + manifest.json per `replay.format` with plain
+`tf.io.TFRecordWriter` + `tf.train.Example` (no Beam, no tensorflow-transform), in the layout the
+record job writes: format version 2 (float features as raw little-endian bytes, in
+``--feature_dtype``, encoded by the writer's own `raw_float_rows`; ``log_mel_norm`` not stored
+but a ``z_score`` key whose statistics are in the manifest), or with ``format_version=1`` the
+version-1 layout (features and their ``_norm`` copies as float lists). The element values it
+returns are computed in numpy, independently of the writer and of the reader: the float32
+values the writer was given, rounded as `stored_values` says, and their z-scores.
+
+`record_runs` makes real record runs (`pipelines.record_dataset`, DirectRunner) of tiny WAV
+files written with the standard library's `wave`, once per ``--feature_dtype``; `stored_records`
+reads their shards back with protobuf alone, so tests can decode the stored bytes in numpy.
 """
 
 from __future__ import annotations
@@ -8,24 +19,82 @@ from __future__ import annotations
 import datetime
 import json
 import os
+import wave
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import tensorflow as tf
 
 from replay import format as fmt
+from tests.support.record_helpers import z_score
 
 CLASSES = ("cat", "dog", "owl")
 SAMPLE_RATE = 16000
+FEATURE = "log_mel"
+NORM = FEATURE + fmt.NORMALIZED_SUFFIX
 FEATURE_SHAPE = (4, 8)  # log_mel [frames, bins]
 NAME = "audiorecords"
+# Exact ties of float32 between two neighbours, written into the first element's log_mel: the
+# writer rounds to nearest even, so the first of each pair rounds down, the second up (a
+# truncating writer would round both down). bfloat16 keeps 8 significand bits, float16 11.
+BFLOAT16_TIES = (1 + 2.0**-8, 1 + 3 * 2.0**-8)  # -> 1, 1 + 2**-6
+FLOAT16_TIES = (1 + 2.0**-11, 1 + 3 * 2.0**-11)  # -> 1, 1 + 2**-9
 
 
-def _element_specs(
-    *, win_len: int, signal_dtype: str, with_features: bool
+def bfloat16_round(x: np.ndarray) -> np.ndarray:
+    """float32 -> the nearest bfloat16 value, ties to even, as float32 (finite inputs).
+
+    What the writer stores for ``--feature_dtype bfloat16`` (`raw_float_rows`: ml_dtypes'
+    ``astype(bfloat16)``, round to nearest even), in plain numpy bit arithmetic: add 0x7FFF,
+    plus 1 when the lowest kept bit is set, to the float32 bits, then keep the high 16 bits.
+    """
+    bits = np.ascontiguousarray(x, np.float32).view(np.uint32).astype(np.uint64)
+    rounded = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
+    return rounded.astype(np.uint32).view(np.float32)
+
+
+def bfloat16_widen(data: bytes) -> np.ndarray:
+    """Little-endian bfloat16 bytes -> float32 values (the high half of the float32 bits)."""
+    return (np.frombuffer(data, "<u2").astype(np.uint32) << 16).view(np.float32)
+
+
+def stored_values(x: np.ndarray, feature_dtype: str) -> np.ndarray:
+    """The float32 values a reader must return for float32 `x` stored in `feature_dtype`."""
+    x = np.asarray(x, np.float32)
+    if feature_dtype == "float16":
+        return x.astype(np.float16).astype(np.float32)
+    if feature_dtype == "bfloat16":
+        return bfloat16_round(x)
+    if feature_dtype == "float32":
+        return x
+    raise ValueError(f"unknown feature dtype {feature_dtype!r}")
+
+
+def decode_raw(data: bytes, spec: Mapping[str, Any]) -> np.ndarray:
+    """A raw key's stored bytes as its manifest spec says, decoded in numpy (not by `replay`)."""
+    stored = spec.get("stored_dtype", spec["dtype"])
+    if stored == "bfloat16":
+        values = bfloat16_widen(data)
+    else:
+        values = np.frombuffer(data, np.dtype(stored).newbyteorder("<"))
+    return values.astype(spec["dtype"]).reshape(spec["shape"])
+
+
+def _feature_specs(
+    *, format_version: int, feature_dtype: str, mean: float, var: float
 ) -> dict[str, fmt.ElementSpec]:
-    specs = {
+    """``log_mel`` and ``log_mel_norm`` as the writer of `format_version` describes them."""
+    if format_version == 1:
+        spec = fmt.ElementSpec("float32", FEATURE_SHAPE, fmt.ENCODING_FLOAT_LIST)
+        return {FEATURE: spec, NORM: spec}
+    spec = fmt.stored_spec("float32", FEATURE_SHAPE, stored_dtype=feature_dtype)
+    return {FEATURE: spec, NORM: fmt.z_score_spec(FEATURE, spec, mean=mean, var=var)}
+
+
+def _element_specs(*, win_len: int, signal_dtype: str) -> dict[str, fmt.ElementSpec]:
+    return {
         fmt.CLASS_KEY: fmt.ElementSpec("string", (), fmt.ENCODING_BYTES_LIST),
         fmt.TARGET_KEY: fmt.ElementSpec("int64", (), fmt.ENCODING_INT64_LIST),
         fmt.NUM_CLASSES_KEY: fmt.ElementSpec("int64", (), fmt.ENCODING_INT64_LIST),
@@ -36,12 +105,6 @@ def _element_specs(
         fmt.SAMPLE_RATE_KEY: fmt.ElementSpec("int32", (), fmt.ENCODING_INT64_LIST),
         fmt.CHANNEL_KEY: fmt.ElementSpec("int64", (), fmt.ENCODING_INT64_LIST),
     }
-    if with_features:
-        specs["log_mel"] = fmt.ElementSpec("float32", FEATURE_SHAPE, fmt.ENCODING_FLOAT_LIST)
-        specs["log_mel" + fmt.NORMALIZED_SUFFIX] = fmt.ElementSpec(
-            "float32", FEATURE_SHAPE, fmt.ENCODING_FLOAT_LIST
-        )
-    return specs
 
 
 def _signal(rng: np.random.Generator, win_len: int, dtype: str) -> np.ndarray:
@@ -51,11 +114,31 @@ def _signal(rng: np.random.Generator, win_len: int, dtype: str) -> np.ndarray:
     return rng.integers(info.min, info.max, win_len, endpoint=True, dtype=dtype)
 
 
-def _example(element: Mapping[str, np.ndarray], specs: Mapping[str, fmt.ElementSpec]) -> bytes:
+def _raw_feature_bytes(given: np.ndarray, spec: fmt.ElementSpec) -> bytes:
+    """The bytes the record job stores for a float feature: its own encoder's output."""
+    import pyarrow as pa
+
+    from transforms.record.examples import raw_float_rows
+
+    column = pa.array([np.asarray(given, np.float32).reshape(-1)], pa.list_(pa.float32()))
+    rows = raw_float_rows(FEATURE, column, stored_dtype=spec.stored_dtype or "float32")
+    return rows.to_pylist()[0][0]
+
+
+def _example(
+    element: Mapping[str, np.ndarray],
+    specs: Mapping[str, fmt.ElementSpec],
+    raw: Mapping[str, bytes],
+) -> bytes:
+    """A serialized Example of `element`'s stored keys; `raw`: bytes of raw keys given whole."""
     feature = {}
     for key, spec in specs.items():
+        if not spec.stored:
+            continue
         value = element[key]
-        if spec.encoding == fmt.ENCODING_RAW:
+        if key in raw:
+            feature[key] = tf.train.Feature(bytes_list=tf.train.BytesList(value=[raw[key]]))
+        elif spec.encoding == fmt.ENCODING_RAW:
             data = np.asarray(value).astype(np.dtype(spec.dtype).newbyteorder("<")).tobytes()
             feature[key] = tf.train.Feature(bytes_list=tf.train.BytesList(value=[data]))
         elif spec.encoding == fmt.ENCODING_BYTES_LIST:
@@ -78,6 +161,8 @@ def write_dataset(
     win_len: int = 64,
     signal_dtype: str = "int16",
     with_features: bool = True,
+    format_version: int = fmt.FORMAT_VERSION,
+    feature_dtype: str = "float32",
     seed: int = 0,
 ) -> dict[str, Any]:
     """Write shards + manifest.json of a small random dataset into `directory`.
@@ -90,107 +175,146 @@ def write_dataset(
       compression: NONE, GZIP or ZLIB.
       win_len: samples per window (``signal`` shape).
       signal_dtype: int16, int32 or float32.
-      with_features: also write ``log_mel`` and ``log_mel_norm`` float features.
+      with_features: also the ``log_mel`` feature (float32 values like a log-mel's, mean about
+        -3, variance about 6) and ``log_mel_norm``, its z-score with the dataset's statistics.
+      format_version: 2 (the layout of module docstring) or 1 (the version-1 layout).
+      feature_dtype: float32, float16 or bfloat16: how version 2 stores ``log_mel``.
       seed: random seed of the contents.
 
     Returns:
-      ``{"manifest": dict, "elements": {split: [element]}, "shards": {split: [path]}}``; each
-      element is a dict of numpy values (bytes for strings) in shard-then-record order, and
-      every element's ``index`` (input file index) is unique within the dataset, so
-      ``(index, win_start_idx)`` identifies it.
+      ``{"manifest": dict, "elements": {split: [element]}, "shards": {split: [path]},
+      "given": {index: log_mel}}``; each element is a dict of numpy values (bytes for strings)
+      in shard-then-record order, holding what a reader must return (``log_mel``: the float32
+      values the writer was given in ``given``, rounded by `stored_values`; ``log_mel_norm``:
+      the numpy z-score of that). Every element's ``index`` (input file index) is unique
+      within the dataset, so ``(index, win_start_idx)`` identifies it.
     """
+    if format_version == 1 and feature_dtype != "float32":
+        raise ValueError("format version 1 stores features as float32 lists only")
     directory = os.fspath(directory)
     os.makedirs(directory, exist_ok=True)
     rng = np.random.default_rng(seed)
-    specs = _element_specs(win_len=win_len, signal_dtype=signal_dtype, with_features=with_features)
     splits = list(split_names) if split_names is not None else [fmt.ALL_SPLIT]
     if isinstance(num_examples_per_shard, Mapping):
         counts = {split: list(num_examples_per_shard[split]) for split in splits}
     else:
         counts = {split: list(num_examples_per_shard) for split in splits}
 
+    shards: dict[str, list[list[dict[str, Any]]]] = {}  # split -> shard -> elements
+    given: dict[int, np.ndarray] = {}  # index -> log_mel as the writer is given it
+    files: list[dict[str, Any]] = []
+    for split in splits:
+        shards[split] = []
+        for count in counts[split]:
+            shards[split].append([])
+            for _ in range(count):
+                index = len(files)
+                target = int(rng.integers(len(CLASSES)))
+                element = {
+                    fmt.CLASS_KEY: CLASSES[target].encode(),
+                    fmt.TARGET_KEY: np.int64(target),
+                    fmt.NUM_CLASSES_KEY: np.int64(len(CLASSES)),
+                    fmt.FILEPATH_KEY: f"/data/{CLASSES[target]}/{index}.wav".encode(),
+                    fmt.INDEX_KEY: np.int64(index),
+                    fmt.WIN_START_KEY: np.int64(rng.integers(0, 10) * win_len),
+                    fmt.SIGNAL_KEY: _signal(rng, win_len, signal_dtype),
+                    fmt.SAMPLE_RATE_KEY: np.int32(SAMPLE_RATE),
+                    fmt.CHANNEL_KEY: np.int64(0),
+                }
+                if with_features:
+                    given[index] = rng.normal(-3.0, 2.5, FEATURE_SHAPE).astype(np.float32)
+                shards[split][-1].append(element)
+                files.append(
+                    {
+                        "path": element[fmt.FILEPATH_KEY].decode(),
+                        "index": index,
+                        "label": CLASSES[target],
+                        "split": split,
+                        "num_windows": 1,
+                        "sample_rate": SAMPLE_RATE,
+                        "num_frames": win_len,
+                        "num_channels": 1,
+                        "subtype": "PCM_16",
+                        "full_scale": 32768.0,
+                    }
+                )
+
+    specs = _element_specs(win_len=win_len, signal_dtype=signal_dtype)
+    if given:
+        given[0].flat[:4] = (*BFLOAT16_TIES, *FLOAT16_TIES)
+        values = np.stack(list(given.values())).astype(np.float64)
+        # The analysis statistics, as float32 values (the manifest holds them exactly).
+        mean, var = float(np.float32(values.mean())), float(np.float32(values.var()))
+        specs.update(
+            _feature_specs(
+                format_version=format_version, feature_dtype=feature_dtype, mean=mean, var=var
+            )
+        )
+
     elements: dict[str, list[dict[str, Any]]] = {}
     shard_paths: dict[str, list[str]] = {}
     manifest_splits: dict[str, Any] = {}
-    files: list[dict[str, Any]] = []
-    next_index = 0
     for split in splits:
         elements[split], shard_paths[split], entries = [], [], []
-        for shard_index, count in enumerate(counts[split]):
+        for shard_index, shard in enumerate(shards[split]):
             filename = fmt.shard_filename(
                 name=NAME,
                 split=split,
                 index=shard_index,
-                num_shards=len(counts[split]),
+                num_shards=len(shards[split]),
                 compression=compression,
             )
             path = os.path.join(directory, filename)
             with tf.io.TFRecordWriter(path, options=fmt.tf_compression_type(compression)) as w:
-                for _ in range(count):
-                    target = int(rng.integers(len(CLASSES)))
-                    element = {
-                        fmt.CLASS_KEY: CLASSES[target].encode(),
-                        fmt.TARGET_KEY: np.int64(target),
-                        fmt.NUM_CLASSES_KEY: np.int64(len(CLASSES)),
-                        fmt.FILEPATH_KEY: f"/data/{CLASSES[target]}/{next_index}.wav".encode(),
-                        fmt.INDEX_KEY: np.int64(next_index),
-                        fmt.WIN_START_KEY: np.int64(rng.integers(0, 10) * win_len),
-                        fmt.SIGNAL_KEY: _signal(rng, win_len, signal_dtype),
-                        fmt.SAMPLE_RATE_KEY: np.int32(SAMPLE_RATE),
-                        fmt.CHANNEL_KEY: np.int64(0),
-                    }
+                for element in shard:
+                    raw = {}
                     if with_features:
-                        mel = rng.normal(size=FEATURE_SHAPE).astype(np.float32)
-                        element["log_mel"] = mel
-                        element["log_mel_norm"] = (mel - mel.mean()) / (mel.std() + 1e-6)
-                        element["log_mel_norm"] = element["log_mel_norm"].astype(np.float32)
-                    w.write(_example(element, specs))
+                        mel = given[int(element[fmt.INDEX_KEY])]
+                        if format_version == 1:
+                            element[FEATURE] = mel
+                        else:
+                            raw[FEATURE] = _raw_feature_bytes(mel, specs[FEATURE])
+                            element[FEATURE] = stored_values(mel, feature_dtype)
+                        element[NORM] = z_score(element[FEATURE], mean, var)
+                    w.write(_example(element, specs, raw))
                     elements[split].append(element)
-                    files.append(
-                        {
-                            "path": element[fmt.FILEPATH_KEY].decode(),
-                            "index": next_index,
-                            "label": CLASSES[target],
-                            "split": split,
-                            "num_windows": 1,
-                            "sample_rate": SAMPLE_RATE,
-                            "num_frames": win_len,
-                            "num_channels": 1,
-                            "subtype": "PCM_16",
-                            "full_scale": 32768.0,
-                        }
-                    )
-                    next_index += 1
             shard_paths[split].append(path)
             entries.append(
-                {"filename": filename, "num_examples": count, "num_bytes": os.path.getsize(path)}
+                {
+                    "filename": filename,
+                    "num_examples": len(shard),
+                    "num_bytes": os.path.getsize(path),
+                }
             )
-        manifest_splits[split] = {"num_examples": sum(counts[split]), "shards": entries}
+        manifest_splits[split] = {"num_examples": len(elements[split]), "shards": entries}
 
+    params = {"win_len": win_len, "hop_len": win_len, "features": [FEATURE]}
+    if format_version >= 2:
+        params["feature_dtype"] = feature_dtype
     manifest = {
         "format": fmt.FORMAT_NAME,
-        "format_version": fmt.FORMAT_VERSION,
+        "format_version": format_version,
         "complete": True,
         "name": NAME,
         "created_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(),
         "compression": compression,
         "elements": {key: spec.to_json() for key, spec in specs.items()},
-        "num_examples": sum(sum(c) for c in counts.values()),
+        "num_examples": len(files),
         "classes": list(CLASSES),
         "num_classes": len(CLASSES),
         "splits": manifest_splits,
         "files": files,
         "errors": [{"path": "/data/bad.wav", "reason": "not a RIFF file"}],
-        "params": {"win_len": win_len, "hop_len": win_len, "features": ["log_mel"]},
+        "params": params,
         "versions": {"audiorecords": "0.1.0", "tensorflow": tf.__version__},
     }
     write_schema(directory, specs)
     write_manifest(directory, manifest)
-    return {"manifest": manifest, "elements": elements, "shards": shard_paths}
+    return {"manifest": manifest, "elements": elements, "shards": shard_paths, "given": given}
 
 
 def write_schema(directory: str | os.PathLike, specs: Mapping[str, fmt.ElementSpec]) -> None:
-    """Write `directory`/schema.pbtxt: a tensorflow_metadata Schema of the stored records."""
+    """Write `directory`/schema.pbtxt: a tensorflow_metadata Schema of the stored keys."""
     from google.protobuf import text_format
     from tensorflow_metadata.proto.v0 import schema_pb2
 
@@ -202,6 +326,8 @@ def write_schema(directory: str | os.PathLike, specs: Mapping[str, fmt.ElementSp
     }
     schema = schema_pb2.Schema()
     for key, spec in specs.items():
+        if not spec.stored:  # a z_score key is computed by the reader: not in the records
+            continue
         feature = schema.feature.add(name=key, type=kinds[spec.encoding])
         shape = spec.shape if spec.encoding != fmt.ENCODING_RAW else ()
         for dim in shape:
@@ -216,3 +342,84 @@ def write_manifest(directory: str | os.PathLike, manifest: Mapping[str, Any]) ->
     """(Re)write `directory`/manifest.json."""
     with open(os.path.join(os.fspath(directory), fmt.MANIFEST_FILENAME), "w") as f:
         json.dump(manifest, f, indent=1)
+
+
+# --- real record runs --------------------------------------------------------------------------
+
+RECORD_LABELS = ("cat", "dog", "owl", "cat")  # one file each: <i>_<label>.wav
+RECORD_FRAMES = 2048  # samples per file: 2 windows of RECORD_OPTIONS["win_len"]
+# Options of `record_runs`: log_mel [4, 8] (frames of 256 samples, 8 mel bins), as the
+# hand-made datasets' FEATURE_SHAPE.
+RECORD_OPTIONS = {
+    "win_len": 1024,
+    "features": [FEATURE],
+    "num_mel_bins": 8,
+    "frame_length": 256,
+    "frame_step": 256,
+    "fft_length": 256,
+}
+
+
+def write_wavs(directory: str | os.PathLike, *, seed: int = 0) -> dict[str, np.ndarray]:
+    """Writes small 16-bit mono 16 kHz WAV files with `wave`; returns {path: int16 samples}."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(seed)
+    out = {}
+    for i, label in enumerate(RECORD_LABELS):
+        tone = 3000 * np.sin(2 * np.pi * (220 + 110 * i) * np.arange(RECORD_FRAMES) / SAMPLE_RATE)
+        noise = rng.normal(0, 800, RECORD_FRAMES)
+        samples = np.clip(np.round(tone + noise), -32768, 32767).astype("<i2")
+        path = directory / f"{i}_{label}.wav"
+        with wave.open(str(path), "wb") as w:
+            w.setnchannels(1)
+            w.setsampwidth(2)
+            w.setframerate(SAMPLE_RATE)
+            w.writeframes(samples.tobytes())
+        out[str(path)] = samples
+    return out
+
+
+def record_runs(
+    directory: str | os.PathLike, feature_dtypes: Sequence[str] = fmt.FEATURE_DTYPES
+) -> dict[str, Any]:
+    """Records the WAV files of `write_wavs` with the real record job, once per feature dtype.
+
+    Returns:
+      ``{"samples": {path: int16 samples}, "runs": {feature_dtype: dataset directory}}``.
+    """
+    from pipelines import record_dataset
+
+    directory = Path(directory)
+    samples = write_wavs(directory / "wav")
+    runs = {}
+    for dtype in feature_dtypes:
+        out = directory / f"out_{dtype}"
+        record_dataset(
+            input_pattern=str(directory / "wav" / "*.wav"),
+            output_dir=str(out),
+            feature_dtype=dtype,
+            **RECORD_OPTIONS,
+        )
+        runs[dtype] = out
+    return {"samples": samples, "runs": runs}
+
+
+def stored_records(directory: str | os.PathLike) -> list[dict[str, Any]]:
+    """Every record of a dataset as stored, read with protobuf (not `replay`): {key: value},
+    bytes for raw and bytes_list keys, a list of numbers for the other kinds."""
+    manifest = json.loads((Path(directory) / fmt.MANIFEST_FILENAME).read_text())
+    compression = fmt.tf_compression_type(manifest["compression"])
+    out = []
+    for split in manifest["splits"].values():
+        for shard in split["shards"]:
+            path = str(Path(directory) / shard["filename"])
+            for serialized in tf.data.TFRecordDataset(path, compression_type=compression):
+                example = tf.train.Example.FromString(serialized.numpy())
+                record = {}
+                for key, feature in example.features.feature.items():
+                    kind = feature.WhichOneof("kind")
+                    values = list(getattr(feature, kind).value)
+                    record[key] = values[0] if kind == "bytes_list" else values
+                out.append(record)
+    return out

@@ -129,6 +129,14 @@ CRAFTED = {  # issue 15's manifests, and their kin: edit -> the field the error 
         _v2(_set("elements/log_mel_norm/source", "signal")),
         "elements.log_mel_norm.source",
     ),
+    "z_score_shape_unlike_source": (
+        _v2(_set("elements/log_mel_norm/shape", [3, 5])),  # log_mel is [4, 8]
+        "elements.log_mel_norm.source: 'log_mel' is not a stored float32 key of shape [3, 5]",
+    ),
+    "z_score_source_shape_unlike": (
+        _v2(_set("elements/log_mel/shape", [2, 16])),  # the same 32 values, another shape
+        "elements.log_mel_norm.source: 'log_mel' is not a stored float32 key of shape [4, 8]",
+    ),
     "stored_dtype_unknown": (
         _v2(_set("elements/log_mel/stored_dtype", "int8")),
         "elements.log_mel.stored_dtype",
