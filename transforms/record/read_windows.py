@@ -38,12 +38,16 @@ from transforms.record.prefetch import ComputePool, prefetch
 from transforms.record.progress import ProgressFile
 from transforms.record.record_parts import PartWriter
 from transforms.record.shard_plan import ReadTask, Segment, Sharding
+from transforms.record.write_shards import AUTO_SAMPLE_SIZE
 
 FILES_TAG = "files"
 ERRORS_TAG = "errors"
 PARTS_TAG = "parts"
 SAMPLES_TAG = "samples"
 _AHEAD_CHUNKS = 4  # chunks decoded / in the feature pool ahead of the writer (8 MiB each)
+# Rows for TFT's analysis leave a task in RecordBatches of at least this many bytes (and its last
+# rows): TFT runs its analysis graph once per batch, and a one-second clip is one row.
+ANALYSIS_BATCH_BYTES = 8 << 20  # 8 MiB
 
 
 TRAIN_SPLIT = "train"  # the split analysed by default when --splits is given
@@ -185,6 +189,8 @@ class ReadTaskFn(beam.DoFn):
         # Decoding runs ahead in a thread, across the task's files, and features + encoding in a
         # pool of `compute_threads`, while this thread routes, writes and analyses earlier chunks.
         stream = _SegmentStream(prefetch(self._task_batches(task), depth=_AHEAD_CHUNKS))
+        analysis = _Batcher(ANALYSIS_BATCH_BYTES)
+        sampled = 0  # AUTO compression: the first row of the task's first AUTO_SAMPLE_SIZE files
         try:
             for i, seg in enumerate(task.segments):
                 rows = 0
@@ -198,11 +204,12 @@ class ReadTaskFn(beam.DoFn):
                                 part = [records[j] for j in np.flatnonzero(shards == shard)]
                             path = seg.file.path
                             parts.write(seg.file.split, int(shard), path=path, records=part)
-                        if rows == 0:  # AUTO compression: one row of each file (segment)
+                        if rows == 0 and sampled < AUTO_SAMPLE_SIZE:
+                            sampled += 1
                             yield beam.pvalue.TaggedOutput(SAMPLES_TAG, _sample_bytes(batch))
                         rows += batch.num_rows
                         if self._analyze is None or seg.file.split in self._analyze:
-                            yield batch.select(self._analysis_keys)
+                            yield from analysis.add(batch.select(self._analysis_keys))
                 except Exception as e:  # noqa: BLE001 - a bad file becomes an error entry
                     if self._config.strict:
                         raise
@@ -212,6 +219,7 @@ class ReadTaskFn(beam.DoFn):
                 yield beam.pvalue.TaggedOutput(FILES_TAG, self._summary(seg, rows))
         finally:
             stream.close()
+        yield from analysis.flush()
         for part in parts.commit():
             yield beam.pvalue.TaggedOutput(PARTS_TAG, part)
 
@@ -280,6 +288,31 @@ class ReadTaskFn(beam.DoFn):
             **formats.lossy_fields(info.subtype),  # Vorbis: lossy: true, lossy_reason
             **annotation_plan.manifest_fields(f),  # --annotations: per-class statistics
         }
+
+
+class _Batcher:
+    """Joins RecordBatches of one schema into batches of at least `min_bytes` (the last: fewer)."""
+
+    def __init__(self, min_bytes: int):
+        self._min_bytes = min_bytes
+        self._pending: list[pa.RecordBatch] = []
+        self._bytes = 0
+
+    def add(self, batch: pa.RecordBatch) -> Iterator[pa.RecordBatch]:
+        """Takes `batch`; yields the joined batch once `min_bytes` are pending."""
+        self._pending.append(batch)
+        self._bytes += batch.nbytes
+        if self._bytes >= self._min_bytes:
+            yield from self.flush()
+
+    def flush(self) -> Iterator[pa.RecordBatch]:
+        """Yields what is pending as one batch (nothing when nothing is)."""
+        if self._pending:
+            pending, self._pending, self._bytes = self._pending, [], 0
+            if len(pending) == 1:
+                yield pending[0]
+            else:
+                yield pa.Table.from_batches(pending).combine_chunks().to_batches()[0]
 
 
 def _sample_bytes(batch: pa.RecordBatch) -> bytes:

@@ -45,10 +45,11 @@ class ReadWindows(beam.PTransform):
     files (``target``: the index in `classes`, the planned class list).
 
     Yields a dict of PCollections: ``rows`` (pa.RecordBatch of ``class`` and the features of
-    the analysed splits' windows, for `Analyze`), ``files`` (per-file summary dicts),
-    ``errors`` ({"path", "reason"} of the files that failed), ``parts`` (part file
-    descriptions, for `GroupByShard`) and ``samples`` (one row's signal + feature bytes per
-    file segment, to choose the compression).
+    the analysed splits' windows, for `Analyze`, joined into batches of 8 MiB or more),
+    ``files`` (per-file summary dicts), ``errors`` ({"path", "reason"} of the files that
+    failed), ``parts`` (part file descriptions, for `GroupByShard`) and ``samples`` (one row's
+    signal + feature bytes of each of a task's first 64 file segments, to choose the
+    compression).
     """
 
     def __init__(
