@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import math
 from collections.abc import Callable, Collection, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
@@ -54,8 +55,8 @@ ERRORS_TAG = "errors"
 PARTS_TAG = "parts"
 SAMPLES_TAG = "samples"
 _AHEAD_CHUNKS = 4  # chunks decoded / in the feature pool ahead of the writer (8 MiB each)
-# Rows for TFT's analysis leave a task in RecordBatches of at least this many bytes (and its last
-# rows): TFT runs its analysis graph once per batch, and a one-second clip is one row.
+# Rows for TFT's analysis leave a task in RecordBatches of about this many bytes of features or
+# more (and its last rows): TFT runs its analysis graph once per batch; a clip is one row.
 ANALYSIS_BATCH_BYTES = 8 << 20  # 8 MiB
 
 
@@ -174,6 +175,9 @@ class ReadTaskFn(beam.DoFn):
         self._config, self._sharding, self._output_dir = config, sh, output_dir
         self._encode = StoredEncoder(config.layout, classes)
         self._analysis_keys = list(config.layout.analysis_keys)
+        # rows per analysis batch: ANALYSIS_BATCH_BYTES of float32 features (a class is ~16 B)
+        row_bytes = 16 + 4 * sum(math.prod(s) for s in config.layout.feature_shapes.values())
+        self._analysis_rows = max(1, ANALYSIS_BATCH_BYTES // row_bytes)
         self._analyze = None if analyze_splits is None else frozenset(analyze_splits)
         self._files = beam.metrics.Metrics.counter("record", "files_read")
         self._failed = beam.metrics.Metrics.counter("record", "files_failed")
@@ -210,7 +214,7 @@ class ReadTaskFn(beam.DoFn):
             depth=_AHEAD_CHUNKS,
         )
         stream = _SegmentStream(itertools.chain.from_iterable(groups), close=groups.close)
-        analysis = _Batcher(ANALYSIS_BATCH_BYTES)
+        analysis = _Batcher(self._analysis_rows)
         sampled = 0  # AUTO compression: the first row of the task's first AUTO_SAMPLE_SIZE files
         try:
             for i, seg in enumerate(task.segments):
@@ -342,24 +346,27 @@ class ReadTaskFn(beam.DoFn):
 
 
 class _Batcher:
-    """Joins RecordBatches of one schema into batches of at least `min_bytes` (the last: fewer)."""
+    """Joins RecordBatches of one schema into batches of at least `min_rows` (the last: fewer).
 
-    def __init__(self, min_bytes: int):
-        self._min_bytes = min_bytes
+    Counted in rows, not `RecordBatch.nbytes`, which is slow on the slices of a pack's batch.
+    """
+
+    def __init__(self, min_rows: int):
+        self._min_rows = min_rows
         self._pending: list[pa.RecordBatch] = []
-        self._bytes = 0
+        self._rows = 0
 
     def add(self, batch: pa.RecordBatch) -> Iterator[pa.RecordBatch]:
-        """Takes `batch`; yields the joined batch once `min_bytes` are pending."""
+        """Takes `batch`; yields the joined batch once `min_rows` are pending."""
         self._pending.append(batch)
-        self._bytes += batch.nbytes
-        if self._bytes >= self._min_bytes:
+        self._rows += batch.num_rows
+        if self._rows >= self._min_rows:
             yield from self.flush()
 
     def flush(self) -> Iterator[pa.RecordBatch]:
         """Yields what is pending as one batch (nothing when nothing is)."""
         if self._pending:
-            pending, self._pending, self._bytes = self._pending, [], 0
+            pending, self._pending, self._rows = self._pending, [], 0
             if len(pending) == 1:
                 yield pending[0]
             else:
