@@ -2,6 +2,7 @@
 
     python benchmarks/baselines.py tfdata --input_dir DIR --output_dir OUT
     python benchmarks/baselines.py seed     --input_dir DIR --output_dir OUT
+    python benchmarks/baselines.py seed     --input_dir DIR --output_dir OUT --label_source dirname
     python benchmarks/baselines.py save     --input_dir DIR --output_dir OUT
     python benchmarks/baselines.py limit    --input_dir DIR
 
@@ -10,7 +11,8 @@ log_mel``: windows of 16000 samples (hop 16000, partial windows dropped), log-me
 400-sample frames, 160 hop, 512-point FFT, 20 Hz .. rate/2, log(mel + 1e-6) (the parameters of
 transforms/audio/features.py); the signal kept as the file's sample values, int16 when every file
 is 16-bit PCM, else int32 (the record job's ``--signal_dtype auto``); class = last
-``_``-separated word of the file name.
+``_``-separated word of the file name (``--label_source dirname``: the files are
+``DIR/<class>/*.wav`` and the class is the folder's name, as the record job's option of that name).
 
 - ``tfdata`` (a): a plain tf.data script: read + decode (tf.audio.decode_wav; 24-bit files, which
   it cannot read, through tf.numpy_function + soundfile) + window + tf.signal log-mel, all with
@@ -35,6 +37,7 @@ Each prints one JSON line: windows, seconds (the timed part), bytes written. `tf
 from __future__ import annotations
 
 import argparse
+import functools
 import glob
 import json
 import os
@@ -47,33 +50,40 @@ FRAMES = 1 + (WIN - FRAME) // STEP  # 98 log-mel frames per window
 BATCH = 64
 SEED_KEYS = ("signal", "log_mel", "class", "target")
 META = "meta.json"  # what the scripts' replay needs: signal dtype, classes, log_mel statistics
+LABEL_SOURCES = ("filename", "dirname")  # class: last `_` word of the name / the parent folder
 
 
-def _label(path: str) -> str:
+def _label(path: str, label_source: str = "filename") -> str:
+    if label_source == "dirname":
+        return os.path.basename(os.path.dirname(path))
     return os.path.splitext(os.path.basename(path))[0].rsplit("_", 1)[-1]
 
 
-def _files(input_dir: str) -> tuple[list[str], list[str]]:
-    """(16-bit PCM files, other files), sorted."""
+@functools.cache  # listed once a run: 10,240 clips' headers take ~1 s
+def _files(input_dir: str, label_source: str = "filename") -> tuple[tuple[str, ...], ...]:
+    """(16-bit PCM files, other files), sorted: DIR/*.wav, or DIR/*/*.wav for dirname labels."""
     import soundfile as sf
 
-    paths = sorted(glob.glob(os.path.join(input_dir, "*.wav")))
-    pcm16 = [p for p in paths if sf.info(p).subtype == "PCM_16"]
-    return pcm16, [p for p in paths if p not in pcm16]
+    pattern = ("*", "*.wav") if label_source == "dirname" else ("*.wav",)
+    paths = sorted(glob.glob(os.path.join(input_dir, *pattern)))
+    pcm16 = {p for p in paths if sf.info(p).subtype == "PCM_16"}
+    return tuple(p for p in paths if p in pcm16), tuple(p for p in paths if p not in pcm16)
 
 
-def signal_dtype(input_dir: str) -> str:
+def signal_dtype(input_dir: str, label_source: str = "filename") -> str:
     """int16 when every file is 16-bit PCM, else int32 (the record job's auto choice here)."""
-    return "int32" if _files(input_dir)[1] else "int16"
+    return "int32" if _files(input_dir, label_source)[1] else "int16"
 
 
-def tf_dataset(input_dir: str):
+def tf_dataset(input_dir: str, label_source: str = "filename"):
     """tf.data.Dataset of per-window dicts: signal int16/32 [16000], log_mel [98, 64], class, ..."""
     import numpy as np
     import tensorflow as tf
 
-    pcm16, other = _files(input_dir)
-    dtype = tf.as_dtype(signal_dtype(input_dir))
+    pcm16, other = _files(input_dir, label_source)
+    dtype = tf.as_dtype(signal_dtype(input_dir, label_source))
+    # class: the folder's name (dirname), else the last `_`-separated word of the file name
+    class_of = (r"^.*/([^/]+)/[^/]*$", r"\1") if label_source == "dirname" else (r"^.*_|\.wav$", "")
 
     # linear_to_mel_weight_matrix needs a Python sample rate: one matrix per rate in the corpus.
     import soundfile as sf
@@ -95,7 +105,7 @@ def tf_dataset(input_dir: str):
         return {
             "signal": tf.cast(frames, dtype),
             "log_mel": feats,
-            "class": tf.fill([k], tf.strings.regex_replace(path, r"^.*_|\.wav$", "")),
+            "class": tf.fill([k], tf.strings.regex_replace(path, *class_of)),
             "filepath": tf.fill([k], path),
             "win_start_idx": tf.range(k, dtype=tf.int64) * WIN,
             "sample_rate": tf.fill([k], tf.cast(rate, tf.int64)),
@@ -120,7 +130,7 @@ def tf_dataset(input_dir: str):
         return windows_of(path, tf.ensure_shape(samples, [None]), scale, rate)
 
     parts = [
-        tf.data.Dataset.from_tensor_slices(paths).map(fn, num_parallel_calls=tf.data.AUTOTUNE)
+        tf.data.Dataset.from_tensor_slices(list(paths)).map(fn, num_parallel_calls=tf.data.AUTOTUNE)
         for paths, fn in ((pcm16, decode16), (other, decode_other))
         if paths
     ]
@@ -186,13 +196,14 @@ def run_tfrecord(input_dir: str, output_dir: str) -> dict:
     return {"windows": count, "seconds": time.perf_counter() - start, "bytes": _du(output_dir)}
 
 
-def run_seed(input_dir: str, output_dir: str) -> dict:
+def run_seed(input_dir: str, output_dir: str, label_source: str = "filename") -> dict:
     """The seed-style script: serialize_tensor of every key, uncompressed TFRecords."""
     import numpy as np
     import tensorflow as tf
 
     start = time.perf_counter()
-    classes = sorted({_label(p) for p in sum(_files(input_dir), [])})
+    pcm16, other = _files(input_dir, label_source)
+    classes = sorted({_label(p, label_source) for p in pcm16 + other})
 
     def serialize(e):
         e = dict(e, target=tf.argmax(tf.cast(tf.equal(classes, e["class"]), tf.int64)))
@@ -200,7 +211,7 @@ def run_seed(input_dir: str, output_dir: str) -> dict:
         x = tf.cast(e["log_mel"], tf.float64)  # for the z-score statistics
         return out, tf.stack([tf.reduce_sum(x), tf.reduce_sum(x * x)])
 
-    ds = tf_dataset(input_dir).map(serialize, num_parallel_calls=tf.data.AUTOTUNE)
+    ds = tf_dataset(input_dir, label_source).map(serialize, num_parallel_calls=tf.data.AUTOTUNE)
     sums = np.zeros(2)
 
     def examples():
@@ -216,7 +227,7 @@ def run_seed(input_dir: str, output_dir: str) -> dict:
     n = count * FRAMES * BINS
     mean = sums[0] / n
     std = float(np.sqrt(max(sums[1] / n - mean * mean, 0.0)))
-    meta = {"signal_dtype": signal_dtype(input_dir), "classes": classes}
+    meta = {"signal_dtype": signal_dtype(input_dir, label_source), "classes": classes}
     _write_meta(output_dir, **meta, mean=float(mean), std=std)
     return {"windows": count, "seconds": time.perf_counter() - start, "bytes": _du(output_dir)}
 
@@ -368,12 +379,18 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("mode", choices=("tfdata", "seed", "save", "limit"))
     parser.add_argument("--input_dir", required=True)
     parser.add_argument("--output_dir", default=None)
+    parser.add_argument(
+        "--label_source",
+        choices=LABEL_SOURCES,
+        default="filename",
+        help="seed only: class from the file name, or from the folder (files DIR/<class>/*.wav)",
+    )
     args = parser.parse_args(argv)
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     if args.mode == "tfdata":
         result = run_tfrecord(args.input_dir, args.output_dir)
     elif args.mode == "seed":
-        result = run_seed(args.input_dir, args.output_dir)
+        result = run_seed(args.input_dir, args.output_dir, args.label_source)
     elif args.mode == "save":
         result = run_save(args.input_dir, args.output_dir)
     else:

@@ -104,7 +104,7 @@ def measure(name: str, pattern: str, out: Path, extra: list[str]) -> dict:
     return {
         "case": name,
         "input_mb": round(sum(p.stat().st_size for p in _matched(pattern)) / MB, 1),
-        "files": len(manifest["files"]),
+        "files": manifest["num_files"],
         "windows": manifest["num_examples"],
         "output_mb": round(sum(s["num_bytes"] for s in shards) / MB, 1),
         "shards": len(shards),

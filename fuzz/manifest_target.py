@@ -7,7 +7,8 @@ and replaces it (with a hostile value: path escapes, absolute paths, globs, null
 negative shapes, strings for numbers, markup), deletes it, duplicates it, nudges a number by
 one or adds an unknown key. `check_manifest_bytes` writes the result as the dataset's
 manifest.json and runs what every reader runs: it must end in a valid dataset (shards inside
-the directory, a summary and an HTML page with every manifest string escaped) or a
+the directory, source tables that match the manifest, a summary and an HTML page with every
+manifest string escaped) or a
 `ReplayError` naming the dataset, and Python never opens a file outside the dataset directory
 (an audit hook, `OpenWatch`). Imports neither atheris nor TensorFlow.
 """
@@ -269,6 +270,7 @@ def check_manifest_bytes(data: bytes, dataset: Path, *, in_memory: bool = False)
             else:
                 info = load_info(str(dataset))
             info.check_shards()
+            info.check_tables()  # format version 3: files.jsonl / errors.jsonl, watched too
         except ReplayError as e:
             assert str(e).startswith(str(dataset)), str(e)
             assert "\n" not in str(e), str(e)

@@ -15,6 +15,7 @@ from apache_beam.io.filesystems import FileSystems
 
 from pipelines.config import UsageError
 from replay import format as fmt
+from replay._fs import is_url
 from transforms.audio import formats, labels, wav
 from transforms.record.file_rows import InputFile
 
@@ -52,7 +53,14 @@ def _read_header(f: InputFile) -> InputFile:
 
 
 def scan_headers(inputs: list[InputFile]) -> tuple[InputFile, ...]:
-    """Reads every file's header in parallel (a few KB each); bad ones get their `error`."""
+    """Reads every file's header (a few KB each); bad ones get their `error`.
+
+    Remote files (``gs://``, ``s3://``...) in `HEADER_THREADS` threads: each read waits on the
+    network. Local ones in this thread: a header read is ~0.08 ms of CPU under the GIL, and
+    threads only add hand-offs (10,240 clips: 0.8 s in one thread, 2.2 s in 16).
+    """
+    if not any(is_url(f.path) for f in inputs):
+        return tuple(_read_header(f) for f in inputs)
     with concurrent.futures.ThreadPoolExecutor(HEADER_THREADS) as pool:
         return tuple(pool.map(_read_header, inputs))
 

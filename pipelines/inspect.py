@@ -84,7 +84,7 @@ def draw(info: DatasetInfo, args: argparse.Namespace, summary: str) -> list[str]
             title=f"audiorecords dataset {info.path}",
             subtitle=(
                 f"{info.num_examples()} windows, {info.num_classes} classes, "
-                f"{len(info.files)} source files ({len(info.errors)} failed), "
+                f"{info.num_files} source files ({info.num_errors} failed), "
                 f"{info.compression} shards; created {info.created_utc or '-'}"
             ),
             summary=summary,

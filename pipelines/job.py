@@ -191,11 +191,20 @@ def counters(result: beam.runners.runner.PipelineResult) -> dict[str, int]:
 
 
 def summarize(plan: RecordPlan, elapsed: float, *, counters: dict[str, int]) -> dict:
-    """Reads the written manifest, cleans temporary files, logs the final summary line."""
+    """Reads the written manifest, cleans temporary files, logs the final summary line.
+
+    The summary's "manifest" is manifest.json with the source tables' entries added back under
+    "files" and "errors" (as format version 2 held them), for the callers' counts and messages.
+    ``Finalize`` wrote the tables on a worker (a remote one on Dataflow): the launcher holds no
+    copy of them, so it reads them back here, once.
+    """
     import tensorflow as tf
 
     with tf.io.gfile.GFile(f"{plan.output_dir}/{fmt.MANIFEST_FILENAME}") as fh:
         m = json.load(fh)
+    for key, filename in fmt.TABLE_FILENAMES.items():
+        with tf.io.gfile.GFile(f"{plan.output_dir}/{filename}", "rb") as fh:
+            m[key] = [json.loads(line) for line in fh.read().splitlines()]
     for leftover in (".tmp", "transform_tmp", RUN_MARKER):
         path = f"{plan.output_dir}/{leftover}"
         if tf.io.gfile.isdir(path):

@@ -23,6 +23,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 from pipelines import job
 from pipelines.config import RecordConfig, UsageError
+from replay import format as fmt
 
 EXIT_USAGE = 2  # bad arguments or inputs: nothing was done
 EXIT_ALL_FAILED = 1  # the dataset was written, but every input file failed: it holds no window
@@ -112,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"error: every input file failed ({summary['failed']}), no window was recorded; "
             f"first: {errors[0]['path']}: {errors[0]['reason']} "
-            f'(all in {summary["output_dir"]}/manifest.json "errors")',
+            f"(all in {summary['output_dir']}/{fmt.ERRORS_TABLE})",
             file=sys.stderr,
         )
         return EXIT_ALL_FAILED

@@ -10,6 +10,9 @@ compares each shard's record count and byte size with the manifest: the checker 
 `replay.verify_dataset` (`replay.shard_check`), which stops at the first problem, while this
 checks every shard and names each bad one.
 
+The source tables (format version 3: ``files.jsonl``, ``errors.jsonl``) are checked first: size
+and SHA-256 against the manifest, every entry; a bad one fails with one ``FAILED`` line naming it.
+
 Exit status: 0 and one line ``OK <dir>: ...`` when every shard is sound; 1 and one ``BAD
 <shard>: <problems>`` line per bad shard (then a ``FAILED`` summary line) otherwise, or one
 ``FAILED`` line when the directory is not a complete dataset (no manifest: a run still writing
@@ -35,6 +38,7 @@ def verify(path: str, *, split: str | Sequence[str] | None = None) -> list[Shard
       replay.ReplayError: not a complete, readable dataset (IncompleteDatasetError, ...).
     """
     info = load_info(path)  # validates the manifest: shard names are this dataset's own
+    info.check_tables()  # format version 3: files.jsonl / errors.jsonl, size, SHA-256, entries
     shards = info.shard_list(split)
     info.check_paths(shards)  # and no shard is a symlink out of the directory
     sizes = _fs.sizes([shard.path for shard in shards])

@@ -7,6 +7,8 @@ Layout of an output directory (also documented in README "Output layout")::
 
     out/
       manifest.json                          written last: no manifest, no dataset
+      files.jsonl                            v3: every decoded input file, one JSON object a line
+      errors.jsonl                           v3: every input that failed, one JSON object a line
       schema.pbtxt                           tensorflow_metadata Schema of the stored records
       <name>.tfrecord-00000-of-00004.gz      shards (no --splits)
       <name>-train.tfrecord-00000-of-00003   shards of split "train" (with --splits)
@@ -33,20 +35,46 @@ are in `manifest["elements"]` (an `ElementSpec` per key). Encodings:
 
 `stored_encoding` is the one rule the writer follows: strings bytes_list, int64 int64_list,
 every other dtype raw.
+
+Source tables (format version 3). Versions 1 and 2 list every input file (``files``) and every
+failure (``errors``) inside manifest.json, ~270 bytes a file: 27 MB at 100,000 files, parsed by
+every `load_info`. Version 3 moves both lists into files of their own, written before the
+manifest (which is still written last, atomically), so a reader starts by parsing a manifest whose
+size does not grow with the file count:
+
+- ``files.jsonl`` (`FILES_TABLE`): the ``files`` entries, by ``index``;
+- ``errors.jsonl`` (`ERRORS_TABLE`): the ``errors`` entries, by ``path``.
+
+JSON Lines: one JSON object a line, each line ending in ``\\n`` (ASCII: non-ASCII characters are
+``\\u`` escapes), no blank line, at most `MAX_TABLE_LINE_BYTES` a line; the entries are exactly
+what version 2's lists held. The names are fixed here and never read from the manifest (a crafted
+manifest cannot point a reader at another file). The manifest gives their entry counts
+(``num_files``, ``num_errors``) and, under ``tables``, each file's byte size and SHA-256
+(``{"files": {"num_bytes", "sha256"}, "errors": {...}}``); a reader refuses a table that
+disagrees with them, and a missing one unless its count is 0. `replay.load_info` never opens
+them: `DatasetInfo.files` / ``.errors`` read and check a table on first use.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 FORMAT_NAME = "audiorecords"
-FORMAT_VERSION = 2  # bump on any change an older reader cannot read
-READABLE_VERSIONS = (1, 2)  # format versions this reader reads
+FORMAT_VERSION = 3  # bump on any change an older reader cannot read
+READABLE_VERSIONS = (1, 2, 3)  # format versions this reader reads
+TABLES_VERSION = 3  # from this version on, files / errors are tables of their own
 
 MANIFEST_FILENAME = "manifest.json"
+FILES_TABLE = "files.jsonl"  # v3: the "files" entries (never a name taken from the manifest)
+ERRORS_TABLE = "errors.jsonl"  # v3: the "errors" entries
+TABLE_FILENAMES = {"files": FILES_TABLE, "errors": ERRORS_TABLE}  # manifest "tables" key -> file
+TABLE_COUNT_KEYS = {"files": "num_files", "errors": "num_errors"}  # -> the manifest's count
+MAX_TABLE_LINE_BYTES = 1 << 20  # one entry; an annotated file's summary takes a few KB
 SCHEMA_FILENAME = "schema.pbtxt"
 TRANSFORM_FN_DIR = "transform_fn"  # tft.TFTransformOutput.TRANSFORM_FN_DIR
 TRANSFORMED_METADATA_DIR = "transformed_metadata"
@@ -268,7 +296,8 @@ def split_names(manifest: Mapping[str, Any]) -> Sequence[str]:
 #
 # manifest.json (JSON object; keys in this order, sorted where they are maps):
 #   format            "audiorecords"
-#   format_version    2 (1: float tensors as float_list, <feature>_norm stored; read still)
+#   format_version    3 (2: files / errors inside the manifest; 1: also float tensors as
+#                      float_list, <feature>_norm stored; both read still)
 #   complete          true (a manifest is only ever written complete, atomically, last)
 #   name              dataset name used in shard file names
 #   created_utc       ISO-8601 time; the only field that differs between identical runs
@@ -283,19 +312,40 @@ def split_names(manifest: Mapping[str, Any]) -> Sequence[str]:
 #                      "num_bytes"}]}} ; split "all" when the run had no --splits
 #   analyzed_splits   [split]  the splits TFT's statistics (<feature>_norm) were computed on
 #                      (added in 2026-11 without a version bump; older manifests lack it)
-#   files             [{"path", "index", "label", "split", "num_windows", "sample_rate",
+#   num_files         v3: entries of files.jsonl (FILES_TABLE)
+#   num_errors        v3: entries of errors.jsonl (ERRORS_TABLE)
+#   tables            v3: {"files": {"num_bytes": n, "sha256": hex}, "errors": {...}}: each
+#                      table file's size and SHA-256 (64 lowercase hex digits); the file names
+#                      are fixed (TABLE_FILENAMES), never given here
+#   files             v1, v2 only (v3: one entry a line of files.jsonl):
+#                      [{"path", "index", "label", "split", "num_windows", "sample_rate",
 #                       "num_frames", "num_channels", "subtype", "full_scale"}]  every decoded
 #                      input file; features see signal / full_scale (2**(bits-1), 1.0 for float);
 #                      a lossy one (Ogg Vorbis) also has "lossy": true and "lossy_reason";
 #                      with --annotations each has "annotation" (per-class events, event
 #                      seconds, windows: transforms.audio.annotation_stats) and "label" is ""
-#   errors            [{"path", "reason"}]  every input file that failed, with its reason;
+#   errors            v1, v2 only (v3: one entry a line of errors.jsonl): [{"path", "reason"}]
+#                      every input file that failed, with its reason;
 #                      with --annotations also every bad table row, "path" "<table>:<line>"
 #                      (annotated runs add the element keys labels, events, num_events and
 #                      the annotation params; all optional, without a version bump)
 #   params            the run's options (win_len, hop_len, features, ...) as JSON
 #   versions          {"audiorecords", "apache_beam", "tensorflow", "tensorflow_transform",
 #                      "python"}
+
+
+def table_bytes(entries: Sequence[Mapping[str, Any]]) -> bytes:
+    """A source table's file content (format version 3): one compact JSON object a line, ASCII
+    (``\\u`` escapes), each line ending in ``\\n``; deterministic for the same entries."""
+    return b"".join(
+        json.dumps(entry, separators=(",", ":"), ensure_ascii=True).encode("ascii") + b"\n"
+        for entry in entries
+    )
+
+
+def table_digest(data: bytes) -> dict[str, Any]:
+    """The manifest's ``tables`` entry of a table file's bytes: its size and SHA-256."""
+    return {"num_bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
 
 
 class FormatError(ValueError):

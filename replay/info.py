@@ -26,18 +26,13 @@ from replay.errors import (
     UnknownFeatureError,
     UnknownSplitError,
 )
+from replay.tables import SourceTables, freeze
 
 if TYPE_CHECKING:
     import tensorflow as tf
 
 
-def _freeze(obj: Any) -> Any:
-    """A read-only deep copy of parsed JSON: dicts -> MappingProxyType, lists -> tuples."""
-    if isinstance(obj, Mapping):
-        return MappingProxyType({k: _freeze(v) for k, v in obj.items()})
-    if isinstance(obj, list | tuple):
-        return tuple(_freeze(v) for v in obj)
-    return obj
+_freeze = freeze
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,11 +68,15 @@ class DatasetInfo:
       classes: the class vocabulary in `target` order.
       splits: split names in manifest order ("all" for a run without splits).
       shards: split -> its `ShardInfo`s in order.
-      files: every decoded input file (read-only mappings; see `replay.format`).
-      errors: every input file that failed, with its reason.
       params: the record run's options.
       versions: library versions of the record run.
-      manifest: the whole manifest, read-only.
+      manifest: the whole manifest, read-only (format version 3: without the source tables).
+      sources: the source tables behind `files` and `errors` (`replay.tables.SourceTables`).
+
+    `files` (every decoded input file) and `errors` (every input that failed, with its reason)
+    are properties: tuples of read-only mappings (see `replay.format`). From format version 3
+    they are files of their own (files.jsonl, errors.jsonl), read and checked on first access;
+    `num_files` / `num_errors` count them without reading them.
     """
 
     path: str
@@ -89,11 +88,44 @@ class DatasetInfo:
     classes: tuple[str, ...]
     splits: tuple[str, ...]
     shards: Mapping[str, tuple[ShardInfo, ...]] = dataclasses.field(repr=False)
-    files: tuple[Mapping[str, Any], ...] = dataclasses.field(repr=False)
-    errors: tuple[Mapping[str, Any], ...] = dataclasses.field(repr=False)
     params: Mapping[str, Any] = dataclasses.field(repr=False)
     versions: Mapping[str, Any] = dataclasses.field(repr=False)
     manifest: Mapping[str, Any] = dataclasses.field(repr=False)
+    sources: SourceTables = dataclasses.field(repr=False, compare=False)
+
+    @property
+    def files(self) -> tuple[Mapping[str, Any], ...]:
+        """Every decoded input file, by index (v3: files.jsonl, read and checked on first use).
+
+        Raises:
+          ManifestError: the table is missing, disagrees with the manifest or holds a bad line.
+        """
+        return self.sources.get("files")
+
+    @property
+    def errors(self) -> tuple[Mapping[str, Any], ...]:
+        """Every input that failed, with its reason, by path (v3: errors.jsonl, as `files`)."""
+        return self.sources.get("errors")
+
+    @property
+    def num_files(self) -> int:
+        """len(files), without reading the table."""
+        return self.sources.count("files")
+
+    @property
+    def num_errors(self) -> int:
+        """len(errors), without reading the table."""
+        return self.sources.count("errors")
+
+    def check_tables(self) -> None:
+        """Reads and checks both source tables now (size, SHA-256, every entry), as the first
+        access of `files` / `errors` would. `pipelines.verify` runs it.
+
+        Raises:
+          ManifestError: names the table file (and line).
+        """
+        for name in fmt.TABLE_FILENAMES:
+            self.sources.get(name)
 
     @property
     def num_classes(self) -> int:
@@ -289,6 +321,7 @@ def _from_manifest(path: str, manifest: dict[str, Any]) -> DatasetInfo:
         )
         for split, entry in manifest["splits"].items()
     }
+    frozen = _freeze(manifest)
     return DatasetInfo(
         path=path,
         name=manifest.get("name", fmt.DEFAULT_NAME),
@@ -299,9 +332,8 @@ def _from_manifest(path: str, manifest: dict[str, Any]) -> DatasetInfo:
         classes=tuple(manifest.get("classes", ())),
         splits=tuple(fmt.split_names(manifest)),
         shards=MappingProxyType(shards),
-        files=_freeze(manifest.get("files", [])),
-        errors=_freeze(manifest.get("errors", [])),
         params=_freeze(manifest.get("params", {})),
         versions=_freeze(manifest.get("versions", {})),
-        manifest=_freeze(manifest),
+        manifest=frozen,
+        sources=SourceTables(path, frozen),
     )

@@ -187,7 +187,10 @@ def validate(manifest: Any, *, path: str) -> dict[str, Any]:
     if c.as_int(manifest["num_examples"], "num_examples") != total:
         c.fail("num_examples", f"{manifest['num_examples']} but the splits hold {total}")
     _check_vocabulary(c, manifest)
-    _check_sources(c, manifest)
+    if manifest["format_version"] >= fmt.TABLES_VERSION:
+        _check_tables(c, manifest)
+    else:
+        _check_sources(c, manifest)
     params = c.optional(manifest, "params", "", c.as_obj)
     if params is not None:
         features = c.optional_list(params, "features", "params", limit=MAX_KEYS)
@@ -394,28 +397,79 @@ _FILE_FIELDS = {  # files[] keys the readers use -> ("str" | "int" | "scale", re
 
 
 def _check_sources(c: _Checker, manifest: Mapping[str, Any]) -> None:
-    """``files`` and ``errors``: the source-file lists `pipelines.inspect` and serving read."""
+    """``files`` and ``errors`` (format versions 1, 2): the source-file lists `pipelines.inspect`
+    and serving read."""
     files = c.optional_list(manifest, "files", "")
     for i, entry in enumerate(files or ()):
-        field = f"files[{i}]"
-        entry = c.as_obj(entry, field)
-        for key, (kind, required) in _FILE_FIELDS.items():
-            if key not in entry:
-                if required:
-                    c.fail(_field(field, key), "missing")
-                continue
-            value = entry[key]
-            if kind == "str":
-                c.as_str(value, _field(field, key))
-            elif kind == "int":
-                c.as_int(value, _field(field, key))
-            elif type(value) not in (int, float) or not (math.isfinite(value) and value > 0):
-                c.fail(_field(field, key), f"expected a positive number, got {_show(value)}")
+        check_file_entry(c, entry, f"files[{i}]")
     errors = c.optional_list(manifest, "errors", "")
     for i, entry in enumerate(errors or ()):
-        entry = c.as_obj(entry, f"errors[{i}]")
-        for key in ("path", "reason"):
-            c.optional(entry, key, f"errors[{i}]", c.as_str)
+        check_error_entry(c, entry, f"errors[{i}]")
+
+
+def check_file_entry(c: _Checker, entry: Any, field: str) -> dict[str, Any]:
+    """One ``files`` entry (a manifest list item, or a line of files.jsonl); returns it."""
+    entry = c.as_obj(entry, field)
+    for key, (kind, required) in _FILE_FIELDS.items():
+        if key not in entry:
+            if required:
+                c.fail(_field(field, key), "missing")
+            continue
+        value = entry[key]
+        if kind == "str":
+            c.as_str(value, _field(field, key))
+        elif kind == "int":
+            c.as_int(value, _field(field, key))
+        elif type(value) not in (int, float) or not (math.isfinite(value) and value > 0):
+            c.fail(_field(field, key), f"expected a positive number, got {_show(value)}")
+    return entry
+
+
+def check_error_entry(c: _Checker, entry: Any, field: str) -> dict[str, Any]:
+    """One ``errors`` entry (a manifest list item, or a line of errors.jsonl); returns it."""
+    entry = c.as_obj(entry, field)
+    for key in ("path", "reason"):
+        c.optional(entry, key, field, c.as_str)
+    return entry
+
+
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+
+
+def _check_tables(c: _Checker, manifest: Mapping[str, Any]) -> None:
+    """Format version 3: the counts and digests of files.jsonl / errors.jsonl (their entries
+    are checked when a reader reads them, `replay.tables`); no list in the manifest itself."""
+    for key in fmt.TABLE_FILENAMES:
+        if key in manifest:
+            c.fail(
+                key,
+                f"a format_version {manifest['format_version']} manifest holds no {key} list "
+                f"(its entries are in {fmt.TABLE_FILENAMES[key]})",
+            )
+    for key in (*fmt.TABLE_COUNT_KEYS.values(), "tables"):
+        if key not in manifest:
+            c.fail(key, "missing")
+    tables = c.as_obj(manifest["tables"], "tables")
+    for key, count_key in fmt.TABLE_COUNT_KEYS.items():
+        count = c.as_int(manifest[count_key], count_key)
+        field = _field("tables", key)
+        if key not in tables:
+            c.fail(field, "missing")
+        table = c.as_obj(tables[key], field)
+        for part in ("num_bytes", "sha256"):
+            if part not in table:
+                c.fail(_field(field, part), "missing")
+        size = c.as_int(table["num_bytes"], _field(field, "num_bytes"))
+        digest = c.as_str(table["sha256"], _field(field, "sha256"))
+        if not _SHA256.fullmatch(digest):
+            c.fail(_field(field, "sha256"), f"{_show(digest)} is not 64 lowercase hex digits")
+        least, most = 3 * count, count * fmt.MAX_TABLE_LINE_BYTES  # "{}\n" .. the longest line
+        if not least <= size <= most:
+            c.fail(
+                _field(field, "num_bytes"),
+                f"{size} bytes cannot hold {count_key} {count} lines of 3 to "
+                f"{fmt.MAX_TABLE_LINE_BYTES} bytes",
+            )
 
 
 def shard_name_problem(

@@ -386,9 +386,12 @@ def verify_dataset(
 
     Raises:
       CorruptShardError: a shard fails to read or holds a different record count (names it).
+      ManifestError: a source table (files.jsonl, errors.jsonl) disagrees with the manifest or
+        holds a bad entry (`DatasetInfo.check_tables`).
       Any error of `load_info` / `DatasetInfo.check_shards`.
     """
     info = load_info(path)
+    info.check_tables()
     info.check_shards(split)
     read = shard_reader(info)
     for shard in info.shard_list(split):

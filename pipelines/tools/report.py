@@ -125,7 +125,7 @@ def file_stats(info: DatasetInfo) -> FileStats:
     files = list(info.files)
     return FileStats(
         count=len(files),
-        failed=len(info.errors),
+        failed=info.num_errors,
         durations=tuple(
             f.get("num_frames", 0) / f["sample_rate"] if f.get("sample_rate") else 0.0
             for f in files

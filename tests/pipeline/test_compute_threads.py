@@ -23,12 +23,19 @@ from pipelines import record as _record  # noqa: F401 - registers the record fla
 from pipelines.config import RecordConfig
 from pipelines.plan import one_task, plan_record
 from runners import direct
+from tests.support import wavgen
 from tests.support.record_helpers import SAMPLE_DIR
 from transforms.audio import features
 from transforms.record.read_windows import ReadTaskFn
 
 SAMPLE = str(SAMPLE_DIR / "*.wav")  # 6 files of 48000 frames
-WIN = 4000
+SAMPLE_WIN = 4000
+# The read stage computes a chunk of ~8 MiB of samples per job (short files' chunks are packed
+# into one job up to that size): windows of 2^20 samples make chunks of 2 windows, so two files
+# of 3 windows each are 4 jobs (2 + 1 windows per file).
+WIN = 1 << 20
+FILE_WINDOWS = 3
+JOBS = 4
 # How long a feature computation waits for another one to run beside it. With a pool of 2 the
 # second chunk is decoded and submitted in milliseconds; a pool of 1 never gets there.
 MEET_S = 10
@@ -83,7 +90,8 @@ def test_run_job_hands_the_process_share_to_the_read_stage(
         raise _Planned(plan)
 
     monkeypatch.setattr(job, "prepare_output_dir", stop)
-    config = RecordConfig(input_pattern=SAMPLE, output_dir=str(tmp_path / "out"), win_len=WIN)
+    out = str(tmp_path / "out")
+    config = RecordConfig(input_pattern=SAMPLE, output_dir=out, win_len=SAMPLE_WIN)
     with pytest.raises(_Planned) as planned:
         job.run_job(config, beam_argv=list(argv))
     plan = planned.value.plan
@@ -95,11 +103,15 @@ def test_run_job_hands_the_process_share_to_the_read_stage(
 
 
 def _feature_threads(tmp_path, monkeypatch, *, compute_threads: int, meet: int) -> tuple:
-    """Runs the read stage's DoFn on the sample files with `compute_threads`; returns (the
+    """Runs the read stage's DoFn on two long files with `compute_threads`; returns (the
     thread name of every feature computation, whether the first `meet` computations ran at the
     same time). Each of those waits (at most MEET_S) until `meet` of them are running."""
     out = tmp_path / "out"
-    config = RecordConfig(input_pattern=SAMPLE, output_dir=str(out), win_len=WIN)
+    for i in range(2):
+        samples = wavgen.synth(FILE_WINDOWS * WIN, seed=i)
+        wavgen.write_wav(tmp_path / f"f{i}_x.wav", samples, sample_rate=16000, subtype="PCM_16")
+    pattern = str(tmp_path / "*.wav")
+    config = RecordConfig(input_pattern=pattern, output_dir=str(out), win_len=WIN)
     plan = one_task(plan_record(config))
     (out / ".tmp").mkdir(parents=True)
     names, calls = [], itertools.count()
@@ -126,7 +138,7 @@ def _feature_threads(tmp_path, monkeypatch, *, compute_threads: int, meet: int) 
         outputs = list(fn.process(task))
     finally:
         fn.teardown()
-    assert outputs and len(names) >= 6  # every file's windows were featurised
+    assert outputs and len(names) == JOBS  # every chunk's windows were featurised, once
     return names, met.is_set()
 
 

@@ -1,11 +1,12 @@
 """Format version 2 against version 1 as the v1 code really wrote it (tests/fixtures/v1_dataset).
 
-The same input and options recorded by today's code: every key the v1 dataset holds replays from
-v2, in fewer bytes: samples, labels and ids bit for bit; float features and ``<feature>_norm``
-(v2 computes it in the reader from the statistics in the manifest; v1 stored TFT's output)
-within the cross-CPU bound of tests/support/floats.py, since the v1 fixture was written on
-another machine. The reader returns the v1 files' stored floats bit for bit. The v1 dataset
-still reads, verifies and inspects. ``--feature_dtype float16 / bfloat16`` stay within their
+The same input and options recorded by today's code (format version 3 since: version 2's records,
+with the source tables beside the manifest; "v2" below is that run): every key the v1 dataset
+holds replays from v2, in fewer bytes: samples, labels and ids bit for bit; float features and
+``<feature>_norm`` (v2 computes it in the reader from the statistics in the manifest; v1 stored
+TFT's output) within the cross-CPU bound of tests/support/floats.py, since the v1 fixture was
+written on another machine. The reader returns the v1 files' stored floats bit for bit. The v1
+dataset still reads, verifies and inspects. ``--feature_dtype float16 / bfloat16`` stay within their
 error bounds.
 """
 
@@ -67,7 +68,7 @@ def test_v2_replays_what_v1_stored_in_fewer_bytes(v2):
     from replay import load_info
 
     v1_info, v2_info = load_info(V1_DATASET), load_info(v2)
-    assert (v1_info.format_version, v2_info.format_version) == (1, 2)
+    assert (v1_info.format_version, v2_info.format_version) == (1, 3)  # v2's records
     assert {k: (s.dtype, s.shape) for k, s in v2_info.elements.items()} == {
         k: (s.dtype, s.shape) for k, s in v1_info.elements.items()
     }  # what the user sees: same keys, in the same order, dtypes and shapes
@@ -112,7 +113,7 @@ def test_v1_floats_replay_bit_for_bit_as_stored():
 
 def test_v2_manifest_stores_features_raw_and_the_statistics_float32_exact(v2):
     manifest = load_manifest(v2)
-    assert manifest["format_version"] == fmt.FORMAT_VERSION == 2
+    assert manifest["format_version"] == fmt.FORMAT_VERSION == 3  # version 2's element specs
     v1 = json.loads((V1_DATASET / "manifest.json").read_text())
     for name in FEATURES:
         assert manifest["elements"][name] == {**v1["elements"][name], "encoding": "raw"}

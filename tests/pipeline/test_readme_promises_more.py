@@ -29,7 +29,7 @@ from google.protobuf import text_format
 from tensorflow_metadata.proto.v0 import schema_pb2
 
 from tests.support.feature_reference import reference_features
-from tests.support.record_helpers import load_manifest, read_records, record
+from tests.support.record_helpers import load_manifest, raw_manifest, read_records, record
 from transforms.audio.features import FeatureConfig
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -309,7 +309,7 @@ def limit_run(tmp_path_factory) -> Path:
 def _with_manifest(dataset: Path, tmp_path: Path, edit) -> Path:
     copy = tmp_path / "copy"
     shutil.copytree(dataset, copy)
-    manifest = load_manifest(copy)
+    manifest = raw_manifest(copy)  # as written (format version 3: no source lists)
     edit(manifest)
     (copy / "manifest.json").write_text(json.dumps(manifest))
     return copy

@@ -101,7 +101,8 @@ def test_load_info(splits):
     assert info.classes == tuple(manifest["classes"]) and info.num_classes == 3
     assert info.compression == "GZIP" and info.compression_type == "GZIP"
     assert info.params["win_len"] == 64
-    assert len(info.files) == 27 and info.files[0]["path"] == manifest["files"][0]["path"]
+    assert len(info.files) == 27 and info.files[0]["path"] == expected["files"][0]["path"]
+    assert (info.num_files, info.num_errors) == (27, 1)
     assert info.errors[0]["reason"] == "not a RIFF file"
     assert [s.path for s in info.shard_list("train")] == expected["shards"]["train"]
     assert [s.num_examples for s in info.shards["eval"]] == [2, 4]
@@ -549,15 +550,23 @@ def _manifest(path) -> dict:
         return json.load(f)
 
 
+def _table(path, filename: str) -> list[dict]:
+    """A source table (format version 3) read with json alone."""
+    with open(os.path.join(path, filename)) as f:
+        return [json.loads(line) for line in f]
+
+
 @pytest.mark.parametrize("dtype", fmt.FEATURE_DTYPES)
-def test_recorded_layout_is_version_2_and_the_hand_made_one_matches_it(recorded, tmp_path, dtype):
-    """What the record job writes now: format version 2, ``log_mel`` as raw bytes of
-    `dtype` (2 or 4 bytes a value), ``log_mel_norm`` in no record but a z_score key of
-    ``log_mel`` whose float32 statistics are in the manifest; and `write_dataset` (the other
-    tests' datasets) describes its keys the same way."""
+def test_recorded_layout_is_version_3_and_the_hand_made_one_matches_it(recorded, tmp_path, dtype):
+    """What the record job writes now: format version 3 (the source files in files.jsonl,
+    none in the manifest), ``log_mel`` as raw bytes of `dtype` (2 or 4 bytes a value),
+    ``log_mel_norm`` in no record but a z_score key of ``log_mel`` whose float32 statistics are
+    in the manifest (as version 2); and `write_dataset` (the other tests' datasets) describes
+    its keys and tables the same way."""
     path = recorded["runs"][dtype]
     manifest = _manifest(path)
-    assert manifest["format_version"] == 2
+    assert manifest["format_version"] == 3 and not {"files", "errors"} & set(manifest)
+    assert manifest["num_files"] == len(_table(path, fmt.FILES_TABLE)) == 4
     feature, norm = manifest["elements"]["log_mel"], manifest["elements"]["log_mel_norm"]
     assert feature["encoding"] == "raw" and feature.get("stored_dtype", "float32") == dtype
     assert norm["encoding"] == "z_score" and norm["source"] == "log_mel"
@@ -569,7 +578,9 @@ def test_recorded_layout_is_version_2_and_the_hand_made_one_matches_it(recorded,
     width = 4 if dtype == "float32" else 2
     for record in records:
         assert "log_mel_norm" not in record and len(record["log_mel"]) == 32 * width
-    hand_made = write_dataset(tmp_path, feature_dtype=dtype)["manifest"]["elements"]
+    hand_made_manifest = write_dataset(tmp_path, feature_dtype=dtype)["manifest"]
+    assert list(hand_made_manifest) == [k for k in manifest if k != "analyzed_splits"]
+    hand_made = hand_made_manifest["elements"]
     own = {"signal": ("shape",), "log_mel": (), "log_mel_norm": ("mean", "var")}  # its data's
     for key, differ in own.items():
         written = {k: v for k, v in manifest["elements"][key].items() if k not in differ}
@@ -589,7 +600,7 @@ def test_recorded_norm_is_the_numpy_z_score_of_the_stored_feature(recorded, dtyp
     spec = manifest["elements"]["log_mel_norm"]
     mean, var = np.float32(spec["mean"]), np.float32(spec["var"])
     assert abs(np.sqrt(var) - 1) > 0.1  # a z-score without its division cannot pass
-    files = {f["index"]: f["path"] for f in manifest["files"]}
+    files = {f["index"]: f["path"] for f in _table(path, fmt.FILES_TABLE)}
     stored, replayed = _stored(path), _replayed(path)
     assert sorted(replayed) == sorted(stored) and len(stored) == 8
     for window, element in replayed.items():

@@ -7,7 +7,9 @@ that disagrees with the manifest with TensorFlow's error) or a `ReplayError` nam
 no other exception, no hang (tests/support/hang_guard.py ends the process), and no file outside the
 dataset directory opened: Python's opens are watched by an audit hook, TensorFlow's (C++) by a
 decoy shard just outside the directory whose access time must not move. `inspect`'s summary and
-HTML report keep every manifest string as text.
+HTML report keep every manifest string as text. The run is format version 3: a mutation of the
+source tables' counts, sizes or digests leaves `load_info` and reading intact (they never open
+the tables) and must be refused by `pipelines.verify` and `inspect`, which read them.
 
 CI runs a few dozen examples; run more with e.g.
 ``AUDIORECORDS_FUZZ_EXAMPLES=4000 python -m pytest tests/reliability/test_manifest_fuzz.py``.
@@ -38,8 +40,10 @@ from fuzz.manifest_target import (
 from pipelines import inspect as inspect_cli
 from pipelines import verify as verify_cli
 from replay import ReplayError, load_info, replay_dataset
+from replay import format as fmt
 from tests.support.hang_guard import hang_guard
 from tests.support.record_helpers import SAMPLE_DIR, record
+from tests.support.replay_fixtures import write_tables
 
 pytestmark = pytest.mark.slow  # one real record run
 
@@ -59,11 +63,13 @@ def run(tmp_path_factory) -> dict:
         "--frame_step", "256", "--fft_length", "256",
     )  # fmt: skip
     manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["format_version"] == 3 and manifest["num_files"] > 0
     shard = out / manifest["splits"]["train"]["shards"][0]["filename"]
     shutil.copy(shard, root / DECOY)
     dataset = root / "dataset"
     shutil.copytree(out, dataset)
-    return {"dataset": dataset, "manifest": manifest, "decoy": root / DECOY}
+    tables = {name: (out / name).read_bytes() for name in (fmt.FILES_TABLE, fmt.ERRORS_TABLE)}
+    return {"dataset": dataset, "manifest": manifest, "decoy": root / DECOY, "tables": tables}
 
 
 def _decoy_untouched(decoy: Path) -> bool | None:
@@ -95,9 +101,12 @@ def _edits(manifest: dict) -> st.SearchStrategy:
     return st.lists(st.tuples(where, st.integers(0, len(OPS) - 1), value), min_size=1, max_size=4)
 
 
-def _write(dataset: Path, manifest: object) -> None:
+def _write(dataset: Path, manifest: object, tables: dict[str, bytes]) -> None:
+    """`manifest` as manifest.json, and the source tables (format version 3) as given."""
     text = json.dumps(manifest, allow_nan=True)  # NaN / Infinity: Python's json reads them back
     (dataset / "manifest.json").write_text(text, encoding="utf-8", errors="surrogatepass")
+    for name, data in tables.items():
+        (dataset / name).write_bytes(data)
 
 
 def _read_everything(dataset: Path) -> str:
@@ -116,7 +125,13 @@ def _read_everything(dataset: Path) -> str:
         outcome = "read"
     except tf.errors.OpError:  # records that disagree with the manifest's shapes or counts
         outcome = "valid manifest, records disagree"
-    reports = verify_cli.verify(str(dataset))
+    try:
+        reports = verify_cli.verify(str(dataset))  # checks the source tables first
+    except ReplayError as e:  # a mutated count, size or digest of files.jsonl / errors.jsonl
+        assert str(e).startswith(str(dataset)) and "\n" not in str(e), str(e)
+        with pytest.raises(ReplayError):
+            check_report(info)  # inspect refuses the same tables
+        return f"{outcome}, tables refused: {type(e).__name__}"
     assert (outcome == "read") >= all(r.ok for r in reports)  # verify flags what reading hit
     check_report(info)
     return outcome
@@ -125,7 +140,7 @@ def _read_everything(dataset: Path) -> str:
 def _one_example(run: dict, edits: list) -> str:
     dataset, decoy = run["dataset"], run["decoy"]
     atime_works = _arm_decoy(decoy)
-    _write(dataset, mutate(run["manifest"], edits))
+    _write(dataset, mutate(run["manifest"], edits), run["tables"])
     with hang_guard():
         with OpenWatch.get().watching(dataset):
             outcome = _read_everything(dataset)
@@ -172,11 +187,14 @@ def test_fuzz_inspect_report_escapes_manifest_strings(run, tmp_path_factory, lab
     """The real `inspect --report` (figures included) on manifests with hostile strings."""
     manifest = json.loads(json.dumps(run["manifest"]))
     manifest["classes"][0] = label
-    for entry in manifest["files"]:
+    files = [json.loads(line) for line in run["tables"][fmt.FILES_TABLE].splitlines()]
+    for entry in files:
         entry["label"], entry["path"] = label, path + entry["path"]
-    manifest["errors"] = [{"path": path, "reason": reason}]
+    errors = [{"path": path, "reason": reason}]
     manifest["created_utc"] = label
-    _write(run["dataset"], manifest)
+    fields = write_tables(run["dataset"], files=files, errors=errors)  # format version 3
+    manifest.update(fields)
+    _write(run["dataset"], manifest, {})
     out = tmp_path_factory.mktemp("report") / "r.html"
     assert inspect_cli.run([str(run["dataset"]), "--report", str(out)]) == 0
     tags, attrs = page_tags(out.read_text(encoding="utf-8"))

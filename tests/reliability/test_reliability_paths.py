@@ -149,6 +149,8 @@ def test_nasty_file_names_and_labels_stay_inside_the_output_dir(
     ]
     assert set(names) <= {
         "manifest.json",
+        "files.jsonl",
+        "errors.jsonl",
         "schema.pbtxt",
         "feature_fn",
         "transform_fn",

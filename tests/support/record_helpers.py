@@ -37,6 +37,20 @@ def cli_error(capsys, *argv: str) -> str:
 
 
 def load_manifest(output_dir: Path) -> dict:
+    """manifest.json, with format version 3's source tables (files.jsonl, errors.jsonl) added
+    back as "files" and "errors", as version 2 held them (read with json alone, not replay).
+    `raw_manifest` is the file as written."""
+    manifest = raw_manifest(output_dir)
+    if manifest["format_version"] >= 3:
+        for key in ("files", "errors"):
+            with open(Path(output_dir) / f"{key}.jsonl", encoding="ascii") as f:
+                manifest[key] = [json.loads(line) for line in f]
+            assert len(manifest[key]) == manifest[f"num_{key}"], key
+    return manifest
+
+
+def raw_manifest(output_dir: Path) -> dict:
+    """manifest.json as written."""
     return json.loads((Path(output_dir) / "manifest.json").read_text())
 
 
@@ -49,7 +63,7 @@ def read_records_by_shard(output_dir: Path) -> dict[str, list[dict]]:
     """{shard file name: its elements in stored order}, in the manifest's shard order."""
     import tensorflow as tf
 
-    manifest = load_manifest(output_dir)
+    manifest = raw_manifest(output_dir)
     spec = manifest["elements"]
     parse_spec = {}
     for key, s in spec.items():

@@ -98,19 +98,24 @@ def shard_files(output_dir: Path) -> dict[str, bytes]:
 
 
 def manifest_without_time(output_dir: Path) -> dict:
+    """manifest.json without created_utc; format version 3's source tables are compared through
+    it (their sizes and SHA-256 are in the manifest)."""
     manifest = json.loads((output_dir / "manifest.json").read_text())
     manifest.pop("created_utc")
     return manifest
 
 
 def assert_same_dataset(got: Path, want: Path) -> None:
-    """Byte-identical shards and schema, equal manifests apart from created_utc."""
+    """Byte-identical shards, schema and source tables, equal manifests apart from
+    created_utc."""
     a, b = shard_files(got), shard_files(want)
     assert sorted(a) == sorted(b), (sorted(a), sorted(b))
     for name in b:
         assert a[name] == b[name], f"{name} differs ({len(a[name])} vs {len(b[name])} bytes)"
     assert manifest_without_time(got) == manifest_without_time(want)
     assert (got / "schema.pbtxt").read_bytes() == (want / "schema.pbtxt").read_bytes()
+    for table in ("files.jsonl", "errors.jsonl"):
+        assert (got / table).read_bytes() == (want / table).read_bytes(), table
 
 
 def cli(*argv: str, log: Path, env: dict | None = None, module: str = "pipelines.record"):

@@ -2,7 +2,9 @@
 
 `write_dataset` writes shards + manifest.json per `replay.format` with plain
 `tf.io.TFRecordWriter` + `tf.train.Example` (no Beam, no tensorflow-transform), in the layout the
-record job writes: format version 2 (float features as raw little-endian bytes, in
+record job writes: format version 3 (the source files and errors in ``files.jsonl`` /
+``errors.jsonl``, `write_tables`), or with ``format_version=2`` inside the manifest; from
+version 2 on, float features as raw little-endian bytes, in
 ``--feature_dtype``, encoded by the writer's own `raw_float_rows`; ``log_mel_norm`` not stored
 but a ``z_score`` key whose statistics are in the manifest), or with ``format_version=1`` the
 version-1 layout (features and their ``_norm`` copies as float lists). The element values it
@@ -177,17 +179,20 @@ def write_dataset(
       signal_dtype: int16, int32 or float32.
       with_features: also the ``log_mel`` feature (float32 values like a log-mel's, mean about
         -3, variance about 6) and ``log_mel_norm``, its z-score with the dataset's statistics.
-      format_version: 2 (the layout of module docstring) or 1 (the version-1 layout).
-      feature_dtype: float32, float16 or bfloat16: how version 2 stores ``log_mel``.
+      format_version: 3 (the layout of module docstring), 2 (the same with ``files`` and
+        ``errors`` in the manifest) or 1 (the version-1 layout).
+      feature_dtype: float32, float16 or bfloat16: how versions 2 and 3 store ``log_mel``.
       seed: random seed of the contents.
 
     Returns:
-      ``{"manifest": dict, "elements": {split: [element]}, "shards": {split: [path]},
-      "given": {index: log_mel}}``; each element is a dict of numpy values (bytes for strings)
-      in shard-then-record order, holding what a reader must return (``log_mel``: the float32
-      values the writer was given in ``given``, rounded by `stored_values`; ``log_mel_norm``:
-      the numpy z-score of that). Every element's ``index`` (input file index) is unique
-      within the dataset, so ``(index, win_start_idx)`` identifies it.
+      ``{"manifest": dict, "files": [entry], "errors": [entry], "elements": {split: [element]},
+      "shards": {split: [path]}, "given": {index: log_mel}}`` ("manifest" as written: from
+      version 3 without the lists, which "files" and "errors" hold for every version); each
+      element is a dict of numpy values (bytes for strings) in shard-then-record order, holding
+      what a reader must return (``log_mel``: the float32 values the writer was given in
+      ``given``, rounded by `stored_values`; ``log_mel_norm``: the numpy z-score of that).
+      Every element's ``index`` (input file index) is unique within the dataset, so
+      ``(index, win_start_idx)`` identifies it.
     """
     if format_version == 1 and feature_dtype != "float32":
         raise ValueError("format version 1 stores features as float32 lists only")
@@ -303,14 +308,55 @@ def write_dataset(
         "classes": list(CLASSES),
         "num_classes": len(CLASSES),
         "splits": manifest_splits,
-        "files": files,
-        "errors": [{"path": "/data/bad.wav", "reason": "not a RIFF file"}],
         "params": params,
         "versions": {"audiorecords": "0.1.0", "tensorflow": tf.__version__},
     }
+    errors = [{"path": "/data/bad.wav", "reason": "not a RIFF file"}]
+    if format_version >= fmt.TABLES_VERSION:
+        tables = write_tables(directory, files=files, errors=errors)
+    else:
+        tables = {"files": files, "errors": errors}
+    params = manifest.pop("params")
+    manifest.update(tables, params=params, versions=manifest.pop("versions"))  # writer's order
     write_schema(directory, specs)
     write_manifest(directory, manifest)
-    return {"manifest": manifest, "elements": elements, "shards": shard_paths, "given": given}
+    return {
+        "manifest": manifest,
+        "files": files,
+        "errors": errors,
+        "elements": elements,
+        "shards": shard_paths,
+        "given": given,
+    }
+
+
+def write_tables(
+    directory: str | os.PathLike,
+    *,
+    files: Sequence[Mapping[str, Any]],
+    errors: Sequence[Mapping[str, Any]],
+    lines: Mapping[str, bytes] | None = None,
+) -> dict[str, Any]:
+    """Writes files.jsonl and errors.jsonl (format version 3) of `files` / `errors` (or the
+    given raw `lines` of a table) into `directory`; returns the manifest fields that describe
+    them: ``num_files``, ``num_errors`` and ``tables`` (sizes and SHA-256 computed here with
+    hashlib, not with the writer's `format.table_digest`)."""
+    import hashlib
+
+    entries = {"files": files, "errors": errors}
+    fields: dict[str, Any] = {"num_files": len(files), "num_errors": len(errors), "tables": {}}
+    for key, filename in (("files", fmt.FILES_TABLE), ("errors", fmt.ERRORS_TABLE)):
+        data = (lines or {}).get(key)
+        if data is None:
+            data = "".join(json.dumps(e, separators=(",", ":")) + "\n" for e in entries[key])
+            data = data.encode("ascii")
+        with open(os.path.join(os.fspath(directory), filename), "wb") as f:
+            f.write(data)
+        fields["tables"][key] = {
+            "num_bytes": len(data),
+            "sha256": hashlib.sha256(data).hexdigest(),
+        }
+    return fields
 
 
 def write_schema(directory: str | os.PathLike, specs: Mapping[str, fmt.ElementSpec]) -> None:

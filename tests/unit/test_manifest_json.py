@@ -1,9 +1,10 @@
-"""manifest.json and shard file names as the format says, pinned as literal text.
+"""manifest.json, the source tables and shard file names as the format says, pinned as text.
 
-The record job's pure manifest builder (`finalize.build_manifest`) and shard writer
-(`write_shards.write_shard`) are compared with JSON text and file names written out here, and
-the reader (`replay.load_info`) is given that same literal text: a renamed key, a changed
-order or a shard name of another shape fails here, on either side.
+The record job's pure manifest builder (`finalize.build_manifest`), table encoding
+(`format.table_bytes`) and shard writer (`write_shards.write_shard`) are compared with JSON text,
+JSON Lines and file names written out here, and the reader (`replay.load_info`) is given that
+same literal text: a renamed key, a changed order or a shard name of another shape fails here,
+on either side. Format version 2's manifest text (files and errors inside it) is read still.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import pytest
 
 from replay import format as fmt
 from replay import load_info
-from transforms.record.finalize import build_manifest
+from transforms.record.finalize import build_manifest, build_tables
 from transforms.record.preprocessing import RecordLayout
 from transforms.record.write_shards import ShardSpec, write_shard
 
@@ -23,7 +24,7 @@ from transforms.record.write_shards import ShardSpec, write_shard
 MANIFEST_TEXT = """
 {
  "format": "audiorecords",
- "format_version": 2,
+ "format_version": 3,
  "complete": true,
  "name": "birds",
  "created_utc": "2026-11-25T10:00:00+00:00",
@@ -62,18 +63,42 @@ MANIFEST_TEXT = """
   }
  },
  "analyzed_splits": ["train"],
- "files": [
-  {"path": "in/a_1_cat.wav", "index": 0, "split": "train", "num_windows": 9},
-  {"path": "in/b_2_dog.wav", "index": 1, "split": "test", "num_windows": 3}
- ],
- "errors": [
-  {"path": "in/c_3_dog.wav", "reason": "not a RIFF file"},
-  {"path": "in/d_4_cat.wav", "reason": "truncated"}
- ],
+ "num_files": 2,
+ "num_errors": 2,
+ "tables": {
+  "files": {
+   "num_bytes": 135,
+   "sha256": "8482d9ac9a19f9be0aa0a510d920c267d94d335acc635c7686c54495af250459"
+  },
+  "errors": {
+   "num_bytes": 100,
+   "sha256": "caf8fb3a7f3df7e720e60082361e5a8a5121f3e10eb534c250d3a874c9e75aad"
+  }
+ },
  "params": {"win_len": 64, "splits": "train=60,test=40"},
  "versions": {"audiorecords": "0.1.0"}
 }
 """
+# files.jsonl and errors.jsonl of that run: files by index, errors by path, one compact line each.
+FILES_TEXT = (
+    '{"path":"in/a_1_cat.wav","index":0,"split":"train","num_windows":9}\n'
+    '{"path":"in/b_2_dog.wav","index":1,"split":"test","num_windows":3}\n'
+)
+ERRORS_TEXT = (
+    '{"path":"in/c_3_dog.wav","reason":"not a RIFF file"}\n'
+    '{"path":"in/d_4_cat.wav","reason":"truncated"}\n'
+)
+FILES = [json.loads(line) for line in FILES_TEXT.splitlines()]
+ERRORS = [json.loads(line) for line in ERRORS_TEXT.splitlines()]
+
+
+def v2_manifest_text() -> str:
+    """The same run as format version 2 wrote it: the lists inside the manifest."""
+    manifest = json.loads(MANIFEST_TEXT)
+    for key in ("num_files", "num_errors", "tables"):
+        del manifest[key]
+    manifest.update(format_version=2, files=FILES, errors=ERRORS)
+    return json.dumps(manifest, indent=1)
 
 
 def _entry(split: str, shard: int, count: int, examples: int) -> dict:
@@ -95,20 +120,18 @@ def test_build_manifest_gives_the_pinned_json_text():
     elements = layout.element_specs(
         signal_dtype="int16", win_len=64, statistics={"log_mel": (-1.5, 0.25)}
     )
+    tables = build_tables(files=FILES[::-1], errors=ERRORS[::-1])  # sorted by index / path
+    assert tables == {"files": FILES, "errors": ERRORS}
+    table_bytes = {key: fmt.table_bytes(entries) for key, entries in tables.items()}
+    assert table_bytes == {"files": FILES_TEXT.encode(), "errors": ERRORS_TEXT.encode()}
     manifest = build_manifest(
         name="birds",
         compression="GZIP",
         elements=elements,
         classes=["cat", "dog"],
         shards=[_entry("test", 0, 1, 3), _entry("train", 1, 2, 7), _entry("train", 0, 2, 5)],
-        files=[
-            {"path": "in/b_2_dog.wav", "index": 1, "split": "test", "num_windows": 3},
-            {"path": "in/a_1_cat.wav", "index": 0, "split": "train", "num_windows": 9},
-        ],
-        errors=[
-            {"path": "in/d_4_cat.wav", "reason": "truncated"},
-            {"path": "in/c_3_dog.wav", "reason": "not a RIFF file"},
-        ],
+        tables=tables,
+        table_bytes=table_bytes,
         params={"win_len": 64, "splits": "train=60,test=40"},
         versions={"audiorecords": "0.1.0"},
         created_utc="2026-11-25T10:00:00+00:00",
@@ -169,10 +192,17 @@ def test_write_shard_writes_the_pinned_name_and_entry(tmp_path):
     ]
 
 
-def test_load_info_reads_the_pinned_manifest_text(tmp_path):
+@pytest.mark.parametrize("version", [3, 2])
+def test_load_info_reads_the_pinned_manifest_text(tmp_path, version):
     """Pins the reader's view of the literal manifest: splits in order, shard names, counts,
-    classes, and the element specs (stored dtype, computed z-score key)."""
-    (tmp_path / "manifest.json").write_text(MANIFEST_TEXT)
+    classes, the element specs (stored dtype, computed z-score key), and the source files and
+    errors (v3: from the literal tables, v2: from the manifest)."""
+    if version == 3:
+        (tmp_path / "manifest.json").write_text(MANIFEST_TEXT)
+        (tmp_path / "files.jsonl").write_text(FILES_TEXT)
+        (tmp_path / "errors.jsonl").write_text(ERRORS_TEXT)
+    else:
+        (tmp_path / "manifest.json").write_text(v2_manifest_text())
     for name, size in (
         ("birds-train.tfrecord-00000-of-00002.gz", 600),
         ("birds-train.tfrecord-00001-of-00002.gz", 840),
@@ -188,8 +218,10 @@ def test_load_info_reads_the_pinned_manifest_text(tmp_path):
     assert [s.num_examples for s in info.shard_list()] == [5, 7, 3]
     assert info.num_examples() == 15 and info.num_examples("test") == 3
     assert info.classes == ("cat", "dog") and info.num_classes == 2
-    assert info.compression == "GZIP" and info.format_version == 2
+    assert info.compression == "GZIP" and info.format_version == version
+    assert (info.num_files, info.num_errors) == (2, 2)
     assert info.elements["log_mel"] == fmt.ElementSpec("float32", (2, 3), "raw", "float16")
     norm = info.elements["log_mel_norm"]
     assert (norm.encoding, norm.z_score) == ("z_score", fmt.ZScore("log_mel", -1.5, 0.25))
     assert [f["path"] for f in info.files] == ["in/a_1_cat.wav", "in/b_2_dog.wav"]
+    assert [e["reason"] for e in info.errors] == ["not a RIFF file", "truncated"]

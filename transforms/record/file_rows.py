@@ -10,9 +10,9 @@ computed once per chunk of rows (vectorised, never per window).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from math import gcd
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 import numpy as np
 import pyarrow as pa
@@ -130,6 +130,16 @@ def resample(samples: np.ndarray, rate: int, target: int, *, full_scale: float) 
     return out.astype(samples.dtype)
 
 
+def chunk_rows(info: wav.WavInfo, config: ReadConfig) -> int:
+    """Rows per chunk of this file: ~8 MiB of samples (4 bytes a sample), 1024 at most.
+
+    One chunk is one feature computation and one RecordBatch; the read stage also packs the
+    chunks of consecutive short files up to this many rows (`transforms.record.packs`).
+    """
+    frame_bytes = config.window.win_len * max(info.num_channels, 1) * 4
+    return int(min(_MAX_CHUNK_WINDOWS, max(1, _CHUNK_BYTES // frame_bytes)))
+
+
 def file_rows(
     fh: BinaryIO,
     *,
@@ -149,8 +159,7 @@ def file_rows(
     """
     cfg = config
     channels = channels_emitted(info, cfg)
-    frame_bytes = cfg.window.win_len * max(info.num_channels, 1) * 4
-    per_chunk = int(min(_MAX_CHUNK_WINDOWS, max(1, _CHUNK_BYTES // frame_bytes)))
+    per_chunk = chunk_rows(info, cfg)
     if cfg.sample_rate and cfg.sample_rate != info.sample_rate:
         samples = wav.decode(fh, path=path)[1]
         blocks = [resample(samples, info.sample_rate, cfg.sample_rate, full_scale=info.full_scale)]
@@ -227,30 +236,70 @@ def rows_to_batch(
       signal: [k, win_len] samples in the run's signal dtype.
       config: the read configuration.
     """
-    k = len(starts)
-    rate = output_rate(f.info, config)
+    chunk = {"f": f, "starts": starts, "channels": channels, "signal": signal}
+    return rows_to_batch_many([chunk], config=config)
+
+
+def rows_to_batch_many(chunks: Sequence[Mapping], *, config: ReadConfig) -> pa.RecordBatch:
+    """One raw RecordBatch of the rows of several chunks, in order, features computed once.
+
+    Args:
+      chunks: keyword arguments of `rows_to_batch` (``f``, ``starts``, ``channels``,
+        ``signal``), all at one output rate; a chunk of an annotated file only alone.
+      config: the read configuration.
+
+    Raises:
+      FeatureRangeError: a chunk's feature exceeds ``--feature_dtype float16`` (naming its file).
+    """
+    files = [c["f"] for c in chunks]
+    counts = [len(c["starts"]) for c in chunks]
+    rate = output_rate(files[0].info, config)
+    if len(chunks) > 1 and (
+        any(f.annotation is not None for f in files)
+        or any(output_rate(f.info, config) != rate for f in files)
+    ):
+        raise ValueError("only chunks at one output rate and without annotations share a batch")
+
+    def joined(key: str) -> np.ndarray:
+        return chunks[0][key] if len(chunks) == 1 else np.concatenate([c[key] for c in chunks])
+
+    def per_row(values: list, dtype: Any) -> np.ndarray:
+        return np.repeat(np.array(values, dtype=dtype), counts)
+
+    k = sum(counts)
+    signal = joined("signal")
     columns = {
-        fmt.CLASS_KEY: list_column(np.full(k, f.label.encode(), dtype=object), 1, pa.binary()),
-        fmt.FILEPATH_KEY: list_column(np.full(k, f.path.encode(), dtype=object), 1, pa.binary()),
-        fmt.INDEX_KEY: list_column(np.full(k, f.index, np.int64), 1, pa.int64()),
-        fmt.WIN_START_KEY: list_column(starts.astype(np.int64), 1, pa.int64()),
+        fmt.CLASS_KEY: list_column(
+            per_row([f.label.encode() for f in files], object), 1, pa.binary()
+        ),
+        fmt.FILEPATH_KEY: list_column(
+            per_row([f.path.encode() for f in files], object), 1, pa.binary()
+        ),
+        fmt.INDEX_KEY: list_column(per_row([f.index for f in files], np.int64), 1, pa.int64()),
+        fmt.WIN_START_KEY: list_column(joined("starts").astype(np.int64), 1, pa.int64()),
         fmt.SAMPLE_RATE_KEY: list_column(np.full(k, rate, np.int64), 1, pa.int64()),
-        fmt.CHANNEL_KEY: list_column(channels.astype(np.int64), 1, pa.int64()),
+        fmt.CHANNEL_KEY: list_column(joined("channels").astype(np.int64), 1, pa.int64()),
         fmt.SIGNAL_KEY: bytes_rows(signal),
     }
     if config.features.names:
-        waveforms = signal.astype(np.float32) / np.float32(f.info.full_scale)
+        scales = per_row([f.info.full_scale for f in files], np.float32)[:, None]
+        waveforms = signal.astype(np.float32) / scales
         computed = feats.compute_features(waveforms, sample_rate=rate, config=config.features)
         if config.layout.feature_dtype == "float16":
-            _check_float16(computed, config.layout.feature_shapes, path=f.path)
+            offset = 0
+            for f, n in zip(files, counts, strict=True):
+                part = {name: computed[name][offset : offset + n] for name in computed}
+                _check_float16(part, config.layout.feature_shapes, path=f.path)
+                offset += n
         for name, shape in config.layout.feature_shapes.items():
             columns[name] = list_column(
                 computed[name].reshape(-1), int(np.prod(shape)), pa.float32()
             )
-    if f.annotation is not None:  # --annotations: per-row class, labels, events
-        for name, (values, per_row, kind) in annotation_columns(
-            f.annotation, starts, channels
+    f = files[0]
+    if f.annotation is not None:  # --annotations: per-row class, labels, events (one file)
+        for name, (values, per_row_values, kind) in annotation_columns(
+            f.annotation, chunks[0]["starts"], chunks[0]["channels"]
         ).items():
-            columns[name] = list_column(values, per_row, kind)
+            columns[name] = list_column(values, per_row_values, kind)
     schema = config.layout.arrow_schema()
     return pa.RecordBatch.from_arrays([columns[n] for n in schema.names], schema=schema)

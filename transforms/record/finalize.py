@@ -4,8 +4,9 @@
 side inputs). It fills in shards no window hashed to (empty files, so names stay ``-of-N``),
 writes ``schema.pbtxt``, the raw schema ``metadata/schema.pbtxt`` (where
 ``tft.TFTransformOutput`` looks for it: the output directory is a standard TFT output) and the
-``feature_fn`` SavedModel, and writes ``manifest.json`` under a temporary name and renames it: a
-directory with a manifest is a complete dataset.
+``feature_fn`` SavedModel, the source tables ``files.jsonl`` / ``errors.jsonl`` (format version 3)
+and, last, ``manifest.json``, each under a temporary name then renamed: a directory with a
+manifest is a complete dataset.
 """
 
 from __future__ import annotations
@@ -49,6 +50,16 @@ def library_versions() -> dict[str, str]:
     }
 
 
+def build_tables(
+    files: Sequence[Mapping[str, Any]], errors: Sequence[Mapping[str, Any]]
+) -> dict[str, list[Mapping[str, Any]]]:
+    """The source tables' entries in their order: {"files": by index, "errors": by path}."""
+    return {
+        "files": sorted(files, key=lambda f: f["index"]),
+        "errors": sorted(errors, key=lambda e: e["path"]),
+    }
+
+
 def build_manifest(
     *,
     name: str,
@@ -56,8 +67,8 @@ def build_manifest(
     elements: Mapping[str, fmt.ElementSpec],
     classes: Sequence[str],
     shards: Sequence[Mapping[str, Any]],
-    files: Sequence[Mapping[str, Any]],
-    errors: Sequence[Mapping[str, Any]],
+    tables: Mapping[str, Sequence[Mapping[str, Any]]],
+    table_bytes: Mapping[str, bytes],
     params: Mapping[str, Any],
     versions: Mapping[str, str],
     created_utc: str,
@@ -67,7 +78,9 @@ def build_manifest(
     """The manifest.json content (see replay/format.py), deterministic apart from created_utc.
 
     Splits appear in `split_names` order (the order of ``--splits``), then any others sorted.
-    `analyzed_splits` are the splits TFT's statistics were computed on.
+    `analyzed_splits` are the splits TFT's statistics were computed on. `tables` are the source
+    tables' entries (`build_tables`) and `table_bytes` their files' content
+    (`format.table_bytes`): the manifest holds their counts, sizes and SHA-256.
     """
     splits: dict[str, dict[str, Any]] = {
         name: {"num_examples": 0, "shards": []} for name in split_names
@@ -89,8 +102,9 @@ def build_manifest(
         "num_classes": len(classes),
         "splits": splits,
         "analyzed_splits": list(analyzed_splits),
-        "files": sorted(files, key=lambda f: f["index"]),
-        "errors": sorted(errors, key=lambda e: e["path"]),
+        "num_files": len(tables["files"]),
+        "num_errors": len(tables["errors"]),
+        "tables": {key: fmt.table_digest(table_bytes[key]) for key in fmt.TABLE_FILENAMES},
         "params": dict(params),
         "versions": dict(versions),
     }
@@ -222,25 +236,37 @@ def finalize(
     vocabulary = read_vocabulary(out)
     if classes and vocabulary != list(classes):
         raise RuntimeError(f"{out}: TFT class vocabulary {vocabulary} != planned {list(classes)}")
+    tables = build_tables(files, errors)
+    table_bytes = {key: fmt.table_bytes(entries) for key, entries in tables.items()}
+    for key, filename in fmt.TABLE_FILENAMES.items():  # before the manifest, which names them
+        _write_atomically(out, filename, table_bytes[key])
     manifest = build_manifest(
         name=spec.name,
         compression=compression,
         elements=elements,
         classes=classes,
         shards=shards,
-        files=files,
-        errors=errors,
+        tables=tables,
+        table_bytes=table_bytes,
         params=params,
         versions=library_versions(),
         created_utc=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         split_names=list(num_shards),
         analyzed_splits=analyzed_splits,
     )
-    tmp = f"{out}/.tmp/{fmt.MANIFEST_FILENAME}"
-    with tf.io.gfile.GFile(tmp, "w") as fh:
-        fh.write(json.dumps(manifest, indent=1, sort_keys=False))
-    tf.io.gfile.rename(tmp, f"{out}/{fmt.MANIFEST_FILENAME}", overwrite=True)
+    text = json.dumps(manifest, indent=1, sort_keys=False)
+    _write_atomically(out, fmt.MANIFEST_FILENAME, text.encode("utf-8"))
     return {k: manifest[k] for k in ("num_examples", "compression", "num_classes")}
+
+
+def _write_atomically(out: str, filename: str, data: bytes) -> None:
+    """`out`/`filename` := `data`, written under ``.tmp/`` and renamed into place."""
+    import tensorflow as tf
+
+    tmp = f"{out}/.tmp/{filename}"
+    with tf.io.gfile.GFile(tmp, "wb") as fh:
+        fh.write(data)
+    tf.io.gfile.rename(tmp, f"{out}/{filename}", overwrite=True)
 
 
 def write_raw_metadata(

@@ -20,8 +20,10 @@ stays bounded and worker processes pay off (the runner's data plane never carrie
 
 from __future__ import annotations
 
+import itertools
 import logging
-from collections.abc import Collection, Iterator, Sequence
+import math
+from collections.abc import Callable, Collection, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 import apache_beam as beam
@@ -33,7 +35,15 @@ from replay import format as fmt
 from transforms.audio import formats, wav
 from transforms.record import annotation_plan, shard_plan
 from transforms.record.examples import StoredEncoder
-from transforms.record.file_rows import ReadConfig, file_rows, output_rate, rows_to_batch
+from transforms.record.file_rows import (
+    ReadConfig,
+    chunk_rows,
+    file_rows,
+    output_rate,
+    rows_to_batch,
+    rows_to_batch_many,
+)
+from transforms.record.packs import packs
 from transforms.record.prefetch import ComputePool, prefetch
 from transforms.record.progress import ProgressFile
 from transforms.record.record_parts import PartWriter
@@ -45,8 +55,8 @@ ERRORS_TAG = "errors"
 PARTS_TAG = "parts"
 SAMPLES_TAG = "samples"
 _AHEAD_CHUNKS = 4  # chunks decoded / in the feature pool ahead of the writer (8 MiB each)
-# Rows for TFT's analysis leave a task in RecordBatches of at least this many bytes (and its last
-# rows): TFT runs its analysis graph once per batch, and a one-second clip is one row.
+# Rows for TFT's analysis leave a task in RecordBatches of about this many bytes of features or
+# more (and its last rows): TFT runs its analysis graph once per batch; a clip is one row.
 ANALYSIS_BATCH_BYTES = 8 << 20  # 8 MiB
 
 
@@ -116,10 +126,11 @@ def _route(batch: pa.RecordBatch, seg: Segment, first_row: int, sh: Sharding) ->
 
 
 class _SegmentStream:
-    """Splits the (segment, batch | None | error) items of `ReadTaskFn._task_batches` by segment."""
+    """Splits the (segment, packed chunk | None | error) items of the packs by segment."""
 
-    def __init__(self, items: Iterator[tuple[int, object]]):
+    def __init__(self, items: Iterator[tuple[int, object]], *, close: Callable[[], None]):
         self._items = items
+        self._close = close
         self._ended = -1  # the last segment whose end item was consumed
 
     def batches(self) -> Iterator[tuple[pa.RecordBatch, list[bytes]]]:
@@ -142,7 +153,7 @@ class _SegmentStream:
                 pass
 
     def close(self) -> None:
-        self._items.close()
+        self._close()
 
 
 class ReadTaskFn(beam.DoFn):
@@ -164,6 +175,9 @@ class ReadTaskFn(beam.DoFn):
         self._config, self._sharding, self._output_dir = config, sh, output_dir
         self._encode = StoredEncoder(config.layout, classes)
         self._analysis_keys = list(config.layout.analysis_keys)
+        # rows per analysis batch: ANALYSIS_BATCH_BYTES of float32 features (a class is ~16 B)
+        row_bytes = 16 + 4 * sum(math.prod(s) for s in config.layout.feature_shapes.values())
+        self._analysis_rows = max(1, ANALYSIS_BATCH_BYTES // row_bytes)
         self._analyze = None if analyze_splits is None else frozenset(analyze_splits)
         self._files = beam.metrics.Metrics.counter("record", "files_read")
         self._failed = beam.metrics.Metrics.counter("record", "files_failed")
@@ -188,8 +202,19 @@ class ReadTaskFn(beam.DoFn):
         parts = PartWriter(self._output_dir, task.task_id, executor=self._writes)
         # Decoding runs ahead in a thread, across the task's files, and features + encoding in a
         # pool of `compute_threads`, while this thread routes, writes and analyses earlier chunks.
-        stream = _SegmentStream(prefetch(self._task_batches(task), depth=_AHEAD_CHUNKS))
-        analysis = _Batcher(ANALYSIS_BATCH_BYTES)
+        # Chunks of consecutive short files share one job (`transforms.record.packs`); the
+        # prefetch depth counts packs, each at most one full chunk of rows.
+        groups = prefetch(
+            packs(
+                self._task_chunks(task),
+                submit=lambda chunks: self._pool.submit(self._rows_pack, chunks=chunks),
+                max_rows=lambda chunk: chunk_rows(chunk["f"].info, self._config),
+                key=self._pack_key,
+            ),
+            depth=_AHEAD_CHUNKS,
+        )
+        stream = _SegmentStream(itertools.chain.from_iterable(groups), close=groups.close)
+        analysis = _Batcher(self._analysis_rows)
         sampled = 0  # AUTO compression: the first row of the task's first AUTO_SAMPLE_SIZE files
         try:
             for i, seg in enumerate(task.segments):
@@ -223,19 +248,19 @@ class ReadTaskFn(beam.DoFn):
         for part in parts.commit():
             yield beam.pvalue.TaggedOutput(PARTS_TAG, part)
 
-    def _task_batches(self, task: ReadTask) -> Iterator[tuple[int, object]]:
-        """(segment, Future of (RecordBatch, its records)); a segment ends with (i, None) |
-        (i, error)."""
+    def _task_chunks(self, task: ReadTask) -> Iterator[tuple[int, object]]:
+        """(segment, decoded chunk: `rows_to_batch` keyword arguments); a segment ends with
+        (i, None) | (i, error)."""
         for i, seg in enumerate(task.segments):
             try:
-                for batch in self._segment_batches(seg):
-                    yield i, batch
+                for chunk in self._segment_chunks(seg):
+                    yield i, chunk
             except Exception as e:  # noqa: BLE001 - raised in the consuming thread
                 yield i, e
                 continue
             yield i, None
 
-    def _segment_batches(self, seg: Segment) -> Iterator:
+    def _segment_chunks(self, seg: Segment) -> Iterator[dict]:
         if seg.row_stop <= seg.row_start:
             return
         f = seg.file
@@ -250,9 +275,39 @@ class ReadTaskFn(beam.DoFn):
                 planned_starts=None if f.annotation is None else f.annotation.starts,
             )
             for starts, channels, signal in chunks:
-                yield self._pool.submit(
-                    self._rows, f=f, starts=starts, channels=channels, signal=signal
-                )
+                yield {"f": f, "starts": starts, "channels": channels, "signal": signal}
+
+    def _pack_key(self, chunk: dict) -> int | None:
+        """Chunks at one output rate share a job; an annotated file's are computed alone."""
+        f = chunk["f"]
+        return None if f.annotation is not None else output_rate(f.info, self._config)
+
+    def _rows_pack(self, chunks: list[dict]) -> list:
+        """Each chunk's (RecordBatch, records), or the exception computing it raised.
+
+        The pack's rows are computed and encoded at once; if that fails, chunk by chunk, so
+        that a file's error (e.g. a feature beyond float16) is that file's alone.
+        """
+        if len(chunks) > 1:
+            try:
+                batch = rows_to_batch_many(chunks, config=self._config)
+                records = self._encode(batch)
+            except Exception:  # noqa: BLE001, S110 - retried chunk by chunk below
+                pass
+            else:
+                out, offset = [], 0
+                for chunk in chunks:
+                    k = len(chunk["starts"])
+                    out.append((batch.slice(offset, k), records[offset : offset + k]))
+                    offset += k
+                return out
+        out = []
+        for chunk in chunks:
+            try:
+                out.append(self._rows(**chunk))
+            except Exception as e:  # noqa: BLE001 - raised by that chunk's PackedChunk
+                out.append(e)
+        return out
 
     def _rows(self, **chunk) -> tuple[pa.RecordBatch, list[bytes]]:
         """A decoded chunk -> its raw rows (features computed) and their stored records."""
@@ -291,24 +346,27 @@ class ReadTaskFn(beam.DoFn):
 
 
 class _Batcher:
-    """Joins RecordBatches of one schema into batches of at least `min_bytes` (the last: fewer)."""
+    """Joins RecordBatches of one schema into batches of at least `min_rows` (the last: fewer).
 
-    def __init__(self, min_bytes: int):
-        self._min_bytes = min_bytes
+    Counted in rows, not `RecordBatch.nbytes`, which is slow on the slices of a pack's batch.
+    """
+
+    def __init__(self, min_rows: int):
+        self._min_rows = min_rows
         self._pending: list[pa.RecordBatch] = []
-        self._bytes = 0
+        self._rows = 0
 
     def add(self, batch: pa.RecordBatch) -> Iterator[pa.RecordBatch]:
-        """Takes `batch`; yields the joined batch once `min_bytes` are pending."""
+        """Takes `batch`; yields the joined batch once `min_rows` are pending."""
         self._pending.append(batch)
-        self._bytes += batch.nbytes
-        if self._bytes >= self._min_bytes:
+        self._rows += batch.num_rows
+        if self._rows >= self._min_rows:
             yield from self.flush()
 
     def flush(self) -> Iterator[pa.RecordBatch]:
         """Yields what is pending as one batch (nothing when nothing is)."""
         if self._pending:
-            pending, self._pending, self._bytes = self._pending, [], 0
+            pending, self._pending, self._rows = self._pending, [], 0
             if len(pending) == 1:
                 yield pending[0]
             else:

@@ -1,0 +1,223 @@
+"""The source tables of a dataset (``files`` and ``errors``), read only when first used.
+
+Format versions 1 and 2 keep both lists inside manifest.json (validated with it); version 3 keeps
+them in ``files.jsonl`` / ``errors.jsonl`` (`replay.format`), which `load_info` never opens: a
+reader starts in a time that does not grow with the number of source files. `SourceTables` reads
+a table on first use and checks it completely before returning anything from it:
+
+- the file is a regular file inside the dataset directory, of exactly the manifest's
+  ``tables.<name>.num_bytes`` (a stat, before it is opened), and its SHA-256 is the manifest's;
+- every line is at most `format.MAX_TABLE_LINE_BYTES`, ends in a newline and holds one JSON
+  object that passes the checks version 2's manifest lists get (`replay.manifest`), and there are
+  exactly ``num_files`` / ``num_errors`` lines;
+- a table may be absent only when its count is 0.
+
+Any failure is a `ManifestError` naming the table file (and the line), e.g.
+``out/files.jsonl: line 3: index: expected an integer, got string '2'``. When the digest
+disagrees, that is the error given, whatever the lines hold.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import stat
+import threading
+from collections.abc import Iterator, Mapping
+from types import MappingProxyType
+from typing import Any
+
+from replay import _fs
+from replay import format as fmt
+from replay import manifest as schema
+from replay.errors import ManifestError
+
+_CHUNK_BYTES = 1 << 20
+
+
+def freeze(obj: Any) -> Any:
+    """A read-only deep copy of parsed JSON: dicts -> MappingProxyType, lists -> tuples."""
+    if isinstance(obj, Mapping):
+        return MappingProxyType({k: freeze(v) for k, v in obj.items()})
+    if isinstance(obj, list | tuple):
+        return tuple(freeze(v) for v in obj)
+    return obj
+
+
+class SourceTables:
+    """``files`` and ``errors`` of one dataset: from the manifest (v1, v2) or, on first use, from
+    their table files (v3). Thread-safe; each table is read at most once."""
+
+    def __init__(self, path: str, manifest: Mapping[str, Any]):
+        """`manifest`: the validated manifest, frozen (`freeze`)."""
+        self.path = path
+        self._manifest = manifest
+        self._lock = threading.Lock()
+        self._loaded: dict[str, tuple[Mapping[str, Any], ...]] = {}
+        self.in_manifest = manifest["format_version"] < fmt.TABLES_VERSION
+
+    def count(self, name: str) -> int:
+        """Entries of table `name` ("files" / "errors") without reading the table."""
+        if self.in_manifest:
+            return len(self._manifest.get(name, ()))
+        return self._manifest[fmt.TABLE_COUNT_KEYS[name]]
+
+    def table_path(self, name: str) -> str:
+        return _fs.join(self.path, fmt.TABLE_FILENAMES[name])
+
+    def get(self, name: str) -> tuple[Mapping[str, Any], ...]:
+        """The entries of table `name`, read and checked on the first call.
+
+        Raises:
+          ManifestError: the table is missing, disagrees with the manifest or holds a bad line.
+        """
+        with self._lock:
+            if name not in self._loaded:
+                if self.in_manifest:
+                    entries = tuple(self._manifest.get(name, ()))  # validated and frozen
+                else:
+                    entries = self._read(name)
+                self._loaded[name] = entries
+            return self._loaded[name]
+
+    def _read(self, name: str) -> tuple[Mapping[str, Any], ...]:
+        path = self.table_path(name)
+        count = self.count(name)
+        expected = self._manifest["tables"][name]
+        size = _stat_table(self.path, path, missing_ok=count == 0)
+        if size is None:  # absent, and the manifest says it is empty
+            return ()
+        if size != expected["num_bytes"]:
+            raise ManifestError(
+                f"{path}: table is {size} bytes but the manifest says {expected['num_bytes']} "
+                "(truncated or rewritten after the run)"
+            )
+        check = schema.check_file_entry if name == "files" else schema.check_error_entry
+        digest = hashlib.sha256()
+        entries: list[Mapping[str, Any]] = []
+        problem: str | None = None
+        for number, line in enumerate(_lines(path, digest), start=1):
+            if problem is not None:
+                continue  # hash the rest: a digest mismatch is the error to give
+            problem = _line_problem(line)
+            if problem is None:
+                checker = _LineChecker(f"{path}: line {number}")
+                try:
+                    entry = check(checker, _parse(line, checker), "")
+                except ManifestError as e:
+                    problem = str(e).removeprefix(f"{path}: ")
+                    continue
+                entries.append(freeze(entry))
+            else:
+                problem = f"line {number}: {problem}"
+        if digest.hexdigest() != expected["sha256"]:
+            raise ManifestError(
+                f"{path}: table's SHA-256 is {digest.hexdigest()} but the manifest says "
+                f"{expected['sha256']} (rewritten after the run)"
+            )
+        if problem is not None:
+            raise ManifestError(f"{path}: {problem}")
+        if len(entries) != count:
+            key = fmt.TABLE_COUNT_KEYS[name]
+            raise ManifestError(
+                f"{path}: table holds {len(entries)} entries but the manifest's {key} is {count}"
+            )
+        return tuple(entries)
+
+
+class _LineChecker(schema._Checker):
+    """`replay.manifest`'s checks with "<table>: line <n>: <key>: <problem>" messages."""
+
+    def fail(self, field: str, problem: str) -> None:
+        where = f"{self.path}: {field}" if field else self.path
+        raise ManifestError(f"{where}: {problem}")
+
+
+def _stat_table(root: str, path: str, *, missing_ok: bool) -> int | None:
+    """The table file's size; None when it is absent and may be. Refuses, before any byte is
+    read, a table that leads outside the dataset or is not a regular file (a FIFO would block)."""
+    target = _fs.outside(root, path)
+    if target is not None:
+        raise ManifestError(f"{path}: leads outside the dataset directory (to {target})")
+    if _fs.is_url(path):
+        size = _fs.size(path)
+    else:
+        try:
+            st = os.stat(path)
+        except FileNotFoundError:
+            size = None
+        else:
+            if not stat.S_ISREG(st.st_mode):
+                raise ManifestError(f"{path}: table is not a regular file")
+            size = st.st_size
+    if size is None and not missing_ok:
+        raise ManifestError(
+            f"{path}: table is missing but the manifest lists entries in it (an incomplete copy "
+            "of the dataset?)"
+        )
+    return size
+
+
+def _lines(path: str, digest: Any) -> Iterator[bytes]:
+    """The file's lines, each with its ``\\n`` (the last may lack it), fed to `digest` as read.
+    A line longer than `MAX_TABLE_LINE_BYTES` comes back cut to one byte over the limit."""
+    limit = fmt.MAX_TABLE_LINE_BYTES
+    if _fs.is_url(path):
+        import tensorflow as tf
+
+        fh = tf.io.gfile.GFile(path, "rb")
+    else:
+        fh = open(path, "rb")  # noqa: SIM115 - closed below
+    with fh:
+        pending = b""
+        skipping = False  # inside a line already given back cut
+        while True:
+            chunk = fh.read(_CHUNK_BYTES)
+            if not chunk:
+                break
+            digest.update(chunk)
+            pending += chunk
+            start = 0
+            while True:
+                end = pending.find(b"\n", start)
+                if end < 0:
+                    break
+                if not skipping:
+                    yield pending[start : end + 1]
+                skipping = False
+                start = end + 1
+            pending = pending[start:]
+            if len(pending) > limit:
+                if not skipping:
+                    yield pending[: limit + 1]
+                skipping, pending = True, b""
+        if pending and not skipping:
+            yield pending
+
+
+def _line_problem(line: bytes) -> str | None:
+    if len(line) > fmt.MAX_TABLE_LINE_BYTES:
+        return f"longer than {fmt.MAX_TABLE_LINE_BYTES} bytes"
+    if not line.endswith(b"\n"):
+        return "no newline at the end (the table was cut short)"
+    if line == b"\n":
+        return "empty line"
+    return None
+
+
+def _parse(line: bytes, checker: Any) -> Any:
+    try:
+        value = json.loads(line.decode("utf-8"))
+    except UnicodeDecodeError as e:
+        checker.fail("", f"not UTF-8 ({e})")
+    except (ValueError, RecursionError) as e:  # JSONDecodeError, a 5,000-digit integer, nesting
+        checker.fail("", f"not JSON ({_short(e)})")
+    if isinstance(value, dict | list) and not schema._depth_ok(value):
+        checker.fail("", f"nested deeper than {schema.MAX_JSON_DEPTH} levels")
+    return value
+
+
+def _short(error: Exception) -> str:
+    text = str(error).replace("\n", " ")
+    return text if len(text) <= 120 else text[:117] + "..."
