@@ -174,3 +174,14 @@ def host_line() -> str:
 
 def mib(n: float) -> str:
     return f"{n / (1 << 20):.0f}"
+
+
+def append_rows(path: str | None, rows: list[dict]) -> None:
+    """Appends `rows` to the JSON list in the file `path` (made if missing); no path, nothing."""
+    if not path:
+        return
+    import json
+    from pathlib import Path
+
+    previous = json.loads(Path(path).read_text()) if Path(path).exists() else []
+    Path(path).write_text(json.dumps(previous + rows, indent=1))

@@ -51,7 +51,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from _measure import ROOT, Measured, host_line, last_json, mib, run_measured  # noqa: E402
+from _measure import ROOT, Measured, append_rows, host_line, last_json, mib, run_measured  # noqa: E402
 from corpus import DEFAULT_DIR, RATE, coloured_noise, voice  # noqa: E402
 
 PY = sys.executable
@@ -304,9 +304,7 @@ def main(argv: list[str] | None = None) -> None:
             row = {**measure(system, corpus_dir, work, args), "repeat": rep}
             rows.append(row)
             print(json.dumps(row), flush=True)
-    if args.json:
-        previous = json.loads(Path(args.json).read_text()) if Path(args.json).exists() else []
-        Path(args.json).write_text(json.dumps(previous + rows, indent=1))
+    append_rows(args.json, rows)
     print(f"after the runs: {host_line()}")
     print(report(rows))
 

@@ -41,7 +41,7 @@ from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from _measure import Measured, host_line, last_json, mib, run_measured  # noqa: E402
+from _measure import Measured, append_rows, host_line, last_json, mib, run_measured  # noqa: E402
 from corpus import DEFAULT_DIR, corpus, corpus_stats  # noqa: E402
 
 PY = sys.executable
@@ -268,9 +268,7 @@ def main(argv: list[str] | None = None) -> None:
             row["repeat"] = rep
             rows.append(row)
             print(json.dumps(row), flush=True)
-    if args.json:
-        previous = json.loads(Path(args.json).read_text()) if Path(args.json).exists() else []
-        Path(args.json).write_text(json.dumps(previous + rows, indent=1))
+    append_rows(args.json, rows)
     print(f"after the runs: {host_line()}")
     print(report(rows, {s: st["audio_seconds"] for s, st in stats.items()}))
 

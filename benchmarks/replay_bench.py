@@ -51,7 +51,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.dirname(HERE))
 
-from _measure import host_line, last_json, mib, run_measured  # noqa: E402
+from _measure import append_rows, host_line, last_json, mib, run_measured  # noqa: E402
 from baselines import BATCH, SEED_KEYS  # noqa: E402
 from corpus import DEFAULT_DIR, corpus  # noqa: E402
 
@@ -332,9 +332,7 @@ def main(argv: list[str] | None = None) -> None:
             row["load"] = load
             rows.append(row)
             print(json.dumps(row), flush=True)
-    if args.json:
-        previous = json.loads(Path(args.json).read_text()) if Path(args.json).exists() else []
-        Path(args.json).write_text(json.dumps(previous + rows, indent=1))
+    append_rows(args.json, rows)
     print(f"after the runs: {host_line()}")
     print(report(rows, dataset_bytes(paths)))
 

@@ -11,20 +11,6 @@ from apache_beam.options.pipeline_options import StandardOptions as _Standard
 from runners import dataflow, direct, portable
 from runners.support import RunnerError, given_flags, unknown_flags
 
-__all__ = [
-    "ENGINES",
-    "KNOWN_RUNNERS",
-    "Engine",
-    "RunnerError",
-    "check",
-    "compute_threads",
-    "configure",
-    "engine_for",
-    "runner_name",
-    "sequential_tasks",
-    "translation_only",
-]
-
 
 @dataclasses.dataclass(frozen=True)
 class Engine:
