@@ -81,7 +81,7 @@ def record_dataset(
     return RecordResult(
         output_dir=summary["output_dir"],
         num_examples=m["num_examples"],
-        num_files=len(m["files"]),
+        num_files=m["num_files"],
         num_failed=len(m["errors"]),
         errors=tuple(m["errors"]),
         split_counts={name: s["num_examples"] for name, s in m["splits"].items()},

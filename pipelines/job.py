@@ -193,30 +193,34 @@ def counters(result: beam.runners.runner.PipelineResult) -> dict[str, int]:
 def summarize(plan: RecordPlan, elapsed: float, *, counters: dict[str, int]) -> dict:
     """Reads the written manifest, cleans temporary files, logs the final summary line.
 
-    The summary's "manifest" is manifest.json with the source tables' entries added back under
-    "files" and "errors" (as format version 2 held them), for the callers' counts and messages.
-    ``Finalize`` wrote the tables on a worker (a remote one on Dataflow): the launcher holds no
-    copy of them, so it reads them back here, once.
+    The summary's "manifest" is manifest.json with the errors table's entries added under
+    "errors" (as format version 2 held them), for the callers' messages. The files table is not
+    read: its count is the manifest's ``num_files``, and the seconds of audio come from the
+    plan's headers, so the launcher's work here does not grow with the number of files.
     """
     import tensorflow as tf
 
     with tf.io.gfile.GFile(f"{plan.output_dir}/{fmt.MANIFEST_FILENAME}") as fh:
         m = json.load(fh)
-    for key, filename in fmt.TABLE_FILENAMES.items():
-        with tf.io.gfile.GFile(f"{plan.output_dir}/{filename}", "rb") as fh:
-            m[key] = [json.loads(line) for line in fh.read().splitlines()]
+    with tf.io.gfile.GFile(f"{plan.output_dir}/{fmt.ERRORS_TABLE}", "rb") as fh:
+        m["errors"] = [json.loads(line) for line in fh.read().splitlines()]
     for leftover in (".tmp", "transform_tmp", RUN_MARKER):
         path = f"{plan.output_dir}/{leftover}"
         if tf.io.gfile.isdir(path):
             tf.io.gfile.rmtree(path)
         elif tf.io.gfile.exists(path):
             tf.io.gfile.remove(path)
-    seconds = sum(f["num_frames"] / f["sample_rate"] for f in m["files"] if f["sample_rate"])
+    failed = {e["path"] for e in m["errors"]}
+    seconds = sum(  # of the files read: planned, and not failed while read
+        f.info.num_frames / f.info.sample_rate
+        for f in plan.inputs
+        if f.info is not None and f.info.sample_rate and f.path not in failed
+    )
     num_bytes = sum(s["num_bytes"] for sp in m["splits"].values() for s in sp["shards"])
     bad_rows = len(plan.annotation_errors)  # --annotations: bad table rows, also in errors
     summary = {
         "output_dir": plan.output_dir,
-        "files": len(m["files"]),
+        "files": m["num_files"],
         "failed": len(m["errors"]) - bad_rows,
         "windows": m["num_examples"],
         "shards": sum(len(sp["shards"]) for sp in m["splits"].values()),

@@ -108,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_USAGE
-    if summary.get("windows") == 0 and summary["failed"] and not _recorded_files(summary):
+    if summary.get("windows") == 0 and summary["failed"] and not summary["files"]:
         errors = summary["manifest"]["errors"]
         print(
             f"error: every input file failed ({summary['failed']}), no window was recorded; "
@@ -118,12 +118,6 @@ def main(argv: list[str] | None = None) -> int:
         )
         return EXIT_ALL_FAILED
     return 0
-
-
-def _recorded_files(summary: dict) -> int:
-    """Files of the run that were read without error."""
-    failed = {e["path"] for e in summary["manifest"]["errors"]}
-    return sum(1 for f in summary["manifest"]["files"] if f["path"] not in failed)
 
 
 if __name__ == "__main__":
