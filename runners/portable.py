@@ -18,6 +18,7 @@ instead of after a download attempt with a traceback.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 import threading
@@ -131,7 +132,7 @@ def configure_portable(options: PipelineOptions, *, given: set[str], input_bytes
 
 def configure_flink(options: PipelineOptions, *, given: set[str], input_bytes: int) -> None:
     """FlinkRunner: a job service, or the job-server jar (+ Java) and a reachable master."""
-    del given, input_bytes
+    del input_bytes
     portable = options.view_as(PortableOptions)
     flink = options.view_as(FlinkRunnerOptions)
     if portable.job_endpoint:
@@ -142,13 +143,16 @@ def configure_flink(options: PipelineOptions, *, given: set[str], input_bytes: i
             _require_reachable(master, FLINK_REST_PORT, "--flink_master")
         elif not portable.environment_type:
             portable.environment_type = "LOOPBACK"  # what Beam does for an embedded Flink
-        _require_jar(
+        assembled = _require_jar(
             flag="--flink_job_server_jar",
             value=flink.flink_job_server_jar,
             gradle_target=f":runners:flink:{flink.flink_version}:job-server:shadowJar",
             runner="FlinkRunner",
             uber_jar=flink.flink_submit_uber_jar and master not in FLINK_MAGIC_MASTERS,
+            flink_version_given="flink_version" in given,
         )
+        if assembled is not None:
+            flink.flink_job_server_jar, flink.flink_version = assembled
     _configure_environment(options)
 
 
@@ -167,13 +171,15 @@ def configure_spark(options: PipelineOptions, *, given: set[str], input_bytes: i
             portable.environment_type = "LOOPBACK"
         if spark.spark_submit_uber_jar:
             _require_reachable(spark.spark_rest_url, 6066, "--spark_rest_url")
-        _require_jar(
+        assembled = _require_jar(
             flag="--spark_job_server_jar",
             value=spark.spark_job_server_jar,
             gradle_target=":runners:spark:3:job-server:shadowJar",
             runner="SparkRunner",
             uber_jar=spark.spark_submit_uber_jar,
         )
+        if assembled is not None:
+            spark.spark_job_server_jar = assembled[0]
     _configure_environment(options)
 
 
@@ -218,42 +224,73 @@ def cached_jar(url: str) -> str:
 
 
 def _require_jar(
-    *, flag: str, value: str | None, gradle_target: str, runner: str, uber_jar: bool
-) -> None:
-    """The job-server jar is a local file, a URL, Beam's cached copy, or downloadable now."""
+    *,
+    flag: str,
+    value: str | None,
+    gradle_target: str,
+    runner: str,
+    uber_jar: bool,
+    flink_version_given: bool = False,
+) -> tuple[str, str] | None:
+    """The job-server jar is a local file, a URL, Beam's cached copy, ours, or downloadable now.
+
+    Ours: the one `python -m runners.jobserver ENGINE` assembled, used when Beam has no copy of
+    its own (no download then), and for Flink only when ``--flink_version`` was not set to
+    another version than the one it was assembled for.
+
+    Returns:
+      (the jar, its Flink version) when ours is used: the caller sets `flag` (and
+      ``--flink_version``) to them; else None (Beam finds or downloads its own).
+    """
+    assembled = None
     if value:
         if not urlparse(value).scheme and not os.path.isfile(value):
             raise RunnerError(f"{flag} {value}: no such file")
     else:
         url = beam_jar_url(gradle_target)
         cache = cached_jar(url)
-        if not os.path.isfile(cache) and not _maven_reachable(url):
+        if not os.path.isfile(cache):
             from runners import jobserver  # here: `python -m runners.jobserver` imports runners
 
             engine = "flink" if "flink" in gradle_target else "spark"
             ours = jobserver.cached(engine)
-            get = (
-                f"pass {flag} {ours}"
-                if ours
-                else (
-                    f"assemble one with `python -m runners.jobserver {engine}` (Maven) and pass "
-                    f"{flag} PATH"
+            fits = (
+                engine != "flink"
+                or not flink_version_given
+                or (f":flink:{jobserver.FLINK_VERSION}:" in gradle_target)
+            )
+            if ours is not None and fits:
+                assembled = (str(ours), jobserver.FLINK_VERSION)
+                logging.getLogger("audiorecords").info(
+                    "%s: using the job-server jar `python -m runners.jobserver %s` assembled: %s",
+                    runner,
+                    engine,
+                    ours,
                 )
-            )
-            if engine == "flink":
-                get += f" with --flink_version {jobserver.FLINK_VERSION}"
-            raise RunnerError(
-                f"{runner} needs Beam's job-server jar {os.path.basename(url)}, which Beam "
-                f"downloads from Maven Central, and it cannot be downloaded from here: {get} "
-                f"(or put Beam's jar at {cache}), or start the job server elsewhere and pass "
-                f"--job_endpoint HOST:{JOB_SERVICE_PORT}"
-            )
+            elif not _maven_reachable(url):
+                get = (
+                    f"pass {flag} {ours}"
+                    if ours
+                    else (
+                        f"assemble one with `python -m runners.jobserver {engine}` (Maven) and "
+                        f"pass {flag} PATH"
+                    )
+                )
+                if engine == "flink":
+                    get += f" with --flink_version {jobserver.FLINK_VERSION}"
+                raise RunnerError(
+                    f"{runner} needs Beam's job-server jar {os.path.basename(url)}, which Beam "
+                    f"downloads from Maven Central, and it cannot be downloaded from here: {get} "
+                    f"(or put Beam's jar at {cache}), or start the job server elsewhere and pass "
+                    f"--job_endpoint HOST:{JOB_SERVICE_PORT}"
+                )
     if not uber_jar and shutil.which("java") is None:
         raise RunnerError(
             f"{runner} starts its job-server jar with Java, and no `java` is on PATH: install a "
             f"JRE (11+), or start the job server elsewhere and pass --job_endpoint "
             f"HOST:{JOB_SERVICE_PORT}"
         )
+    return assembled
 
 
 def _maven_reachable(url: str) -> bool:

@@ -14,9 +14,11 @@ from pathlib import Path
 import pytest
 from apache_beam.options.pipeline_options import (
     DirectOptions,
+    FlinkRunnerOptions,
     PipelineOptions,
     PortableOptions,
     SetupOptions,
+    SparkRunnerOptions,
     StandardOptions,
 )
 
@@ -219,6 +221,58 @@ def test_flink_without_the_job_server_jar_fails_in_seconds_with_the_fix(
     assert "pass --flink_job_server_jar PATH" in err[0] and "--job_endpoint HOST:8099" in err[0]
     assert "`python -m runners.jobserver flink` (Maven)" in err[0]
     assert time.monotonic() - start < FAIL_FAST_S
+
+
+def _assembled(tmp_path, monkeypatch, engine: str) -> Path:
+    """A job server as `python -m runners.jobserver ENGINE` leaves it (a stand-in jar file and
+    the stamp of its artifacts), with no Beam jar cached and Maven never asked."""
+    from apache_beam.utils import subprocess_server
+
+    from runners import jobserver
+
+    monkeypatch.setattr(subprocess_server.JavaJarServer, "JAR_CACHE", str(tmp_path / "beam"))
+    monkeypatch.setenv(jobserver.CACHE_ENV, str(tmp_path / "assembled"))
+
+    def no_maven(url):
+        raise AssertionError(f"Maven asked for {url}: the assembled jar was not used")
+
+    monkeypatch.setattr(portable, "_maven_reachable", no_maven)
+    jar = jobserver.jar_path(engine)
+    jobserver.lib_dir(engine).mkdir(parents=True)
+    (jobserver.lib_dir(engine) / jobserver.STAMP).write_text(
+        "\n".join(jobserver.JOB_SERVERS[engine].artifacts)
+    )
+    jar.write_bytes(b"PK")
+    assert jobserver.cached(engine) == jar
+    return jar
+
+
+def test_flink_uses_the_assembled_job_server_and_says_so(tmp_path, monkeypatch, caplog):
+    from runners import jobserver
+
+    jar = _assembled(tmp_path, monkeypatch, "flink")
+    with caplog.at_level("INFO", logger="audiorecords"):
+        options = _configure("--runner", "FlinkRunner")
+    flink = options.view_as(FlinkRunnerOptions)
+    assert (flink.flink_job_server_jar, flink.flink_version) == (str(jar), jobserver.FLINK_VERSION)
+    lines = [r.getMessage() for r in caplog.records if "job-server jar" in r.getMessage()]
+    assert lines == [
+        f"FlinkRunner: using the job-server jar `python -m runners.jobserver flink` assembled: "
+        f"{jar}"
+    ]
+
+
+def test_flink_of_another_version_does_not_take_the_assembled_jar(tmp_path, monkeypatch):
+    _assembled(tmp_path, monkeypatch, "flink")
+    monkeypatch.setattr(portable, "_maven_reachable", lambda url: False)
+    with pytest.raises(runners.RunnerError, match="pass --flink_job_server_jar .* with --flink_v"):
+        _configure("--runner", "FlinkRunner", "--flink_version", "1.20")
+
+
+def test_spark_uses_the_assembled_job_server(tmp_path, monkeypatch):
+    jar = _assembled(tmp_path, monkeypatch, "spark")
+    options = _configure("--runner", "SparkRunner")
+    assert options.view_as(SparkRunnerOptions).spark_job_server_jar == str(jar)
 
 
 def test_flink_job_server_jar_must_exist_and_java_must_be_there(tmp_path, monkeypatch):
