@@ -163,7 +163,6 @@ def run_job(
             p = beam.Pipeline(options=options)
             build_pipeline(p, plan)
             p.run()
-        print("wrote the job description (--template_location); no data was processed")
         return {"output_dir": plan.output_dir, "translated": True}
     prepare_output_dir(plan)
     start = time.monotonic()
@@ -231,12 +230,20 @@ def summarize(plan: RecordPlan, elapsed: float, *, counters: dict[str, int]) -> 
         "counters": counters,
         "manifest": m,
     }
+    summary["bad_rows"] = bad_rows
     logging.getLogger("audiorecords").info("record counters: %s", counters)
-    print(
+    return summary
+
+
+def summary_line(summary: dict) -> str:
+    """The command's one line about a run (`run_job`'s summary); library callers print nothing."""
+    if summary.get("translated"):
+        return "wrote the job description (--template_location); no data was processed"
+    bad_rows = summary["bad_rows"]
+    return (
         f"recorded {summary['windows']} windows from {summary['files']} files "
         f"({summary['failed']} failed{f', {bad_rows} bad annotation row(s)' if bad_rows else ''}) "
-        f"into {summary['shards']} {m['compression']} shards, "
-        f"{num_bytes / 1e6:.1f} MB in {elapsed:.1f} s "
-        f"({summary['audio_seconds_per_second']} audio-s/s) -> {plan.output_dir}"
+        f"into {summary['shards']} {summary['compression']} shards, "
+        f"{summary['bytes'] / 1e6:.1f} MB in {summary['seconds']:.1f} s "
+        f"({summary['audio_seconds_per_second']} audio-s/s) -> {summary['output_dir']}"
     )
-    return summary

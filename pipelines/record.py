@@ -108,6 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_USAGE
+    print(job.summary_line(summary))
     if summary.get("windows") == 0 and summary["failed"] and not summary["files"]:
         errors = summary["manifest"]["errors"]
         print(

@@ -25,7 +25,7 @@ def _shards(out):
     }
 
 
-def test_custom_shard_func_and_result_object(tmp_path):
+def test_custom_shard_func_and_result_object(tmp_path, capsys):
     result = record_dataset(
         input_pattern=PATTERN,
         output_dir=str(tmp_path / "o"),
@@ -37,6 +37,7 @@ def test_custom_shard_func_and_result_object(tmp_path):
     assert result.num_examples == 72 and result.num_files == 6 and result.num_failed == 0
     assert result.split_counts == {"all": 72} and result.num_shards == 3
     assert result.windows_per_second > 0 and result.counters["windows"] == 72
+    assert capsys.readouterr().out == ""  # library code prints nothing; only the CLI does
     for name, rows in _shards(tmp_path / "o").items():
         shard = int(name.split(".tfrecord-")[1][:5])
         assert rows and all(index % 3 == shard for index, _ in rows), name
@@ -147,3 +148,15 @@ def test_shard_by_class_gives_each_class_its_own_shards(tmp_path):
         classes_per_shard.append({next(records)["class"] for _ in range(shard["num_examples"])})
     assert sorted(len(c) for c in classes_per_shard) == [1, 1, 1]
     assert set.union(*classes_per_shard) == {"bird", "engine", "rain"}
+
+
+def test_the_command_prints_the_summary_line(tmp_path, capsys):
+    """``python -m pipelines.record`` prints one line about the run (`job.summary_line`)."""
+    from pipelines import record as record_cli
+
+    out = tmp_path / "o"
+    argv = ["--input_pattern", PATTERN, "--output_dir", str(out), "--win_len", str(WIN)]
+    assert record_cli.main([*argv, "--features", "none"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("recorded 72 windows from 6 files (0 failed)")
+    assert lines[0].endswith(f"-> {out}")
