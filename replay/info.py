@@ -32,9 +32,6 @@ if TYPE_CHECKING:
     import tensorflow as tf
 
 
-_freeze = freeze
-
-
 @dataclasses.dataclass(frozen=True)
 class ShardInfo:
     """One shard file as the manifest lists it.
@@ -321,7 +318,7 @@ def _from_manifest(path: str, manifest: dict[str, Any]) -> DatasetInfo:
         )
         for split, entry in manifest["splits"].items()
     }
-    frozen = _freeze(manifest)
+    frozen = freeze(manifest)
     return DatasetInfo(
         path=path,
         name=manifest.get("name", fmt.DEFAULT_NAME),
@@ -332,8 +329,8 @@ def _from_manifest(path: str, manifest: dict[str, Any]) -> DatasetInfo:
         classes=tuple(manifest.get("classes", ())),
         splits=tuple(fmt.split_names(manifest)),
         shards=MappingProxyType(shards),
-        params=_freeze(manifest.get("params", {})),
-        versions=_freeze(manifest.get("versions", {})),
+        params=frozen.get("params", freeze({})),
+        versions=frozen.get("versions", freeze({})),
         manifest=frozen,
         sources=SourceTables(path, frozen),
     )
