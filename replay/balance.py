@@ -63,6 +63,7 @@ def balanced_dataset(
     Raises:
       ValueError: an unknown `balance`, or a dataset with neither ``labels`` nor ``target``.
     """
+    from replay.reader import reader_options
     from replay.shards import shard_datasets
 
     if balance not in BALANCE_MODES:
@@ -100,9 +101,7 @@ def balanced_dataset(
         ds = ds.map(lambda e: {k: e[k] for k in wanted})
     if batch_size is not None:
         ds = ds.batch(batch_size, drop_remainder=drop_remainder)
-    options = tf.data.Options()
-    options.deterministic = deterministic
-    ds = ds.with_options(options)
+    ds = ds.with_options(reader_options(deterministic))
     return ds.prefetch(prefetch) if prefetch else ds
 
 

@@ -7,7 +7,9 @@ Pipeline (all of it graph code: no Python runs per element)::
 
     default reader (no reader_func): per-shard datasets of *blocks* of `block_length` (64)
     serialized records
-      -> default_reader_func: parallel interleave of whole blocks, cycle_length 16
+      -> each shard reads ahead 2 blocks in a thread of its own; interleave of whole blocks,
+         round robin over cycle_length (16) shards  (explicit num_parallel_reads:
+         default_reader_func, tf.data's parallel interleave)
       -> no shuffle_buffer: [repeat] -> rebatch(batch_size)    (one copy, exact batch sizes)
          shuffle_buffer:    unbatch -> shuffle -> [repeat] -> batch(batch_size)
       -> map: one tf.io.parse_example + decode_raw per batch, <feature>_norm computed
@@ -18,13 +20,29 @@ Pipeline (all of it graph code: no Python runs per element)::
 
 Order. The default reader takes `block_length` consecutive records (default 64) from a shard,
 then the next block of the next open shard, round robin over `cycle_length` shards; its output
-is rebatched to `batch_size`. With a `shuffle_buffer` the default block is one record: a shard
-holds its windows in file order, so blocks of 64 would fill a small buffer with neighbouring
-windows of one file. With `deterministic` (the default when `seed` is given) the order is a
-function of the manifest, `block_length`, `cycle_length` and, with `shuffle_shards` /
-`shuffle_buffer`, of `seed` (the shard order and the buffer shuffle are seeded). Without a
-shuffle buffer, blocks rather than records cross the interleave (one hand-off between threads
-per 64 records, not per record) and the count check runs per block.
+is rebatched to `batch_size`. With a `shuffle_buffer` the default block is
+`shuffle_block_length(shuffle_buffer)`: 64 records when the buffer holds at least 64 such blocks
+(a buffer of 4,096 or more), fewer for a smaller buffer, one record for a buffer under 128, so
+the buffer always holds records of at least 64 blocks (a shard holds its windows in file order:
+a few long blocks would fill a small buffer with neighbouring windows of one file). Blocks, not
+records, go from the reading threads to the consumer: one hand-off between threads per block (at
+10,240 clips and a 10,000 buffer, blocks of 64 read 1.9x the windows/s of blocks of one, with
+the same shuffle figures: benchmarks/RESULTS.md, "Issue 28"). Reading: with the default
+`num_parallel_reads` each open shard reads ahead `READ_AHEAD_BLOCKS` blocks in a thread of its
+own (a per-shard prefetch) and a plain interleave takes the blocks round robin, the order of
+tf.data's parallel interleave with deterministic=True (which an explicit `num_parallel_reads`
+uses): measured 1.2x the windows/s with a shuffle buffer, the same without. With
+`deterministic` (the default when `seed` is given) the order is a function of the manifest,
+`block_length`, `cycle_length`, `shuffle_buffer` and, with `shuffle_shards` /
+`shuffle_buffer`, of `seed` (the shard order and the buffer shuffle are seeded). The count
+check runs per block.
+
+Autotune. The returned dataset's options turn tf.data's autotune off
+(``options.autotune.enabled = False``; AUTOTUNE parallelism then means one per core and
+prefetch buffers grow on their own): its optimisation thread made deleting an iterator take
+0.25-0.3 s in half the epochs measured (a new iterator per epoch, as `Model.fit` makes), with no
+gain in throughput. It is an option of this dataset, not of the process: re-enable it with
+``ds.with_options(opts)`` where ``opts.autotune.enabled = True``.
 
 Each shard's count check (`replay.shards`) runs once per block: a shard holding fewer or more
 records than the manifest lists fails, naming the shard, before its extra records reach any
@@ -53,8 +71,10 @@ AUTOTUNE = tf.data.AUTOTUNE
 # core, the last shards of an epoch were read by fewer threads than cores: on 2 cores and 3
 # shards, 16 gave 1.18x the windows/s of 2 (benchmarks/RESULTS.md).
 CYCLE_LENGTH = 16
-# Default block_length with a shuffle_buffer: records of many shards (files) mix in the buffer.
-SHUFFLE_BLOCK = 1
+# With a shuffle_buffer the buffer holds records of at least this many blocks.
+SHUFFLE_MIN_BLOCKS = 64
+# Default reader, default num_parallel_reads: blocks each open shard reads ahead (its prefetch).
+READ_AHEAD_BLOCKS = 2
 
 ReaderFunc = Callable[[tf.data.Dataset], tf.data.Dataset]
 
@@ -89,6 +109,21 @@ def default_reader_func(
         num_parallel_calls=num_parallel_calls,
         deterministic=deterministic,
     )
+
+
+def shuffle_block_length(shuffle_buffer: int) -> int:
+    """The default block_length with a `shuffle_buffer`: ``PARSE_BATCH`` (64) records at most,
+    and at most ``shuffle_buffer // SHUFFLE_MIN_BLOCKS``, at least 1 (module docstring)."""
+    return max(1, min(PARSE_BATCH, shuffle_buffer // SHUFFLE_MIN_BLOCKS))
+
+
+def reader_options(deterministic: bool) -> tf.data.Options:
+    """The options every dataset `replay` returns carries: `deterministic`, autotune off
+    (module docstring, "Autotune")."""
+    options = tf.data.Options()
+    options.deterministic = deterministic
+    options.autotune.enabled = False
+    return options
 
 
 def replay_dataset(
@@ -153,9 +188,12 @@ def replay_dataset(
       reshuffle_each_iteration: a new shuffle order each epoch.
       cycle_length: default reader: shards read at once (default 16).
       block_length: default reader: consecutive elements from one shard (default 64,
-        `PARSE_BATCH`: shards are interleaved block by block, see the module docstring; 1 with
-        a `shuffle_buffer`, so that the buffer holds windows of many files, not runs of one).
-      num_parallel_reads: default reader: interleave parallelism.
+        `PARSE_BATCH`: shards are interleaved block by block, see the module docstring; with a
+        `shuffle_buffer`, `shuffle_block_length`: 64 for a buffer of 4,096 or more, fewer for
+        a smaller one, so that the buffer holds windows of many blocks, not runs of one).
+      num_parallel_reads: default reader: AUTOTUNE (the default): every open shard reads ahead
+        `READ_AHEAD_BLOCKS` blocks in a thread of its own, blocks taken round robin; a number:
+        tf.data's parallel interleave with that parallelism (`default_reader_func`).
       shuffle_buffer: element shuffle buffer size after reading (0: no shuffle).
       repeat: repeat forever.
       input_context: a `tf.distribute.InputContext`: this input pipeline reads shard files
@@ -255,7 +293,8 @@ def replay_dataset(
             seed=seed,
             reshuffle_each_iteration=reshuffle_each_iteration,
             cycle_length=cycle_length,
-            block_length=block_length or (SHUFFLE_BLOCK if shuffle_buffer else PARSE_BATCH),
+            block_length=block_length
+            or (shuffle_block_length(shuffle_buffer) if shuffle_buffer else PARSE_BATCH),
             num_parallel_reads=num_parallel_reads,
             shuffle_buffer=shuffle_buffer,
             repeat=repeat,
@@ -269,9 +308,7 @@ def replay_dataset(
                 processing_mode=processing_mode, service=service, job_name=job_name
             )
         )
-    options = tf.data.Options()
-    options.deterministic = deterministic
-    ds = ds.with_options(options)
+    ds = ds.with_options(reader_options(deterministic))
     if prefetch:
         ds = ds.prefetch(prefetch)
     return ds
@@ -316,12 +353,21 @@ def _default_pipeline(
         reshuffle_each_iteration=reshuffle_each_iteration,
         block=block_length,
     )
-    ds = default_reader_func(
-        datasets,
-        cycle_length=cycle_length,
-        num_parallel_calls=num_parallel_reads,
-        deterministic=deterministic,
-    )
+    if num_parallel_reads == AUTOTUNE:
+        # Each open shard reads ahead in a thread of its own (its prefetch); the interleave only
+        # takes its blocks round robin: the order of the parallel interleave with
+        # deterministic=True, at 1.2x its windows/s when shuffling (module docstring).
+        ds = datasets.interleave(
+            lambda shard: shard.prefetch(READ_AHEAD_BLOCKS),
+            cycle_length=cycle_length or CYCLE_LENGTH,
+        )
+    else:
+        ds = default_reader_func(
+            datasets,
+            cycle_length=cycle_length,
+            num_parallel_calls=num_parallel_reads,
+            deterministic=deterministic,
+        )
     parse = batch_parser(specs, info.elements)
     total = None if shares is None else sum(shares)
     if shuffle_buffer:

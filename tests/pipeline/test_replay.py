@@ -308,16 +308,66 @@ def test_default_reader_interleaves_blocks_without_shuffling(splits):
     assert np.concatenate([b["index"] for b in batches]).tolist() == [i for s in shards for i in s]
 
 
-def test_with_a_shuffle_buffer_the_default_block_is_one_record(splits):
+def test_with_a_small_shuffle_buffer_the_default_block_is_one_record(splits):
     """A shard holds its windows in file order: blocks would fill a small shuffle buffer with
-    neighbouring windows of one file, so with a buffer the shards take turns record by record
-    (a buffer of 1 keeps the order it is given)."""
+    neighbouring windows of one file, so with a buffer under 128 the shards take turns record
+    by record (a buffer of 1 keeps the order it is given)."""
     path, expected = splits
     shards = _train_shards(expected)
     ds = replay_dataset(path, split="train", cycle_length=4, shuffle_buffer=1, deterministic=True)
     got = indices(collect(ds))
     assert got[:4] == [s[0] for s in shards] and got[4:8] == [s[1] for s in shards]
     assert sorted(got) == sorted(i for s in shards for i in s)
+
+
+def test_shuffle_block_length_keeps_64_blocks_in_the_buffer():
+    from replay.reader import shuffle_block_length
+
+    buffers = (1, 64, 127, 128, 1000, 4095, 4096, 10_000, 10**6)
+    assert [shuffle_block_length(b) for b in buffers] == [1, 1, 1, 2, 15, 63, 64, 64, 64]
+
+
+def test_with_a_shuffle_buffer_the_default_block_follows_the_buffer(splits):
+    """A buffer of 256 reads blocks of 4 records (shuffle_block_length): the seeded order is
+    that of block_length=4, not that of one record at a time (the default before issue 28)."""
+    path, expected = splits
+
+    def order(**kw):
+        ds = replay_dataset(path, split="train", shuffle_buffer=256, seed=5, cycle_length=4, **kw)
+        return indices(collect(ds))
+
+    assert order() == order(block_length=4)
+    assert order() != order(block_length=1)
+    assert sorted(order()) == sorted(all_indices(expected, ["train"]))
+
+
+@pytest.mark.parametrize("kw", [{}, {"block_length": 2}, {"shuffle_buffer": 8, "seed": 1}])
+def test_default_reading_keeps_the_deterministic_parallel_interleaves_order(splits, kw):
+    """Default num_parallel_reads: each shard reads ahead in a thread of its own and a plain
+    interleave takes its blocks in turn: the order of tf.data's parallel interleave with
+    deterministic=True (an explicit num_parallel_reads)."""
+    path, _ = splits
+    ahead = replay_dataset(path, cycle_length=3, deterministic=True, **kw)
+    parallel = replay_dataset(path, cycle_length=3, deterministic=True, num_parallel_reads=2, **kw)
+    assert indices(collect(ahead)) == indices(collect(parallel))
+
+
+def test_returned_datasets_leave_autotune_off_and_it_can_be_turned_on(splits):
+    """Autotune's optimisation thread made deleting an iterator take 0.25-0.3 s in half the
+    epochs (replay.reader, "Autotune"): every dataset replay returns has it off, as an option
+    of that dataset, which the caller can turn back on."""
+    path, _ = splits
+    made = [
+        replay_dataset(path),
+        replay_dataset(path, shuffle_buffer=8, batch_size=2),
+        replay_dataset(path, reader_func=replay.default_reader_func),
+        replay_dataset(path, split="train", balance="class", seed=0),
+    ]
+    assert [ds.options().autotune.enabled for ds in made] == [False] * 4
+    on = tf.data.Options()
+    on.autotune.enabled = True
+    assert made[0].with_options(on).options().autotune.enabled is True
+    assert tf.data.Dataset.range(3).options().autotune.enabled is not False  # not process-wide
 
 
 def test_seed_order_is_whole_blocks_in_shuffled_shard_order(splits):
