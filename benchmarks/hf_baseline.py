@@ -11,8 +11,9 @@ frames a window as tf.signal's: the window padded by 56 zeros each side, so libr
 window centred in its 512-sample frame sits where tf.signal's does; librosa's triangles are in Hz
 where tf.signal's are in mel: the same work, not the same bits; on 20 clips its mel energies are
 within 0.2% of ours in total, median |log_mel difference| 1.3e-3), then ``save_to_disk``. It
-stores per window `signal` (int16 [16000]), `log_mel` (float32 [98, 64], ``Array2D``) and
-`label` (``ClassLabel``: the index of the class in the sorted class list, our `target`).
+stores per window `signal` (int16 [16000]), `log_mel` (float32 [98, 64], ``Array2D``),
+`label` (``ClassLabel``: the index of the class in the sorted class list, our `target`) and
+`filepath` (the clip's path, as ours stores it; replay_clips_bench.py reads these four keys).
 
 Audio decoding: datasets 3.x decodes the audio column with soundfile; 4.x needs torch and
 torchcodec for that, so with 4.x (benchmarks/requirements-hf.txt: 3.x cannot be installed beside
@@ -91,18 +92,20 @@ def log_mel(windows: np.ndarray, rate: int) -> np.ndarray:
 
 def features(batch: dict) -> dict:
     """Batched map: one output row per 1-s window of the batch's clips."""
-    by_rate: dict[int, list[tuple[np.ndarray, int]]] = {}
+    by_rate: dict[int, list[tuple[np.ndarray, int, str]]] = {}
     for audio, label in zip(batch["audio"], batch["label"], strict=True):
         samples, rate = decode(audio)
         k = len(samples) // WIN
         if k:
-            by_rate.setdefault(rate, []).append((samples[: k * WIN].reshape(k, WIN), label))
-    out: dict[str, list] = {"signal": [], "log_mel": [], "label": []}
+            clip = (samples[: k * WIN].reshape(k, WIN), label, audio["path"])
+            by_rate.setdefault(rate, []).append(clip)
+    out: dict[str, list] = {"signal": [], "log_mel": [], "label": [], "filepath": []}
     for rate, clips in by_rate.items():
-        windows = np.concatenate([w for w, _ in clips])
+        windows = np.concatenate([w for w, _, _ in clips])
         out["signal"].extend(windows)
         out["log_mel"].extend(log_mel(windows, rate))
-        out["label"].extend(label for w, label in clips for _ in range(len(w)))
+        out["label"].extend(label for w, label, _ in clips for _ in range(len(w)))
+        out["filepath"].extend(path for w, _, path in clips for _ in range(len(w)))
     return out
 
 
@@ -118,6 +121,7 @@ def run(data_dir: str, output_dir: str, num_proc: int) -> dict:
             "signal": datasets.Sequence(datasets.Value("int16")),
             "log_mel": datasets.Array2D((FRAMES, BINS), "float32"),
             "label": ds.features["label"],
+            "filepath": datasets.Value("string"),
         }
     )
     ds = ds.map(
