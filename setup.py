@@ -13,7 +13,7 @@ setuptools.setup(
     packages=setuptools.find_packages(exclude=("tests", "tests.*", "benchmarks", "benchmarks.*")),
     python_requires=">=3.10",
     install_requires=[
-        "apache-beam>=2.60",
+        "apache-beam[aws]>=2.60",  # [aws]: boto3 for s3:// inputs
         "tensorflow>=2.15",
         "tensorflow-transform>=1.15",
         "tfx-bsl>=1.15",

@@ -20,6 +20,7 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
+from replay import _fs
 from replay import format as fmt
 from replay.manifest import MAX_VALUES_PER_KEY
 from transforms.audio import annotation_windows as aw
@@ -295,6 +296,13 @@ class RecordConfig:
         """Every check that needs no input file, in the order users have always seen them."""
         missing = [f"--{n}" for n in REQUIRED if getattr(self, n) is None]
         require(not missing, f"the following arguments are required: {', '.join(missing)}")
+        output_scheme = _fs.scheme(self.output_dir or "")
+        require(
+            output_scheme in _fs.DATASET_SCHEMES,
+            f"--output_dir {self.output_dir}: the dataset is written and replayed with "
+            f"TensorFlow's file I/O, which has no {output_scheme}:// file system (it has gs:// "
+            f"and local or mounted paths): write it there ({output_scheme}:// inputs are fine)",
+        )
         require(self.win_len > 0, f"--win_len must be > 0, got {self.win_len}")
         require(
             self.win_len <= MAX_VALUES_PER_KEY,

@@ -27,6 +27,7 @@ import time
 from collections.abc import Callable, Sequence
 
 import apache_beam as beam
+from apache_beam.io.filesystems import FileSystems
 
 import runners
 from pipelines.config import RecordConfig, UsageError
@@ -149,6 +150,9 @@ def run_job(
     """
     argv = list(beam_argv)
     options = JobOptions(argv)  # PipelineOptions(argv) with each view built once
+    # Planning lists and reads inputs with Beam's FileSystems before any Pipeline exists: give it
+    # the options now, as beam.Pipeline(options) does later (s3:// needs --s3_endpoint_url etc.).
+    FileSystems.set_options(options)
     plan = plan_record(config, shard_func=shard_func)  # validates before the runner
     try:
         runners.configure(options, input_bytes=plan.input_bytes, argv=argv)

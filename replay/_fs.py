@@ -13,10 +13,22 @@ import stat
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
+# The URL schemes a dataset may live under: those TensorFlow 2.21's file I/O (which writes the
+# shards and reads them back in replay) has, "" being a plain local path; "ram" is left out (it
+# is one process's memory). tests/unit/test_fs_schemes.py checks them against
+# tf.io.gfile.get_registered_schemes(). No s3:// without tensorflow-io, which does not load
+# against TensorFlow 2.21.
+DATASET_SCHEMES = ("", "file", "gs")
+
 
 def is_url(path: str) -> bool:
     """Whether `path` has a scheme (``gs://bucket/x``) and so needs tf.io.gfile."""
     return "://" in path
+
+
+def scheme(path: str) -> str:
+    """The URL scheme of `path`, lower case (``"gs"``), or ``""`` for a plain path."""
+    return path.split("://", 1)[0].lower() if is_url(path) else ""
 
 
 def _gfile():  # noqa: ANN202 - the tf.io.gfile module

@@ -258,11 +258,17 @@ def load_info(path: str | os.PathLike) -> DatasetInfo:
       A read-only `DatasetInfo`.
 
     Raises:
-      DatasetNotFoundError: `path` does not exist or is not a directory.
+      DatasetNotFoundError: `path` does not exist, is not a directory, or is a URL whose
+        scheme TensorFlow's file I/O has no file system for (``s3://``).
       IncompleteDatasetError: no manifest.json, an unreadable one, or one not marked complete.
       ManifestError: a manifest this reader does not understand (e.g. a newer format_version).
     """
     path = os.fspath(path)
+    if _fs.scheme(path) not in _fs.DATASET_SCHEMES:
+        raise DatasetNotFoundError(
+            f"{path}: replay reads with TensorFlow's file I/O, which has no "
+            f"{_fs.scheme(path)}:// file system (it reads gs:// and local or mounted paths)"
+        )
     if not _fs.isdir(path):
         what = "is not a directory" if _fs.exists(path) else "does not exist"
         raise DatasetNotFoundError(f"{path}: dataset directory {what}")
