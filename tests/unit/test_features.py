@@ -157,6 +157,7 @@ def test_numpy_and_tf_paths_agree(case) -> None:
 def test_saved_feature_module_matches_compute_features(case, tmp_path) -> None:
     """Train/serve skew: the exported graph, re-loaded, computes what the pipeline stored."""
     import tensorflow as tf
+
     cfg, sample_rate, waveforms = case
     win_len = waveforms.shape[1]
     module = features.tf_feature_module(cfg, win_len=win_len, sample_rate=sample_rate)
@@ -183,6 +184,7 @@ def test_saved_feature_module_matches_compute_features(case, tmp_path) -> None:
 def test_mel_matrix_matches_tf_signal() -> None:
     """The numpy port (float64) is within tf.signal's own float32 rounding (~1e-5 a weight)."""
     import tensorflow as tf
+
     for mel_bins, spec_bins, sample_rate, lower, upper in [
         (64, 257, 16000, 20.0, 8000.0),
         (40, 201, 22050, 0.0, 7000.0),
