@@ -31,7 +31,8 @@ the same shuffle figures: benchmarks/RESULTS.md, "Issue 28"). Reading: with the 
 `num_parallel_reads` each open shard reads ahead `READ_AHEAD_BLOCKS` blocks in a thread of its
 own (a per-shard prefetch) and a plain interleave takes the blocks round robin, the order of
 tf.data's parallel interleave with deterministic=True (which an explicit `num_parallel_reads`
-uses): measured 1.2x the windows/s with a shuffle buffer, the same without. With
+and the tf.data service use: in its distributed_epoch mode the read-ahead interleave gave every
+worker every shard): measured 1.2x the windows/s with a shuffle buffer, the same without. With
 `deterministic` (the default when `seed` is given) the order is a function of the manifest,
 `block_length`, `cycle_length`, `shuffle_buffer` and, with `shuffle_shards` /
 `shuffle_buffer`, of `seed` (the shard order and the buffer shuffle are seeded). The count
@@ -192,8 +193,9 @@ def replay_dataset(
         `shuffle_buffer`, `shuffle_block_length`: 64 for a buffer of 4,096 or more, fewer for
         a smaller one, so that the buffer holds windows of many blocks, not runs of one).
       num_parallel_reads: default reader: AUTOTUNE (the default): every open shard reads ahead
-        `READ_AHEAD_BLOCKS` blocks in a thread of its own, blocks taken round robin; a number:
-        tf.data's parallel interleave with that parallelism (`default_reader_func`).
+        `READ_AHEAD_BLOCKS` blocks in a thread of its own, blocks taken round robin (with
+        `service`: tf.data's parallel interleave); a number: tf.data's parallel interleave with
+        that parallelism (`default_reader_func`).
       shuffle_buffer: element shuffle buffer size after reading (0: no shuffle).
       repeat: repeat forever.
       input_context: a `tf.distribute.InputContext`: this input pipeline reads shard files
@@ -353,10 +355,12 @@ def _default_pipeline(
         reshuffle_each_iteration=reshuffle_each_iteration,
         block=block_length,
     )
-    if num_parallel_reads == AUTOTUNE:
+    if num_parallel_reads == AUTOTUNE and shares is not None:
         # Each open shard reads ahead in a thread of its own (its prefetch); the interleave only
         # takes its blocks round robin: the order of the parallel interleave with
-        # deterministic=True, at 1.2x its windows/s when shuffling (module docstring).
+        # deterministic=True, at 1.2x its windows/s when shuffling (module docstring). Not
+        # under the tf.data service (`shares` None): its distributed_epoch mode handed every
+        # worker every shard through this interleave (each element twice with 2 workers).
         ds = datasets.interleave(
             lambda shard: shard.prefetch(READ_AHEAD_BLOCKS),
             cycle_length=cycle_length or CYCLE_LENGTH,
