@@ -19,6 +19,7 @@ from typing import Any
 
 from replay import format as fmt
 from transforms.audio import features as feats
+from transforms.record import atomic
 from transforms.record.preprocessing import (
     CLASS_VOCABULARY,
     RecordLayout,
@@ -261,12 +262,7 @@ def finalize(
 
 def _write_atomically(out: str, filename: str, data: bytes) -> None:
     """`out`/`filename` := `data`, written under ``.tmp/`` and renamed into place."""
-    import tensorflow as tf
-
-    tmp = f"{out}/.tmp/{filename}"
-    with tf.io.gfile.GFile(tmp, "wb") as fh:
-        fh.write(data)
-    tf.io.gfile.rename(tmp, f"{out}/{filename}", overwrite=True)
+    atomic.write_bytes_atomically(f"{out}/{filename}", data, tmp=f"{out}/.tmp/{filename}")
 
 
 def write_raw_metadata(

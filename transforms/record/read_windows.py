@@ -199,7 +199,11 @@ class ReadTaskFn(beam.DoFn):
         self._progress.flush()
 
     def process(self, task: ReadTask) -> Iterator:
-        parts = PartWriter(self._output_dir, task.task_id, executor=self._writes)
+        # A task that raises (strict mode, a worker error) leaves no open part behind.
+        with PartWriter(self._output_dir, task.task_id, executor=self._writes) as parts:
+            yield from self._read_task(task, parts)
+
+    def _read_task(self, task: ReadTask, parts: PartWriter) -> Iterator:
         # Decoding runs ahead in a thread, across the task's files, and features + encoding in a
         # pool of `compute_threads`, while this thread routes, writes and analyses earlier chunks.
         # Chunks of consecutive short files share one job (`transforms.record.packs`); the

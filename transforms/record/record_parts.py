@@ -20,11 +20,11 @@ Tests compare the bytes with ``tf.io.TFRecordWriter``'s and read the parts back 
 from __future__ import annotations
 
 import collections
+import contextlib
 import dataclasses
 import itertools
 import os
 import struct
-import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import Executor, Future
 from typing import BinaryIO
@@ -33,6 +33,7 @@ import google_crc32c
 from apache_beam.io.filesystems import FileSystems
 
 from replay._fs import is_url
+from transforms.record import atomic
 
 PARTS_DIR = ".tmp/parts"
 COPY_CHUNK_BYTES = 8 << 20  # 8 MiB: the write stage's read size when copying parts
@@ -61,7 +62,7 @@ def write_pieces(fh: BinaryIO, pieces: Sequence[bytes]) -> int:
 
     A local file gets one ``os.writev`` per `_IOV_PIECES` pieces (a TFRecord frame is 3 pieces:
     one write per record cost 1.8x the time, measured on 57 KB records); any other file object
-    (Beam's writers for gs:// and other URLs) one ``write`` per piece.
+    (tf.io.gfile's for gs://) one ``write`` per piece.
     """
     try:
         fd = fh.fileno()
@@ -94,8 +95,10 @@ def part_path(output_dir: str, *, split: str, shard: int, task: int) -> str:
 class PartWriter:
     """The open part files of one task, one per (split, shard) it routes rows to.
 
-    Parts are written under a temporary name and renamed by `commit`, so a retried task
-    rewrites identical parts and a killed one leaves no part under its final name. With a
+    Parts are written under a temporary name (`transforms.record.atomic`) and renamed by
+    `commit`, so a retried task rewrites identical parts and a killed one leaves no part under
+    its final name. Used as a context manager, a block that raises leaves no open file and no
+    temporary part behind (`abort`). With a
     one-thread `executor`, the writes run there in order while the caller goes on (file writes
     release the GIL; the read stage's thread also runs TFT's analysis).
     """
@@ -105,6 +108,25 @@ class PartWriter:
         self._open: dict[tuple[str, int], tuple] = {}
         self._executor = executor
         self._pending: collections.deque[Future] = collections.deque()
+
+    def __enter__(self) -> PartWriter:
+        return self
+
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        if exc_type is not None:
+            self.abort()
+
+    def abort(self) -> None:
+        """Closes every open part and deletes it (a task that raised, or was abandoned): no open
+        file and no temporary part stays behind; nothing was committed under a final name."""
+        while self._pending:
+            with contextlib.suppress(Exception):
+                self._pending.popleft().result()
+        for _, tmp, fh, _ in self._open.values():
+            with contextlib.suppress(Exception):
+                fh.close()
+            atomic.remove_quietly(tmp)
+        self._open.clear()
 
     def write(self, split: str, shard: int, *, path: str, records: Sequence[bytes]) -> None:
         """Appends `records` (serialized Examples of the input file `path`) to a part."""
@@ -119,8 +141,8 @@ class PartWriter:
         key = (split, shard)
         if key not in self._open:
             final = part_path(self._output_dir, split=split, shard=shard, task=self._task)
-            tmp = f"{final}.tmp-{uuid.uuid4().hex[:8]}"
-            fh = FileSystems.create(tmp, compression_type="uncompressed")
+            tmp = atomic.temp_name(final)
+            fh = atomic.open_write(tmp)
             self._open[key] = (final, tmp, fh, [])
         _, _, fh, runs = self._open[key]
         pieces = [piece for record in records for piece in frame(record)]
@@ -141,9 +163,8 @@ class PartWriter:
         out = []
         for (split, shard), (final, tmp, fh, runs) in sorted(self._open.items()):
             fh.close()
-            if FileSystems.exists(final):  # a retried task: the same content, written again
-                FileSystems.delete([final])
-            FileSystems.rename([tmp], [final])
+            atomic.rename(tmp, final)  # a retried task: the same content replaces it
+            del self._open[(split, shard)]
             rows = sum(run[1] for run in runs)
             out.append(
                 {
@@ -232,7 +253,7 @@ def copy_ranges(ranges: Iterable[ByteRange], path: str) -> int:
                 with open(r.path, "rb") as src:
                     size += _copy_range(src.fileno(), out.fileno(), r)
         return size
-    with FileSystems.create(path, compression_type="uncompressed") as out:
+    with atomic.open_write(path) as out:
         for block in read_ranges(ranges):
             out.write(block)
             size += len(block)

@@ -17,13 +17,12 @@ from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import Future
 
 import apache_beam as beam
-from apache_beam.io.filesystems import FileSystems
 from apache_beam.transforms.window import GlobalWindow
 from apache_beam.utils.timestamp import MIN_TIMESTAMP
 from apache_beam.utils.windowed_value import WindowedValue
 
 from replay import format as fmt
-from transforms.record import record_parts
+from transforms.record import atomic, record_parts
 from transforms.record.prefetch import ComputePool
 from transforms.record.progress import ProgressFile
 
@@ -167,16 +166,14 @@ def write_shard(
     )
     path = f"{spec.output_dir.rstrip('/')}/{filename}"
     tmp = f"{spec.output_dir.rstrip('/')}/.tmp/{filename}.{_nonce()}"
-    if compression == "NONE":
-        size = record_parts.copy_ranges(ranges, tmp)
-    else:
-        records = record_parts.unframe(record_parts.read_ranges(ranges))
-        count, size = _write_compressed(records, tmp, compression)
-        if count != num_records:
-            raise ValueError(f"shard {filename}: {count} records, its parts list {num_records}")
-    if FileSystems.exists(path):  # a retried shard: the same content, written again
-        FileSystems.delete([path])
-    FileSystems.rename([tmp], [path])
+    with atomic.incomplete_file(path, tmp=tmp):  # a retried shard: the same bytes replace it
+        if compression == "NONE":
+            size = record_parts.copy_ranges(ranges, tmp)
+        else:
+            records = record_parts.unframe(record_parts.read_ranges(ranges))
+            count, size = _write_compressed(records, tmp, compression)
+            if count != num_records:
+                raise ValueError(f"shard {filename}: {count} records, its parts list {num_records}")
     return {
         "split": split,
         "shard": shard,

@@ -1,0 +1,87 @@
+"""One way to write a dataset's files: under a temporary name, renamed into place when complete.
+
+TFDS's ``incomplete_files`` is the model: `incomplete_file` yields a temporary path; when the
+block ends the file is renamed to its final name (replacing a file there: a retried task writes
+the same bytes again), and when the block raises it is deleted, so no reader ever sees a
+half-written file under its final name. Part files, shards, the source tables and the manifest
+are all written this way (record_parts, write_shards, finalize).
+
+File system, chosen deliberately: a dataset is written where TensorFlow's file I/O can read it,
+because replay reads it with that (`replay._fs.DATASET_SCHEMES`: local paths and gs://; the
+config refuses any other `--output_dir`). Local paths go through `os` (a rename within a file
+system is atomic); URLs through `tf.io.gfile` (on GCS a rename is one copy and one delete per
+object: the object appears whole or not at all). Beam's FileSystems, which reads the inputs
+(gs://, s3://, ...), renames on GCS through the JSON batch API, which GCS emulators lack, and
+would give the writes a second client with its own credentials and retries.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import uuid
+from collections.abc import Iterator
+from typing import IO
+
+from replay._fs import is_url
+
+
+def _gfile():  # noqa: ANN202 - tf.io.gfile, imported when a URL is written
+    import tensorflow as tf
+
+    return tf.io.gfile
+
+
+def temp_name(path: str) -> str:
+    """A fresh temporary name beside `path` (unique per call: concurrent retries never share)."""
+    return f"{path}.tmp-{uuid.uuid4().hex[:8]}"
+
+
+def open_write(path: str) -> IO[bytes]:
+    """A new binary file at `path` (truncated if it exists; local parent directories made),
+    for writing."""
+    if is_url(path):
+        return _gfile().GFile(path, "wb")  # object stores have no directories to make
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    return open(path, "wb")  # noqa: SIM115 - the caller closes it
+
+
+def rename(src: str, dst: str) -> None:
+    """Moves `src` to `dst`, replacing `dst` if it exists."""
+    if is_url(src) or is_url(dst):
+        _gfile().rename(src, dst, overwrite=True)
+    else:
+        os.replace(src, dst)
+
+
+def remove_quietly(path: str) -> None:
+    """Deletes `path` if it exists; errors are ignored (used while another error propagates)."""
+    with contextlib.suppress(Exception):
+        if is_url(path):
+            _gfile().remove(path)
+        else:
+            os.remove(path)
+
+
+@contextlib.contextmanager
+def incomplete_file(path: str, *, tmp: str | None = None) -> Iterator[str]:
+    """Yields a temporary path to write `path` to; renamed to `path` when the block completes,
+    deleted when it raises.
+
+    Args:
+      path: the final name.
+      tmp: the temporary name (default `temp_name(path)`, beside it).
+    """
+    tmp = tmp or temp_name(path)
+    try:
+        yield tmp
+    except BaseException:
+        remove_quietly(tmp)
+        raise
+    rename(tmp, path)
+
+
+def write_bytes_atomically(path: str, data: bytes, *, tmp: str | None = None) -> None:
+    """`path` := `data`, through `incomplete_file`."""
+    with incomplete_file(path, tmp=tmp) as name, open_write(name) as fh:
+        fh.write(data)
