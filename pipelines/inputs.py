@@ -79,16 +79,29 @@ def match_inputs(pattern: str) -> list[tuple[str, int]]:
 
 
 def output_dir_state(output_dir: str) -> str:
-    """ "missing", "empty", "ours" (a dataset or one of our runs) or "foreign"."""
-    if not FileSystems.exists(output_dir):
-        return "missing"
-    if "://" not in output_dir and not os.path.isdir(output_dir):
-        return "foreign"  # an existing file is never ours (nor replaced)
-    if "://" not in output_dir:  # every entry: Beam's local match lists no subdirectories
-        entries = os.listdir(output_dir)
+    """ "missing", "empty", "ours" (a dataset or one of our runs) or "foreign".
+
+    A URL's entries are listed with TensorFlow's file I/O, which writes the dataset: on an object
+    store a directory is a prefix, which Beam's ``exists`` does not see (a prefix holding only
+    someone else's files counted as "missing", and the job wrote into it), and whose nested
+    "subdirectories" its ``*`` glob does not list. An object store has no empty directory: a
+    prefix with nothing under it is "missing".
+    """
+    if is_url(output_dir):
+        import tensorflow as tf  # the dataset's file system (transforms.record.atomic)
+
+        try:
+            entries = tf.io.gfile.listdir(output_dir)
+        except tf.errors.NotFoundError:
+            entries = []
+        if not entries:
+            return "missing"
     else:
-        pattern = output_dir.rstrip("/") + "/*"
-        entries = [m.path for r in FileSystems.match([pattern]) for m in r.metadata_list]
+        if not os.path.exists(output_dir):
+            return "missing"
+        if not os.path.isdir(output_dir):
+            return "foreign"  # an existing file is never ours (nor replaced)
+        entries = os.listdir(output_dir)
     if not entries:
         return "empty"
     names = {e.rstrip("/").rsplit("/", 1)[-1] for e in entries}

@@ -8,7 +8,11 @@ the readers run in subprocesses with that environment, as a user's would run aga
   windows, bit for bit, as the same files on a local disk, with every file in ``files`` or
   ``errors`` under its gs:// path, and leaves nothing under ``.tmp/``;
 - `replay_dataset`, `load_info`, `verify_dataset` and ``python -m pipelines.verify`` /
-  ``inspect`` read it there.
+  ``inspect`` read it there;
+- README "Guarantees" that rest on the file system hold there: a run killed while it finalises
+  (every shard written, no manifest) is refused as incomplete; reruns with ``--overwrite`` are
+  byte-identical (shards, schema, source tables; the manifest apart from ``created_utc``);
+  ``--overwrite`` refuses a directory that is not an audiorecords dataset and deletes nothing.
 """
 
 from __future__ import annotations
@@ -74,7 +78,7 @@ def clips(tmp_path_factory, gcs) -> Path:
     return root
 
 
-def _run(gcs, *argv: str) -> subprocess.CompletedProcess:
+def _run(gcs, *argv: str, code: int = 0) -> subprocess.CompletedProcess:
     env = {**os.environ, **gcs.env(), "TF_CPP_MIN_LOG_LEVEL": "2"}
     done = subprocess.run(
         [sys.executable, *argv],
@@ -85,7 +89,7 @@ def _run(gcs, *argv: str) -> subprocess.CompletedProcess:
         timeout=JOB_TIMEOUT_S,
         check=False,
     )
-    assert done.returncode == 0, done.stderr[-4000:]
+    assert done.returncode == code, done.stderr[-4000:]
     return done
 
 
@@ -124,3 +128,72 @@ def test_gs_clips_to_a_gs_dataset_read_back_there(tmp_path, gcs, clips):
     verify = _run(gcs, "-m", "pipelines.verify", "gs://out/ds")
     assert "gs://out/ds" in verify.stdout + verify.stderr
     _run(gcs, "-m", "pipelines.inspect", "gs://out/ds")
+
+
+PROBE = """
+import sys
+from replay import load_info
+try:
+    load_info(sys.argv[1])
+    print("readable")
+except Exception as e:
+    print(type(e).__name__, e)
+"""
+
+
+def _dataset_bytes(gcs, prefix: str) -> dict[str, object]:
+    """What README guarantee 5 keeps identical: shards, schema, source tables, the manifest
+    apart from created_utc (the same files `tests.support.reliability.assert_same_dataset`
+    compares locally)."""
+    out = {}
+    for name in gcs.list_names("out", prefix):
+        base = name.removeprefix(prefix)
+        if ".tfrecord-" in base or base in ("schema.pbtxt", "files.jsonl", "errors.jsonl"):
+            out[base] = gcs.read_object("out", name)
+        elif base == "manifest.json":
+            manifest = json.loads(gcs.read_object("out", name))
+            manifest.pop("created_utc")
+            out[base] = manifest
+    return out
+
+
+def test_gs_run_killed_while_finalising_is_refused_and_reruns_are_byte_identical(
+    tmp_path, gcs, clips
+):
+    from tests.support.reliability import cli, kill, wait_until_paused
+
+    out = "gs://out/rerun"
+    args = [*ARGS, "--no_auth", "--input_pattern", "gs://clips/speech/*/*.wav", "--output_dir", out]
+    args.append("--overwrite")
+    marker, log = tmp_path / "finalising.paused", tmp_path / "finalising.log"
+    env = {**gcs.env(), "TF_CPP_MIN_LOG_LEVEL": "2"}
+    proc = cli(
+        "finalising", str(marker), *args, log=log, env=env, module="tests.support.pause_points"
+    )
+    try:
+        wait_until_paused(proc, marker)
+    finally:
+        kill(proc)
+    names = gcs.list_names("out", "rerun/")
+    assert "rerun/audiorecords.tfrecord-00000-of-00001" in names  # every shard is there
+    assert "rerun/manifest.json" not in names
+    probe = _run(gcs, "-c", PROBE, out).stdout.strip().splitlines()[-1]
+    assert probe.startswith("IncompleteDatasetError"), probe
+
+    _run(gcs, "-m", "pipelines.record", *args)
+    first = _dataset_bytes(gcs, "rerun/")
+    _run(gcs, "-m", "pipelines.record", *args)
+    second = _dataset_bytes(gcs, "rerun/")
+    assert len(first) == 5 and first == second
+    left = gcs.list_names("out", "rerun/")
+    assert not [n for n in left if n.startswith("rerun/.tmp/") or n.endswith(".audiorecords-run")]
+
+
+def test_overwrite_refuses_a_foreign_gs_directory_and_deletes_nothing(gcs, clips):
+    gcs.upload_bytes("out", "foreign/notes.txt", b"not a dataset")
+    argv = ["-m", "pipelines.record", *ARGS, "--no_auth", "--input_pattern"]
+    argv += ["gs://clips/speech/*/*.wav", "--output_dir", "gs://out/foreign", "--overwrite"]
+    done = _run(gcs, *argv, code=2)
+    assert "holds files that are not an audiorecords dataset" in done.stderr
+    assert gcs.list_names("out", "foreign/") == ["foreign/notes.txt"]
+    assert gcs.read_object("out", "foreign/notes.txt") == b"not a dataset"

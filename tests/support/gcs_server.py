@@ -370,6 +370,15 @@ class GcsServer:
             urls.append(f"gs://{bucket}/{name}")
         return urls
 
+    def upload_bytes(self, bucket: str, name: str, data: bytes) -> None:
+        self._request(
+            "POST", f"/upload/storage/v1/b/{bucket}/o", data, uploadType="media", name=name
+        )
+
+    def read_object(self, bucket: str, name: str) -> bytes:
+        quoted = urllib.parse.quote(name, safe="")
+        return self._request("GET", f"/storage/v1/b/{bucket}/o/{quoted}", alt="media")
+
     def list_names(self, bucket: str, prefix: str = "") -> list[str]:
         """Names of the objects under `prefix` (all pages)."""
         names, token = [], None
