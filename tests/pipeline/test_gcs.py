@@ -4,15 +4,19 @@
 through ``STORAGE_EMULATOR_HOST``, TensorFlow's through a TLS proxy with a test CA). The job and
 the readers run in subprocesses with that environment, as a user's would run against GCS:
 
-- ``python -m pipelines.record`` from ``gs://`` clips to a ``gs://`` dataset records the same
-  windows, bit for bit, as the same files on a local disk, with every file in ``files`` or
-  ``errors`` under its gs:// path, and leaves nothing under ``.tmp/``;
+- ``python -m pipelines.record`` from ``gs://`` clips (a ``**`` glob) and from ``s3://`` clips
+  (moto's S3 server, `tests.support.s3_server`) to a ``gs://`` dataset records the same windows,
+  bit for bit, as the same files on a local disk, with every file in ``files`` or ``errors``
+  under its URL, and leaves nothing under ``.tmp/``;
 - `replay_dataset`, `load_info`, `verify_dataset` and ``python -m pipelines.verify`` /
   ``inspect`` read it there;
 - README "Guarantees" that rest on the file system hold there: a run killed while it finalises
   (every shard written, no manifest) is refused as incomplete; reruns with ``--overwrite`` are
   byte-identical (shards, schema, source tables; the manifest apart from ``created_utc``);
-  ``--overwrite`` refuses a directory that is not an audiorecords dataset and deletes nothing.
+  ``--overwrite`` refuses a directory that is not an audiorecords dataset and deletes nothing;
+  a crafted manifest naming a shard in another bucket is refused as a local ``../x`` is;
+- no request leaves 127.0.0.1: the proxy refuses (and lists) every host but GCS's two, and each
+  test ends by checking that list is empty.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ import soundfile as sf
 
 from replay import load_info, replay_dataset
 from tests.support.gcs_server import running_gcs_server
+from tests.support.s3_server import running_s3_server
 
 pytestmark = pytest.mark.slow  # end-to-end: a Go server, subprocess jobs (runs in CI)
 
@@ -60,6 +65,18 @@ def gcs(tmp_path_factory):
         yield server
 
 
+@pytest.fixture(autouse=True)
+def _no_request_leaves_127_0_0_1(gcs):
+    yield
+    assert gcs.refused == [], "requests to other hosts than the emulator's"
+
+
+@pytest.fixture(scope="module")
+def s3():
+    with running_s3_server() as server:
+        yield server
+
+
 @pytest.fixture(scope="module")
 def clips(tmp_path_factory, gcs) -> Path:
     """9 clips of 1-1.5 s in 3 class folders and a file that is not a WAV; the same tree
@@ -78,6 +95,42 @@ def clips(tmp_path_factory, gcs) -> Path:
     return root
 
 
+@pytest.fixture(scope="module")
+def local(tmp_path_factory, gcs, clips) -> dict:
+    """The same clips recorded from the local disk: rows (relative path, window start, signal
+    SHA-256, class), files and errors, paths relative to the clips' root."""
+    out = tmp_path_factory.mktemp("local") / "ds"
+    record = ["-m", "pipelines.record", *ARGS]
+    _run(gcs, *record, "--input_pattern", f"{clips}/*/*.wav", "--output_dir", str(out))
+    keys = ["filepath", "win_start_idx", "signal", "class"]
+    rows = [
+        [
+            e["filepath"].decode().removeprefix(f"{clips}/"),
+            int(e["win_start_idx"]),
+            hashlib.sha256(e["signal"].tobytes()).hexdigest(),
+            e["class"].decode(),
+        ]
+        for e in replay_dataset(out, features=keys, deterministic=True).as_numpy_iterator()
+    ]
+    info = load_info(out)
+    files = sorted(f["path"].removeprefix(f"{clips}/") for f in info.files)
+    errors = [(e["path"].removeprefix(f"{clips}/"), e["reason"]) for e in info.errors]
+    return {"rows": sorted(rows), "files": files, "errors": errors,
+            "manifest": (out / "manifest.json").read_text()}  # fmt: skip
+
+
+def _read_back(gcs, dataset: str, source: str) -> dict:
+    """`READ` of `dataset` in a subprocess, paths made relative to `source` like `local`'s."""
+    got = json.loads(_run(gcs, "-c", READ, dataset).stdout.strip().splitlines()[-1])
+    rows = sorted([r[0].removeprefix(source), *r[1:]] for r in got["rows"])
+    assert got["num_examples"] == len(rows)
+    return {
+        "rows": rows,
+        "files": sorted(f.removeprefix(source) for f in got["files"]),
+        "errors": [(e["path"].removeprefix(source), e["reason"]) for e in got["errors"]],
+    }
+
+
 def _run(gcs, *argv: str, code: int = 0) -> subprocess.CompletedProcess:
     env = {**os.environ, **gcs.env(), "TF_CPP_MIN_LOG_LEVEL": "2"}
     done = subprocess.run(
@@ -93,41 +146,50 @@ def _run(gcs, *argv: str, code: int = 0) -> subprocess.CompletedProcess:
     return done
 
 
-def test_gs_clips_to_a_gs_dataset_read_back_there(tmp_path, gcs, clips):
-    local = tmp_path / "local"
+def test_gs_clips_to_a_gs_dataset_read_back_there(gcs, clips, local):
     record = ["-m", "pipelines.record", *ARGS, "--no_auth"]
-    _run(gcs, *record, "--input_pattern", f"{clips}/*/*.wav", "--output_dir", str(local))
-    done = _run(gcs, *record, "--input_pattern", "gs://clips/speech/*/*.wav", "--output_dir",
+    done = _run(gcs, *record, "--input_pattern", "gs://clips/speech/**/*.wav", "--output_dir",
                 "gs://out/ds")  # fmt: skip
     assert "recorded 21 windows from 9 files (1 failed)" in done.stdout
 
     names = gcs.list_names("out", "ds/")
     assert "ds/manifest.json" in names and "ds/transform_fn/saved_model.pb" in names
     assert not [n for n in names if n.startswith("ds/.tmp/") or "tmp-" in n], names
-
-    got = json.loads(_run(gcs, "-c", READ, "gs://out/ds").stdout.strip().splitlines()[-1])
-    want = [
-        [
-            e["filepath"].decode().replace(f"{clips}/", "gs://clips/speech/"),
-            int(e["win_start_idx"]),
-            hashlib.sha256(e["signal"].tobytes()).hexdigest(),
-            e["class"].decode(),
-        ]
-        for e in replay_dataset(
-            local, features=["filepath", "win_start_idx", "signal", "class"], deterministic=True
-        ).as_numpy_iterator()  # fmt: skip
-    ]
-    assert sorted(got["rows"]) == sorted(want) and got["num_examples"] == len(want) == 21
-    info = load_info(local)
-    assert sorted(got["files"]) == sorted(
-        f["path"].replace(f"{clips}/", "gs://clips/speech/") for f in info.files
-    )
-    assert [e["path"] for e in got["errors"]] == [f"gs://clips/speech/{BROKEN}"]
-    assert got["errors"][0]["reason"] == info.errors[0]["reason"]
+    got = _read_back(gcs, "gs://out/ds", "gs://clips/speech/")
+    assert got == {k: local[k] for k in got} and len(got["rows"]) == 21
+    assert got["errors"][0][0] == BROKEN
 
     verify = _run(gcs, "-m", "pipelines.verify", "gs://out/ds")
     assert "gs://out/ds" in verify.stdout + verify.stderr
     _run(gcs, "-m", "pipelines.inspect", "gs://out/ds")
+
+
+def test_s3_clips_to_a_gs_dataset(gcs, s3, clips, local):
+    s3.upload_tree(clips, "clips", "speech")
+    argv = ["-m", "pipelines.record", *ARGS, "--no_auth", *s3.beam_args()]
+    argv += ["--input_pattern", "s3://clips/speech/*/*.wav", "--output_dir", "gs://out/from-s3"]
+    _run(gcs, *argv)
+    got = _read_back(gcs, "gs://out/from-s3", "s3://clips/speech/")
+    assert got == {k: local[k] for k in got}
+
+
+def test_a_crafted_gs_manifest_naming_another_bucket_is_refused_like_a_local_dotdot(
+    tmp_path, gcs, clips, local
+):
+    """The manifest of the local run, its shard renamed; the reader refuses it before opening
+    anything, on gs:// as on a local disk."""
+    probe = []
+    for target in ("gs://other-bucket/x", "../x"):
+        text = local["manifest"]
+        crafted = text.replace('"audiorecords.tfrecord-00000-of-00001"', json.dumps(target))
+        assert crafted != text
+        gcs.upload_bytes("out", "crafted/manifest.json", crafted.encode())
+        (tmp_path / "crafted").mkdir(exist_ok=True)
+        (tmp_path / "crafted" / "manifest.json").write_text(crafted)
+        probe.append(_run(gcs, "-c", PROBE, "gs://out/crafted").stdout.strip().splitlines()[-1])
+        probe.append(_run(gcs, "-c", PROBE, str(tmp_path / "crafted")).stdout.splitlines()[-1])
+    assert all(p.startswith("ManifestError") for p in probe), probe
+    assert "gs://other-bucket/x" in probe[0] and "../x" in probe[2]
 
 
 PROBE = """

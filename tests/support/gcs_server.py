@@ -332,6 +332,7 @@ class GcsServer:
     beam_endpoint: str  # http://127.0.0.1:<port>: the `BatchShim` in front of it
     proxy: str  # http://127.0.0.1:<port>: `TlsProxy`, TensorFlow's way in
     ca_file: Path
+    refused: list[str]  # CONNECTs the proxy refused (any host but TF_GCS_HOSTS), as they come
 
     def env(self) -> dict[str, str]:
         """Environment for a process whose Beam and TensorFlow clients use this server."""
@@ -424,6 +425,7 @@ def running_gcs_server(directory: Path) -> Iterator[GcsServer]:
             beam_endpoint=f"http://127.0.0.1:{shim.port}",
             proxy=f"http://127.0.0.1:{proxy.port}",
             ca_file=ca,
+            refused=proxy.refused,
         )
     finally:
         for front in (proxy, shim):
