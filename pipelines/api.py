@@ -69,7 +69,7 @@ def record_dataset(
 
     Raises:
       TypeError: an unknown option name.
-      pipelines.plan.UsageError: invalid option values or inputs (before any work).
+      pipelines.config.UsageError: invalid option values or inputs (before any work).
     """
     unknown = sorted(set(options) - OPTION_NAMES)
     if unknown:

@@ -120,7 +120,7 @@ def prepare_output_dir(plan: RecordPlan) -> None:
     out = plan.output_dir
     tf.io.gfile.makedirs(out)
     with tf.io.gfile.GFile(f"{out}/{RUN_MARKER}", "w") as fh:
-        fh.write("an audiorecords run writes here; finalize.json appears when it is complete\n")
+        fh.write("an audiorecords run writes here; manifest.json appears when it is complete\n")
     for name in sorted(tf.io.gfile.listdir(out), key=lambda n: n != fmt.MANIFEST_FILENAME):
         path = f"{out}/{name.rstrip('/')}"
         if name.rstrip("/") != RUN_MARKER:

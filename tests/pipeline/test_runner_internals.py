@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[2]
 STOCK_MS = statesampler.DEFAULT_SAMPLING_PERIOD_MS  # 200
 OTHER_BEAM = "2.78.0"  # a version the tricks were not tested with
 # Once pipelines.record is imported (other tests), every pipeline's options are also parsed as
-# RecordOptions, whose two required flags must then be present.
+# RecordOptions (which requires no flag: RecordConfig checks them); these read like a job's.
 _ARGS = ["--input_pattern", "unused", "--output_dir", "unused"]
 _WAIT_S = 120  # only a safety net against a hang: the events below order the threads
 
