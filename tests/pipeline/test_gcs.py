@@ -34,7 +34,6 @@ import soundfile as sf
 
 from replay import load_info, replay_dataset
 from tests.support.gcs_server import running_gcs_server
-from tests.support.s3_server import running_s3_server
 
 pytestmark = pytest.mark.slow  # end-to-end: a Go server, subprocess jobs (runs in CI)
 
@@ -69,12 +68,6 @@ def gcs(tmp_path_factory):
 def _no_request_leaves_127_0_0_1(gcs):
     yield
     assert gcs.refused == [], "requests to other hosts than the emulator's"
-
-
-@pytest.fixture(scope="module")
-def s3():
-    with running_s3_server() as server:
-        yield server
 
 
 @pytest.fixture(scope="module")

@@ -18,18 +18,11 @@ import soundfile as sf
 from pipelines.config import UsageError
 from replay import DatasetNotFoundError, load_info, replay_dataset
 from tests.support.record_helpers import read_records, record
-from tests.support.s3_server import running_s3_server
 
 BUCKET, PREFIX = "clips", "speech"
 RATE = 16000
 COMMON = ("--label_source", "dirname", "--win_len", "8000", "--features", "log_mel")
 BROKEN = "up/broken.wav"
-
-
-@pytest.fixture(scope="module")
-def s3():
-    with running_s3_server() as server:
-        yield server
 
 
 @pytest.fixture(scope="module")

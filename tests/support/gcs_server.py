@@ -32,17 +32,17 @@ import socket
 import ssl
 import subprocess
 import threading
-import time
 import urllib.parse
 import urllib.request
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+from tests.support.local_server import server_process
+
 FAKE_GCS_MODULE = "github.com/fsouza/fake-gcs-server@v1.56.1"
 TF_GCS_HOSTS = ("www.googleapis.com", "storage.googleapis.com")  # TF's compiled-in endpoints
 BUILD_TIMEOUT_S = 20 * 60
-START_TIMEOUT_S = 60.0
 ROOT = Path(__file__).resolve().parents[2]
 CACHE_DIR = ROOT / ".cache" / "fake-gcs-server-v1.56.1"  # .gitignore'd
 
@@ -392,49 +392,27 @@ class GcsServer:
                 return sorted(names)
 
 
-def _wait_for_port(port: int, proc: subprocess.Popen) -> None:
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while True:
-        if proc.poll() is not None:
-            raise RuntimeError(f"fake-gcs-server exited: {proc.stderr.read().decode()[-2000:]}")
-        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 1):
-            return
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"fake-gcs-server did not listen on port {port} in time")
-        time.sleep(0.1)
-
-
 @contextlib.contextmanager
 def running_gcs_server(directory: Path) -> Iterator[GcsServer]:
     """Builds (once) and starts fake-gcs-server and its TLS proxy; stops both on exit."""
     binary = fake_gcs_binary()
     ca, cert, key = make_tls_files(directory)
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    cmd = [str(binary), "-scheme", "http", "-host", "127.0.0.1", "-port", str(port)]
-    cmd += ["-backend", "memory", "-public-host", "storage.googleapis.com", "-log-level", "error"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    proxy = shim = None
-    try:
-        _wait_for_port(port, proc)
+
+    def command(port: int) -> list[str]:
+        cmd = [str(binary), "-scheme", "http", "-host", "127.0.0.1", "-port", str(port)]
+        return [*cmd, "-backend", "memory", "-public-host", TF_GCS_HOSTS[1], "-log-level", "error"]
+
+    with server_process(command, "fake-gcs-server") as port:
         proxy = TlsProxy(("127.0.0.1", port), cert, key)
         shim = BatchShim(("127.0.0.1", port))
-        yield GcsServer(
-            endpoint=f"http://127.0.0.1:{port}",
-            beam_endpoint=f"http://127.0.0.1:{shim.port}",
-            proxy=f"http://127.0.0.1:{proxy.port}",
-            ca_file=ca,
-            refused=proxy.refused,
-        )
-    finally:
-        for front in (proxy, shim):
-            if front is not None:
-                front.close()
-        proc.terminate()
         try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        proc.stderr.close()
+            yield GcsServer(
+                endpoint=f"http://127.0.0.1:{port}",
+                beam_endpoint=f"http://127.0.0.1:{shim.port}",
+                proxy=f"http://127.0.0.1:{proxy.port}",
+                ca_file=ca,
+                refused=proxy.refused,
+            )
+        finally:
+            proxy.close()
+            shim.close()

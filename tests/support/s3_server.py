@@ -10,14 +10,12 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import socket
-import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
-START_TIMEOUT_S = 60.0  # the server imports Flask and moto's S3 backend first
+from tests.support.local_server import server_process
+
 REGION = "us-east-1"
 ACCESS_KEY = "audiorecords-test"  # any non-empty key: the server checks no signature
 SECRET_KEY = "audiorecords-test-secret"
@@ -62,34 +60,12 @@ class S3Server:
         return urls
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @contextlib.contextmanager
 def running_s3_server() -> Iterator[S3Server]:
     """Starts the server, waits until it accepts connections, stops it on exit."""
-    port = _free_port()
-    cmd = [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    try:
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"moto.server exited: {proc.stderr.read().decode()[-2000:]}")
-            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 1):
-                break
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"moto.server did not listen on port {port} in time")
-            time.sleep(0.1)
+
+    def command(port: int) -> list[str]:
+        return [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)]
+
+    with server_process(command, "moto.server") as port:
         yield S3Server(endpoint=f"http://127.0.0.1:{port}")
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        proc.stderr.close()
