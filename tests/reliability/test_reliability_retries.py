@@ -149,7 +149,8 @@ def test_read_and_write_stages_retried_write_the_reference_bytes(tmp_path, tmp_p
         assert_that(infos, equal_to(written), label="shards")
     assert (tmp_path / "read").read_text() in paths  # the read failed once ...
     assert (tmp_path / "write").read_text().startswith("all-")  # ... and so did a shard write
-    assert list((out / ".tmp").glob("*.tfrecord-*"))  # whose partial temporary file remains
+    # whose partial file was deleted as it failed (transforms.record.atomic), then written whole
+    assert not list((out / ".tmp").glob("*.tfrecord-*"))
     assert shard_files(out) == shard_files(reference)
 
 
@@ -166,6 +167,10 @@ def test_injected_failure_fails_the_job_and_a_rerun_is_exact(tmp_path, tmp_path_
         record.run(record_args(pattern, labels, out))
     with pytest.raises(IncompleteDatasetError, match="incomplete"):
         load_info(out)
-    assert list((out / ".tmp").glob("*.tfrecord-*"))  # the partial shard, under a temp name
+    # The failed shard's partial file was deleted as it failed (transforms.record.atomic), and
+    # the shard never got its final name.
+    shard = int((tmp_path / "faults" / "write").read_text().rsplit("-", 1)[1])
+    assert not list((out / ".tmp").glob("*.tfrecord-*"))
+    assert not list(out.glob(f"*.tfrecord-{shard:05d}-of-*"))
     record.run(record_args(pattern, labels, out, "--overwrite"))
     assert_same_dataset(out, reference)
