@@ -117,6 +117,30 @@ def make_tls_files(directory: Path) -> tuple[Path, Path, Path]:
     return files
 
 
+class FaultPlan:
+    """Transient failures a front injects: every `every`-th request it would pass on is answered
+    ``503 Service Unavailable`` instead (0: none); `injected` counts them."""
+
+    def __init__(self) -> None:
+        self.every = 0
+        self.seen = 0
+        self.injected = 0
+        self._lock = threading.Lock()
+
+    def fire(self) -> bool:
+        with self._lock:
+            if not self.every:
+                return False
+            self.seen += 1
+            if self.seen % self.every:
+                return False
+            self.injected += 1
+            return True
+
+
+UNAVAILABLE = b'{"error": {"code": 503, "message": "injected by the test front"}}'
+
+
 class TlsProxy:
     """A CONNECT proxy on 127.0.0.1: TLS for `TF_GCS_HOSTS` ends here, the bytes go on to
     `upstream` (host, port) in plain HTTP; any other host is refused (403)."""
@@ -128,6 +152,7 @@ class TlsProxy:
         self.server = socket.create_server(("127.0.0.1", 0))
         self.port = self.server.getsockname()[1]
         self.refused: list[str] = []
+        self.faults = FaultPlan()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._serve, daemon=True)
         self._thread.start()
@@ -165,28 +190,34 @@ class TlsProxy:
             except (ssl.SSLError, OSError):
                 return
             with contextlib.closing(tls), socket.create_connection(self.upstream) as up:
-                _pump(tls, up)
+                _pump(tls, up, self.faults)
 
 
 class _RequestFixer:
     """The client's request stream, with TensorFlow's ``Transfer-Encoding: identity`` header
     dropped: Go's net/http (the emulator's server) answers it with 501 "Unsupported transfer
     encoding" where Google's front ends accept it. "identity" means no encoding, so dropping it
-    changes nothing else; bodies are passed on by their Content-Length, untouched."""
+    changes nothing else; bodies are passed on by their Content-Length, untouched. A request
+    `faults` picks is not passed on: `feed` returns a 503 for the client instead (and drops its
+    body; TF sends one request at a time, so the reply cannot overtake another)."""
 
-    def __init__(self) -> None:
+    def __init__(self, faults: FaultPlan) -> None:
         self.buffer = b""
         self.body_left = 0
+        self.dropping = False
+        self.faults = faults
 
-    def feed(self, data: bytes) -> bytes:
+    def feed(self, data: bytes) -> tuple[bytes, bytes]:
+        """(bytes for the server, bytes for the client) of the next chunk of requests."""
         self.buffer += data
-        out = []
+        out, replies = [], []
         while self.buffer:
             if self.body_left:
                 take = self.buffer[: self.body_left]
                 self.buffer = self.buffer[len(take) :]
                 self.body_left -= len(take)
-                out.append(take)
+                if not self.dropping:
+                    out.append(take)
                 continue
             end = self.buffer.find(b"\r\n\r\n")
             if end < 0:
@@ -200,18 +231,26 @@ class _RequestFixer:
                 name, _, value = line.partition(b":")
                 if name.strip().lower() == b"content-length":
                     self.body_left = int(value.strip() or 0)
-            out.append(b"\r\n".join(kept))
-        return b"".join(out)
+            self.dropping = self.faults.fire()
+            if self.dropping:
+                replies.append(
+                    b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
+                    + f"Content-Length: {len(UNAVAILABLE)}\r\n\r\n".encode()
+                    + UNAVAILABLE
+                )
+            else:
+                out.append(b"\r\n".join(kept))
+        return b"".join(out), b"".join(replies)
 
 
-def _pump(a: ssl.SSLSocket, b: socket.socket) -> None:
+def _pump(a: ssl.SSLSocket, b: socket.socket, faults: FaultPlan) -> None:
     """Copies bytes both ways until either side closes (requests through `_RequestFixer`)."""
-    fixer = _RequestFixer()
+    fixer = _RequestFixer(faults)
     while True:
         ready = [a] if a.pending() else select.select([a, b], [], [], 60)[0]
         if not ready:
             return
-        for src, dst in ((a, b), (b, a)):
+        for src in (a, b):
             if src in ready:
                 try:
                     data = src.recv(1 << 16)
@@ -219,7 +258,14 @@ def _pump(a: ssl.SSLSocket, b: socket.socket) -> None:
                     return
                 if not data:
                     return
-                dst.sendall(fixer.feed(data) if src is a else _https_location(data))
+                if src is b:
+                    a.sendall(_https_location(data))
+                    continue
+                to_server, to_client = fixer.feed(data)
+                if to_server:
+                    b.sendall(to_server)
+                if to_client:
+                    a.sendall(to_client)
 
 
 def _https_location(data: bytes) -> bytes:
@@ -258,6 +304,8 @@ class BatchShim:
                 body = self.rfile.read(length) if length else b""
                 if self.command == "POST" and self.path.split("?")[0] == "/batch/storage/v1":
                     status, headers, data = shim.batch(self.headers["Content-Type"], body)
+                elif shim.faults.fire():
+                    status, headers, data = 503, [("Content-Type", "application/json")], UNAVAILABLE
                 else:
                     headers_in = dict(self.headers.items())
                     status, headers, data = shim.forward(self.command, self.path, headers_in, body)
@@ -273,6 +321,7 @@ class BatchShim:
             do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = do_HEAD = _any
 
         self.upstream = upstream
+        self.faults = FaultPlan()
         self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.port = self.server.server_address[1]
         self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
@@ -333,6 +382,8 @@ class GcsServer:
     proxy: str  # http://127.0.0.1:<port>: `TlsProxy`, TensorFlow's way in
     ca_file: Path
     refused: list[str]  # CONNECTs the proxy refused (any host but TF_GCS_HOSTS), as they come
+    beam_faults: FaultPlan  # transient 503s injected into what Beam's client sends
+    tf_faults: FaultPlan  # ... and into what TensorFlow's sends
 
     def env(self) -> dict[str, str]:
         """Environment for a process whose Beam and TensorFlow clients use this server."""
@@ -412,6 +463,8 @@ def running_gcs_server(directory: Path) -> Iterator[GcsServer]:
                 proxy=f"http://127.0.0.1:{proxy.port}",
                 ca_file=ca,
                 refused=proxy.refused,
+                beam_faults=shim.faults,
+                tf_faults=proxy.faults,
             )
         finally:
             proxy.close()
