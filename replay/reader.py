@@ -19,35 +19,26 @@ Pipeline (all of it graph code: no Python runs per element)::
       -> reader_func(datasets) -> assert_cardinality -> shuffle -> repeat -> batch -> ...
 
 Order. The default reader takes `block_length` consecutive records (default 64) from a shard,
-then the next block of the next open shard, round robin over `cycle_length` shards; its output
-is rebatched to `batch_size`. With a `shuffle_buffer` the default block is
-`shuffle_block_length(shuffle_buffer)`: 64 records when the buffer holds at least 64 such blocks
-(a buffer of 4,096 or more), fewer for a smaller buffer, one record for a buffer under 128, so
-the buffer always holds records of at least 64 blocks (a shard holds its windows in file order:
-a few long blocks would fill a small buffer with neighbouring windows of one file). Blocks, not
-records, go from the reading threads to the consumer: one hand-off between threads per block (at
-10,240 clips and a 10,000 buffer, blocks of 64 read 1.9x the windows/s of blocks of one, with
-the same shuffle figures: benchmarks/RESULTS.md, "Issue 28"). Reading: with the default
+then a block of the next open shard, round robin over `cycle_length` shards, and rebatches to
+`batch_size`. With a `shuffle_buffer` the default block is `shuffle_block_length(buffer)`:
+min(64, buffer // 64), at least 1, so the buffer always holds records of >= 64 blocks (a shard
+holds its windows in file order). Blocks, not records, go from the reading threads to the
+consumer: at 10,240 clips and a 10,000 buffer, blocks of 64 read 1.9x the windows/s of blocks of
+one, with the same shuffle figures (benchmarks/RESULTS.md, "Issue 28"). With the default
 `num_parallel_reads` each open shard reads ahead `READ_AHEAD_BLOCKS` blocks in a thread of its
-own (a per-shard prefetch) and a plain interleave takes the blocks round robin, the order of
-tf.data's parallel interleave with deterministic=True (which an explicit `num_parallel_reads`
-and the tf.data service use: in its distributed_epoch mode the read-ahead interleave gave every
-worker every shard): measured 1.2x the windows/s with a shuffle buffer, the same without. With
-`deterministic` (the default when `seed` is given) the order is a function of the manifest,
-`block_length`, `cycle_length`, `shuffle_buffer` and, with `shuffle_shards` /
-`shuffle_buffer`, of `seed` (the shard order and the buffer shuffle are seeded). The count
-check runs per block.
+own and a plain interleave takes them round robin: the order of tf.data's parallel interleave
+with deterministic=True, which an explicit `num_parallel_reads` and the tf.data service use (in
+distributed_epoch mode the read-ahead interleave gave every worker every shard); 1.2x the
+windows/s with a shuffle buffer. With `deterministic` (the default with a `seed`) the order is a
+function of the manifest, `block_length`, `cycle_length`, `shuffle_buffer` and `seed`. Each
+shard's count check (`replay.shards`) runs once per block: a shard holding fewer or more records
+than the manifest lists fails, naming the shard, before its extra records reach a later stage.
 
-Autotune. The returned dataset's options turn tf.data's autotune off
-(``options.autotune.enabled = False``; AUTOTUNE parallelism then means one per core and
-prefetch buffers grow on their own): its optimisation thread made deleting an iterator take
-0.25-0.3 s in half the epochs measured (a new iterator per epoch, as `Model.fit` makes), with no
-gain in throughput. It is an option of this dataset, not of the process: re-enable it with
-``ds.with_options(opts)`` where ``opts.autotune.enabled = True``.
-
-Each shard's count check (`replay.shards`) runs once per block: a shard holding fewer or more
-records than the manifest lists fails, naming the shard, before its extra records reach any
-later stage.
+Autotune. The returned dataset's options turn tf.data's autotune off (AUTOTUNE parallelism then
+means one per core; prefetch buffers grow on their own): its optimisation thread made deleting
+an iterator take 0.25-0.3 s in half the epochs measured (a new iterator per epoch, as
+`Model.fit` makes), with no gain in throughput. An option of this dataset, not of the process:
+``ds.with_options(opts)`` with ``opts.autotune.enabled = True`` turns it back on.
 
 `verify_dataset` reads every shard up front and raises `CorruptShardError` naming the shard.
 """
