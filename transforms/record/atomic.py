@@ -19,22 +19,19 @@ from __future__ import annotations
 
 import contextlib
 import os
+import posixpath
 import uuid
 from collections.abc import Iterator
 from typing import IO
 
-from replay._fs import is_url
+from replay._fs import _gfile, is_url
 
 
-def _gfile():  # noqa: ANN202 - tf.io.gfile, imported when a URL is written
-    import tensorflow as tf
-
-    return tf.io.gfile
-
-
-def temp_name(path: str) -> str:
-    """A fresh temporary name beside `path` (unique per call: concurrent retries never share)."""
-    return f"{path}.tmp-{uuid.uuid4().hex[:8]}"
+def temp_name(path: str, *, directory: str | None = None) -> str:
+    """A fresh temporary name for `path`: beside it, or in `directory` (unique per call:
+    concurrent retries never share one)."""
+    name = f"{path}.tmp-{uuid.uuid4().hex[:8]}"
+    return name if directory is None else f"{directory.rstrip('/')}/{posixpath.basename(name)}"
 
 
 def open_write(path: str) -> IO[bytes]:

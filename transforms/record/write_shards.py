@@ -165,7 +165,7 @@ def write_shard(
         compression=compression,
     )
     path = f"{spec.output_dir.rstrip('/')}/{filename}"
-    tmp = f"{spec.output_dir.rstrip('/')}/.tmp/{filename}.{_nonce()}"
+    tmp = atomic.temp_name(path, directory=f"{spec.output_dir.rstrip('/')}/.tmp")
     with atomic.incomplete_file(path, tmp=tmp):  # a retried shard: the same bytes replace it
         if compression == "NONE":
             size = record_parts.copy_ranges(ranges, tmp)
@@ -196,10 +196,3 @@ def _write_compressed(records: Iterable[bytes], tmp: str, compression: str) -> t
             writer.write(record)
             count += 1
     return count, tf.io.gfile.stat(tmp).length
-
-
-def _nonce() -> str:
-    import os
-    import uuid
-
-    return f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
