@@ -1,5 +1,6 @@
 """The real hydrophone excerpt with a hand-written Raven table, recorded and replayed end to end
-(the README's worked example, run as written), and class-balanced replay within tolerance."""
+(docs/annotations.md's worked example, run as written), and class-balanced replay within
+tolerance."""
 
 from __future__ import annotations
 
@@ -11,11 +12,12 @@ import numpy as np
 import pytest
 import soundfile as sf
 
+from tests.support.docs import page
 from tests.support.record_helpers import load_manifest, read_records, record
 
 ROOT = Path(__file__).resolve().parents[2]
-README = (ROOT / "README.md").read_text()
-SECTION = README.split("## Time-stamped annotations", 1)[1].split("\n## ", 1)[0]
+SECTION = page("annotations.md")  # "Time-stamped annotations": the whole page
+assert SECTION.startswith("# Time-stamped annotations")
 # (win_start_idx, labels over (background, transient, tug)) the hand-written table gives
 EXPECTED = [(i * 32000, [0, int(i == 2), 1]) for i in range(8)] + [
     (256000, [1, 0, 0]),
@@ -97,11 +99,11 @@ def test_hydrophone_raven_table_recorded_and_replayed(tmp_path, monkeypatch, cap
     again = replay_dataset(out, features=["labels"], balance="class", seed=0, shuffle_buffer=4)
     np.testing.assert_array_equal(np.stack([e["labels"].numpy() for e in again.take(n)]), labels)
 
-    # the README's Keras example, as written, on this dataset
+    # the page's Keras example, as written, on this dataset
     code = re.search(r"```python\n(.*?)```", SECTION, flags=re.S).group(1)
     monkeypatch.chdir(tmp_path)
     namespace: dict = {}
-    exec(compile(code, "README.md", "exec"), namespace)  # noqa: S102 - the documented example
+    exec(compile(code, "docs/annotations.md", "exec"), namespace)  # noqa: S102 - documented
     history = namespace["model"].history.history
     assert len(history["loss"]) == 1 and history["loss"][0] > 0
 

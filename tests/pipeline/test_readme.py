@@ -1,5 +1,6 @@
-"""The README's commands are the real ones: CI runs the README test command, and the
-"Train with it" example trains a Keras model for an epoch on the recorded bundled sample."""
+"""The README's commands are the real ones: CI runs the README test command; and the examples
+of docs/training.md run as written: "Train with it" trains a Keras model for an epoch on the
+recorded bundled sample, "From Python" records it."""
 
 from __future__ import annotations
 
@@ -10,10 +11,12 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.docs import page
 from tests.support.record_helpers import SAMPLE_DIR
 
 ROOT = Path(__file__).resolve().parents[2]
-README = (ROOT / "README.md").read_text()
+README = page("README.md")
+TRAINING = page("training.md")  # "Train with it", "From Python"
 
 
 def _bash_blocks() -> list[str]:
@@ -47,20 +50,20 @@ def test_readme_record_command_parses_with_our_options():
 @pytest.mark.slow
 def test_train_with_it_example_runs(sample_dataset, tmp_path, monkeypatch):
     shutil.copytree(sample_dataset, tmp_path / "out" / "sample")  # the README's recording
-    code = re.search(r"## Train with it\n\n```python\n(.*?)```", README, flags=re.S).group(1)
+    code = re.search(r"## Train with it\n\n```python\n(.*?)```", TRAINING, flags=re.S).group(1)
     monkeypatch.chdir(tmp_path)  # the example reads "out/sample"
     namespace: dict = {}
-    exec(compile(code, "README.md", "exec"), namespace)  # noqa: S102 - the documented example
+    exec(compile(code, "docs/training.md", "exec"), namespace)  # noqa: S102 - documented
     history = namespace["model"].history.history
     assert len(history["loss"]) == 1 and history["loss"][0] > 0
 
 
 @pytest.mark.slow
 def test_from_python_example_runs(tmp_path, monkeypatch):
-    code = re.search(r"## From Python\n.*?```python\n(.*?)```", README, flags=re.S).group(1)
+    code = re.search(r"## From Python\n.*?```python\n(.*?)```", TRAINING, flags=re.S).group(1)
     shutil.copytree(SAMPLE_DIR, tmp_path / "data" / "sample")
     monkeypatch.chdir(tmp_path)  # the example reads data/sample and writes out/py
     namespace: dict = {}
-    exec(compile(code, "README.md", "exec"), namespace)  # noqa: S102 - the documented example
+    exec(compile(code, "docs/training.md", "exec"), namespace)  # noqa: S102 - documented
     result = namespace["result"]
     assert result.num_examples == 18 and sum(result.split_counts.values()) == 18

@@ -1,5 +1,5 @@
-"""Promises of the README that only a real record run can show, each against an expectation
-computed here from the README's own words (not from a reference run of the same code):
+"""Promises of the README and docs/ that only a real record run can show, each against an
+expectation computed here from the docs' own words (not from a reference run of the same code):
 
 - the element table -> the `schema.pbtxt` the job writes (tensorflow_metadata, annotation tags);
 - "Shard count: ... one per 128 MiB of estimated output";
@@ -40,9 +40,9 @@ from transforms.audio.features import FeatureConfig
 
 pytestmark = pytest.mark.slow
 
-SHARD_TARGET_BYTES = 128 << 20  # README: "one per 128 MiB of estimated output"
+SHARD_TARGET_BYTES = 128 << 20  # docs/output-layout.md: "one per 128 MiB of estimated output"
 SAMPLE_WIN_LEN = 16000  # the README's command
-# README defaults: frame_length 400, frame_step 160, fft_length 512, 64 mel bins, 13 MFCCs.
+# docs/options.md defaults: frame_length 400, frame_step 160, fft_length 512, 64 mel bins, 13 MFCCs.
 FRAME_LENGTH, FRAME_STEP, FFT_LENGTH, MEL_BINS, MFCCS = 400, 160, 512, 64, 13
 
 MIXED_WIN_LEN, MIXED_HOP = 8000, 6000
@@ -99,10 +99,10 @@ def mixed_run(tmp_path_factory) -> dict:
 
 
 def _readme_elements(win_len: int, features: dict[str, int]) -> dict[str, tuple[str, tuple, str]]:
-    """{key: (dtype, shape, encoding)} from the README's element table and storage notes
-    (format version 2): `signal` and every float tensor one bytes value of little-endian
-    values, scalars one-element lists (strings bytes lists), `<feature>_norm` not stored
-    (encoding z_score: computed by the reader)."""
+    """{key: (dtype, shape, encoding)} from the README's element table and the storage notes of
+    docs/output-layout.md (format version 2): `signal` and every float tensor one bytes value of
+    little-endian values, scalars one-element lists (strings bytes lists), `<feature>_norm` not
+    stored (encoding z_score: computed by the reader)."""
     scalars = {"class": "string", "target": "int64", "num_classes": "int64", "filepath": "string"}
     scalars |= {"index": "int64", "win_start_idx": "int64", "sample_rate": "int64"}
     want = {k: (d, (), "bytes_list" if d == "string" else "int64_list") for k, d in scalars.items()}
@@ -206,7 +206,7 @@ def test_no_normalize_leaves_no_norm_key_anywhere(mixed_run):
     output = tft.TFTransformOutput(str(out))
     raw_spec = output.raw_feature_spec()
     # The shards store features as raw bytes (format version 2): the graph's inputs come from
-    # replay, as README "Output layout" says.
+    # replay, as docs/output-layout.md says.
     batch = next(iter(replay_dataset(out, features=list(raw_spec), batch_size=4)))
     transformed = output.transform_raw_features(batch)
     key_sets = {
@@ -225,7 +225,7 @@ def test_no_normalize_leaves_no_norm_key_anywhere(mixed_run):
 
 
 def _config(names) -> FeatureConfig:
-    return FeatureConfig(names=tuple(names))  # README defaults for every parameter
+    return FeatureConfig(names=tuple(names))  # docs/options.md defaults for every parameter
 
 
 def test_mixed_rate_features_match_the_float64_reference_at_each_files_rate(mixed_run):

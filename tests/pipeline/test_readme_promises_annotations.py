@@ -1,6 +1,6 @@
-"""README promises of time-stamped annotations, each pinned by a real record run on a generated
-20 s file and a CSV table: `--background_seed`, a custom `--background_class`, and an explicit
-`--annotation_format` overriding auto detection.
+"""Promises of docs/annotations.md (time-stamped annotations), each pinned by a real record run
+on a generated 20 s file and a CSV table: `--background_seed`, a custom `--background_class`,
+and an explicit `--annotation_format` overriding auto detection.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ def _events_csv(path: Path) -> Path:
 
 
 def _labels_by_the_rule(start_s: float, win_s: float) -> list[str]:
-    """README's rule: every label overlapping the window by >= 0.25 s, or >= 0.5 of it inside."""
+    """The page's rule: every label overlapping the window by >= 0.25 s, or >= 0.5 of it inside."""
     found = set()
     for a, b, label in EVENTS:
         overlap = min(b, start_s + win_s) - max(a, start_s)
@@ -60,7 +60,7 @@ def _background_run(root: Path, out: str, seed: int) -> list[dict]:
 
 @pytest.mark.slow
 def test_background_seed_fixes_the_background_windows(tmp_path):
-    """README --background_seed: "a blake2b-seeded generator (the same on every run ...)"."""
+    """--background_seed: "a blake2b-seeded generator (the same on every run ...)"."""
     _long_file(tmp_path / "audio")
     _events_csv(tmp_path / "tables" / "events.csv")
     runs = {name: _background_run(tmp_path, name, seed) for name, seed in [("a", 7), ("b", 7)]}
@@ -84,7 +84,7 @@ def test_background_seed_fixes_the_background_windows(tmp_path):
 
 @pytest.mark.slow
 def test_a_custom_background_class_names_windows_without_a_label(tmp_path):
-    """README: "a window with none gets `--background_class` (`background`)": here `silence`."""
+    """The page: "a window with none gets `--background_class` (`background`)": here `silence`."""
     path = _long_file(tmp_path / "audio")
     _events_csv(tmp_path / "tables" / "events.csv")
     out = tmp_path / "out"
@@ -112,8 +112,8 @@ def test_a_custom_background_class_names_windows_without_a_label(tmp_path):
     assert summary["windows_without_events"] == {"silence": LONG_SECONDS - 4}
 
 
-# (format, table file name, its text, whether auto detection reads it the same way). README:
-# "auto: Raven by its header, CSV by `.csv`, else Audacity".
+# (format, table file name, its text, whether auto detection reads it the same way).
+# docs/annotations.md: "auto: Raven by its header, CSV by `.csv`, else Audacity".
 _RAVEN_HEADER = "\t".join(
     ["Selection", "View", "Channel", "Begin Time (s)", "End Time (s)", "Low Freq (Hz)"]
     + ["High Freq (Hz)", "Annotation\n"]
@@ -136,7 +136,7 @@ TABLES = {
 @pytest.mark.slow
 @pytest.mark.parametrize("fmt", list(TABLES))
 def test_explicit_annotation_format_overrides_auto_detection(tmp_path, fmt):
-    """README --annotation_format: "`raven`, `audacity`, `csv`; auto: Raven by its header, ..."."""
+    """--annotation_format: "`raven`, `audacity`, `csv`; auto: Raven by its header, ..."."""
     from pipelines.config import RecordConfig
     from pipelines.plan import plan_record
 

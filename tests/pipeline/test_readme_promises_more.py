@@ -1,5 +1,6 @@
-"""More README promises, each pinned by a real record run on tiny generated files (read back
-with plain tf.data or `replay`), against expectations computed here from the README's words:
+"""More promises of docs/ (options.md, output-layout.md, guarantees.md), each pinned by a real
+record run on tiny generated files (read back with plain tf.data or `replay`), against
+expectations computed here from the docs' words:
 
 - `--feature_dtype float16`: an out-of-range file goes to `errors`; `stored_dtype:` schema tags;
 - `--compression AUTO`: GZIP only when zlib halves the records, else NONE;
@@ -28,15 +29,16 @@ import soundfile as sf
 from google.protobuf import text_format
 from tensorflow_metadata.proto.v0 import schema_pb2
 
+from tests.support.docs import page
 from tests.support.feature_reference import reference_features
 from tests.support.record_helpers import load_manifest, raw_manifest, read_records, record
 from transforms.audio.features import FeatureConfig
 
 ROOT = Path(__file__).resolve().parents[2]
-README = (ROOT / "README.md").read_text()
+OPTION_TABLES = page("options.md") + page("annotations.md")  # every option table of the docs
 RATE = 8000
-FLOAT16_MAX = 65504.0  # README: "float16's range (±65504)"
-LIMIT_VALUES = 2**28  # README Guarantee 8: "element shapes (positive, at most 2^28 values)"
+FLOAT16_MAX = 65504.0  # docs/options.md: "float16's range (±65504)"
+LIMIT_VALUES = 2**28  # docs/guarantees.md, 8: "element shapes (positive, at most 2^28 values)"
 
 
 def _wav(path: Path, samples: np.ndarray, subtype: str, rate: int = RATE) -> str:
@@ -76,7 +78,7 @@ def float16_run(tmp_path_factory) -> dict:
 
 @pytest.mark.slow
 def test_float16_overflow_sends_the_file_to_errors_and_the_run_goes_on(float16_run):
-    """README: "a file holding a value beyond float16's range (±65504) goes to `errors`"."""
+    """options.md: "a file holding a value beyond float16's range (±65504) goes to `errors`"."""
     out, loud = float16_run["out"], float16_run["loud"]
     manifest = load_manifest(out)
     (error,) = manifest["errors"]
@@ -100,11 +102,11 @@ def test_float16_overflow_sends_the_file_to_errors_and_the_run_goes_on(float16_r
 
 @pytest.mark.slow
 def test_schema_pbtxt_tags_float16_features_with_stored_dtype(float16_run):
-    """README Output layout: schema.pbtxt's "annotation tags `dtype:`, ..., `stored_dtype:`"."""
+    """docs/output-layout.md: schema.pbtxt's "annotation tags `dtype:`, ..., `stored_dtype:`"."""
     out = float16_run["out"]
     schema = text_format.Parse((out / "schema.pbtxt").read_text(), schema_pb2.Schema())
     tags = {f.name: list(f.annotation.tag) for f in schema.feature}
-    frames = 1 + (RATE - 400) // 160  # README defaults: frame_length 400, frame_step 160
+    frames = 1 + (RATE - 400) // 160  # docs/options.md defaults: frame_length 400, frame_step 160
     bins = {"spectrogram": 512 // 2 + 1, "log_mel": 64}  # fft_length 512, 64 mel bins
     for name, n in bins.items():
         assert tags[name] == [
@@ -133,7 +135,7 @@ def test_schema_pbtxt_tags_float16_features_with_stored_dtype(float16_run):
 @pytest.mark.slow
 @pytest.mark.parametrize("content, chosen", [("silence", "GZIP"), ("noise", "NONE")])
 def test_auto_compression_is_gzip_only_when_zlib_halves_the_records(tmp_path, content, chosen):
-    """README --compression: "`AUTO`: GZIP only when zlib halves a sample of the records"."""
+    """options.md --compression: "`AUTO`: GZIP only when zlib halves a sample of the records"."""
     rng = np.random.default_rng(0)
     for name in ("a_x.wav", "b_x.wav"):
         samples = rng.normal(0, 3000, 2 * RATE) if content == "noise" else np.zeros(2 * RATE)
@@ -165,7 +167,7 @@ def test_auto_compression_is_gzip_only_when_zlib_halves_the_records(tmp_path, co
 
 @pytest.mark.slow
 def test_channel_mode_mean_of_float32_channels_is_their_mean(tmp_path):
-    """README --channel_mode: "`mean` of channels (rounded for integer formats)": not for float."""
+    """options.md --channel_mode: "`mean` of channels (rounded for integer formats)": not float."""
     win = RATE // 2
     rng = np.random.default_rng(1)
     samples = rng.uniform(-0.9, 0.9, (5 * win + 123, 3)).astype(np.float32)
@@ -189,8 +191,8 @@ def test_channel_mode_mean_of_float32_channels_is_their_mean(tmp_path):
 
 # --- --help ---------------------------------------------------------------------------------------
 
-# Defaults of the README's option tables ("Record options", annotations), as --help shows them.
-README_DEFAULTS = {
+# Defaults of the docs' option tables (docs/options.md, docs/annotations.md), as --help shows.
+DOCUMENTED_DEFAULTS = {
     "--win_len": "32768",
     "--hop_len": "win_len",
     "--label_source": "filename",
@@ -237,7 +239,7 @@ def _help_entries(text: str) -> dict[str, str]:
 
 
 def test_help_lists_every_option_with_its_default():
-    """README: "`python -m pipelines.record --help` lists every option" and the defaults it has."""
+    """options.md: "`python -m pipelines.record --help` lists every option" and their defaults."""
     done = subprocess.run(
         [sys.executable, "-m", "pipelines.record", "--help"],
         cwd=ROOT,
@@ -248,15 +250,15 @@ def test_help_lists_every_option_with_its_default():
     )
     assert done.returncode == 0, done.stderr
     entries = _help_entries(done.stdout)
-    tables = re.findall(r"^\| ((?:`--\w+`(?: / )?)+) \|", README, flags=re.M)
+    tables = re.findall(r"^\| ((?:`--\w+`(?: / )?)+) \|", OPTION_TABLES, flags=re.M)
     documented = {flag for row in tables for flag in re.findall(r"`(--\w+)`", row)}
     documented -= {"--runner"}  # "any standard Beam pipeline option"
     assert len(documented) > 40 and documented <= set(entries), documented - set(entries)
-    for flag, default in README_DEFAULTS.items():
+    for flag, default in DOCUMENTED_DEFAULTS.items():
         assert f"(default {default})" in entries[flag], (flag, entries[flag])
     for flag in ("--input_pattern", "--output_dir"):
         assert entries[flag].endswith("(required)")
-    assert "by size" in entries["--num_shards"]  # README: "by size"
+    assert "by size" in entries["--num_shards"]  # docs/options.md: "by size"
     assert "Beam pipeline option" in done.stdout  # "[Beam options]"
 
 
@@ -265,7 +267,7 @@ def test_help_lists_every_option_with_its_default():
 
 @pytest.mark.slow
 def test_vorbis_files_entry_says_lossy_with_a_lossy_reason(tmp_path):
-    """README: Vorbis "`signal` is libsndfile's float32 decode ... with a `lossy_reason`"."""
+    """options.md: Vorbis "`signal` is libsndfile's float32 decode ... with a `lossy_reason`"."""
     rate, win = 16000, 4000
     tone = 0.5 * np.sin(2 * np.pi * 440 * np.arange(3 * win) / rate)
     ogg = str(tmp_path / "in" / "a_tone.ogg")
@@ -317,7 +319,7 @@ def _with_manifest(dataset: Path, tmp_path: Path, edit) -> Path:
 
 @pytest.mark.slow
 def test_an_element_of_more_than_2_28_values_is_refused(limit_run, tmp_path):
-    """README Guarantee 8: "element shapes (positive, at most 2^28 values)" in a manifest."""
+    """docs/guarantees.md, 8: "element shapes (positive, at most 2^28 values)" in a manifest."""
     from replay import ManifestError, load_info
 
     info = load_info(limit_run)  # the writer's own dataset, at the limit: accepted
@@ -342,7 +344,7 @@ def test_an_element_of_more_than_2_28_values_is_refused(limit_run, tmp_path):
 
 @pytest.mark.slow
 def test_a_manifest_over_the_size_limit_is_refused(limit_run, tmp_path, monkeypatch):
-    """README Guarantee 8: "a manifest that is a FIFO or over 1 GiB" is refused."""
+    """docs/guarantees.md, 8: "a manifest that is a FIFO or over 1 GiB" is refused."""
     from replay import ManifestError, load_info, replay_dataset
     from replay import manifest as schema
 

@@ -25,11 +25,12 @@ from apache_beam.options.pipeline_options import (
 import runners
 from pipelines import record
 from runners import direct, portable, support, threads
+from tests.support.docs import pages
 from tests.support.record_helpers import SAMPLE_DIR
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = str(SAMPLE_DIR / "*.wav")
-DOCS = (ROOT / "README.md",)
+DOCS = pages()  # README.md and docs/*.md (the engine recipes: docs/running-at-scale.md)
 # "Fails fast" means our probe answers instead of Beam's own waits, which are minutes here
 # (a job server's start-up wait, gRPC's 5-minute deadline). A refused connection or a missing
 # jar is seen in well under a second; 60 s is a margin no loaded CI machine reaches and still far
