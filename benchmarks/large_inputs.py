@@ -11,7 +11,7 @@ wall seconds, windows, output MB, peak RSS / PSS of the tree and of the launcher
 
 tests/reliability/test_reliability_large.py runs it as a test with a memory bound: in CI at a
 quarter of the size (a 30-minute file, 2,000 tiny files), and at full size with
-``AUDIORECORDS_LARGE=1``. Figures are in README "Guarantees".
+``AUDIORECORDS_LARGE=1``. Figures are in docs/guarantees.md (guarantee 7).
 """
 
 from __future__ import annotations

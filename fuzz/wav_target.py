@@ -1,10 +1,10 @@
 """The WAV/RIFF decoder's contract as one function of a byte string (the fuzz target).
 
 `check_wav` runs `transforms.audio.wav`'s three entry points (`read_info`, `decode`, `read_blocks`)
-on an input and asserts what README Guarantee 1 promises: decoded samples consistent across the
-three, or `WavDecodeError` with a reason; any other exception propagates (a finding). Used by
-`fuzz/fuzz_wav.py` (atheris, coverage-guided) and replayed over the saved corpus by
-`tests/reliability/test_fuzz_corpus.py`. Imports neither atheris nor TensorFlow.
+on an input and asserts what guarantee 1 (docs/guarantees.md) promises: decoded samples
+consistent across the three, or `WavDecodeError` with a reason; any other exception propagates
+(a finding). Used by `fuzz/fuzz_wav.py` (atheris, coverage-guided) and replayed over the saved
+corpus by `tests/reliability/test_fuzz_corpus.py`. Imports neither atheris nor TensorFlow.
 """
 
 from __future__ import annotations

@@ -308,7 +308,7 @@ def size_tasks(config: RecordConfig, scanned: ScannedInputs, *, cpu_count: int) 
         feature_values=feature_floats,
         feature_dtype=config.feature_dtype,
     )
-    estimated = {  # README "Shard count": one shard per 128 MiB of estimated output
+    estimated = {  # docs/output-layout.md "Shard count": one shard per 128 MiB of estimated output
         split: plan_num_shards(
             stored * sum(kept for f, kept, _ in segments if f.split == split),
             num_shards=config.num_shards,

@@ -71,7 +71,7 @@ def help_parser() -> argparse.ArgumentParser:
         prog="python -m pipelines.record",
         description=__doc__.splitlines()[0],
         epilog="Any Beam pipeline option (--runner, --direct_num_workers, --project, ...) may "
-        "be given beside these; see README.md 'Running at scale'.",
+        "be given beside these; see docs/running-at-scale.md.",
     )
     add_arguments(parser.add_argument)
     return parser

@@ -3,7 +3,7 @@
 Both sides import this module: `pipelines.record` writes what it describes, `replay` reads it. It
 depends on the standard library only, so the reader stays free of Beam and tensorflow-transform.
 
-Layout of an output directory (also documented in README "Output layout")::
+Layout of an output directory (also documented in docs/output-layout.md)::
 
     out/
       manifest.json                          written last: no manifest, no dataset

@@ -9,7 +9,7 @@ engine from `ENGINES`, and `configure` turns the user's flags into final Beam op
   setup.py for Dataflow and container workers, the one-numeric-thread worker plugin, LOOPBACK
   for embedded job services.
 
-See README.md "Running at scale" for the recipes.
+See docs/running-at-scale.md for the recipes.
 
 The package imports lazily: `import runners` alone imports no Apache Beam (``runners.quiet``,
 used by the Beam-free ``python -m pipelines.verify`` / ``inspect``, lives here too); the names

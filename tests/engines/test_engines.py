@@ -78,8 +78,9 @@ def test_flink_embedded_gives_the_direct_runners_dataset(flink_jar, reference, t
 def test_spark_standalone_cluster_gives_the_direct_runners_dataset(
     spark_cluster, worker_pool, reference, tmp_path
 ):
-    # `local[2]` inside the job server gives the same (README); this is the real cluster path:
-    # the driver in the job server, executors as JVMs of their own, our SDK workers from the pool.
+    # `local[2]` inside the job server gives the same (docs/running-at-scale.md); this is the real
+    # cluster path: the driver in the job server, executors as JVMs of their own, our SDK workers
+    # from the pool.
     out, log = tmp_path / "out", tmp_path / "record.log"
     engine = ("--runner", "SparkRunner", "--spark_master_url", spark_cluster.url)
     engine += ("--spark_job_server_jar", str(jobserver.jar_path("spark")))

@@ -1,6 +1,7 @@
-"""``python -m pipelines.verify`` and ``inspect`` import no Apache Beam (README: verify "does not
-import Beam"; inspect reads the manifest without Beam): each command runs in a new interpreter
-on a real recorded dataset, then reports which of Beam and tensorflow-transform it loaded.
+"""``python -m pipelines.verify`` and ``inspect`` import no Apache Beam (docs/guarantees.md, 4:
+verify "does not import Beam"; inspect reads the manifest without Beam): each command runs in a
+new interpreter on a real recorded dataset, then reports which of Beam and tensorflow-transform it
+loaded.
 """
 
 from __future__ import annotations

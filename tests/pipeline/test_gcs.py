@@ -10,9 +10,10 @@ the readers run in subprocesses with that environment, as a user's would run aga
   under its URL, and leaves nothing under ``.tmp/``;
 - `replay_dataset`, `load_info`, `verify_dataset` and ``python -m pipelines.verify`` /
   ``inspect`` read it there;
-- README "Guarantees" that rest on the file system hold there: a run killed while it finalises
-  (every shard written, no manifest) is refused as incomplete; reruns with ``--overwrite`` are
-  byte-identical (shards, schema, source tables; the manifest apart from ``created_utc``);
+- the guarantees (docs/guarantees.md) that rest on the file system hold there: a run killed
+  while it finalises (every shard written, no manifest) is refused as incomplete; reruns with
+  ``--overwrite`` are byte-identical (shards, schema, source tables; the manifest apart from
+  ``created_utc``);
   ``--overwrite`` refuses a directory that is not an audiorecords dataset and deletes nothing;
   a crafted manifest naming a shard in another bucket is refused as a local ``../x`` is;
 - no request leaves 127.0.0.1: the proxy refuses (and lists) every host but GCS's two, and each
@@ -197,8 +198,8 @@ except Exception as e:
 
 
 def _dataset_bytes(gcs, prefix: str) -> dict[str, object]:
-    """What README guarantee 5 keeps identical: shards, schema, source tables, the manifest
-    apart from created_utc (the same files `tests.support.reliability.assert_same_dataset`
+    """What guarantee 5 (docs/guarantees.md) keeps identical: shards, schema, source tables, the
+    manifest apart from created_utc (the same files `tests.support.reliability.assert_same_dataset`
     compares locally)."""
     out = {}
     for name in gcs.list_names("out", prefix):

@@ -104,7 +104,7 @@ def test_resampling_to_one_rate(stereo, tmp_path):
     """Pins ``--sample_rate 16000`` on 8 kHz 24-bit files: twice the frames, at 16000 Hz, equal
     (a) to the tones a file was made of, evaluated at the 16 kHz sample times (independent of
     any resampler), within TONES_TOL of full scale away from the ends, and (b) to scipy's
-    resample_poly (the method README names) of the file as an independent decoder reads it,
+    resample_poly (the method docs/options.md names) of the file as an independent decoder reads it,
     rounded to 24-bit, within 1 LSB."""
     d, _ = stereo
     tones = wavgen.write_wav(

@@ -129,7 +129,7 @@ def test_features_match_the_feature_functions_and_are_z_scored(recorded):
     from transforms.audio.features import FeatureConfig
 
     manifest = load_manifest(recorded)
-    config = FeatureConfig(  # RUN_ARGS' features; README defaults for the rest
+    config = FeatureConfig(  # RUN_ARGS' features; docs/options.md defaults for the rest
         names=("log_mel", "mfcc", "spectrogram"),
         frame_length=400,
         frame_step=160,

@@ -4,7 +4,7 @@ Runs benchmarks/large_inputs.py (the record CLI under a /proc memory sampler) an
 window is recorded and that the job's peak memory (PSS of the whole process tree) stays under a
 bound near what it measured (`MAX_MB`, or ``AUDIORECORDS_LARGE_MAX_MB`` for both cases). By
 default (CI) a 30-minute file and 2,000 tiny files (~1 minute in all); ``AUDIORECORDS_LARGE=1``
-runs the full guarantee of README "Guarantees": a 2-hour file and 10,000 tiny files (minutes,
+runs the full guarantee of docs/guarantees.md: a 2-hour file and 10,000 tiny files (minutes,
 ~0.8 GB of input).
 """
 
@@ -25,7 +25,7 @@ FILES = 10_000 if FULL else 2_000
 # load ~1.5-2), three runs of the default (CI) size: long 726 / 924 / 919 MB, many 603 / 802 /
 # 822 MB (RSS 930-948 and 833-844 MB: PSS is lower when other processes share the libraries).
 # Bound: the highest measured + 30%, so a 1.3x regression fails where 2 GiB let 2-3x through.
-# README "Guarantees" gives the full size's (AUDIORECORDS_LARGE=1) RSS as 975 and 944 MB, below
+# docs/guarantees.md gives the full size's (AUDIORECORDS_LARGE=1) RSS as 975 and 944 MB, below
 # these bounds too (PSS <= RSS).
 _OVERRIDE = os.environ.get("AUDIORECORDS_LARGE_MAX_MB")
 MAX_MB = {
@@ -55,9 +55,9 @@ def test_long_48khz_file(workdir):
     (result,) = _bench().run(argv)
     assert result["files"] == 1
     assert result["windows"] == int(HOURS * 3600 * 48000) // 32768
-    # README "Shard count": one per 128 MiB of estimated output. Per window (default options):
-    # int16 signal [32768] + log_mel float32 [1 + (32768 - 400) // 160, 64] (format 2 does not
-    # store log_mel_norm).
+    # docs/output-layout.md "Shard count": one per 128 MiB of estimated output. Per window
+    # (default options): int16 signal [32768] + log_mel float32 [1 + (32768 - 400) // 160, 64]
+    # (format 2 does not store log_mel_norm).
     per_window = 32768 * 2 + (1 + (32768 - 400) // 160) * 64 * 4
     assert result["shards"] == math.ceil(result["windows"] * per_window / (128 << 20)), result
     assert result["peak_pss_tree_mb"] < MAX_MB["long"], result

@@ -151,8 +151,9 @@ def test_size_tasks_checks_features_at_the_files_rate_and_the_analysed_splits(in
 
 
 def test_default_shard_count_is_planned_windows_times_stored_bytes(inputs, tmp_path, monkeypatch):
-    """README "Shard count": one shard per TARGET_SHARD_BYTES (128 MiB; 5,000 bytes here) of
-    planned windows x the bytes each stores, so overlapping windows and --feature_dtype count."""
+    """docs/output-layout.md "Shard count": one shard per TARGET_SHARD_BYTES (128 MiB; 5,000 bytes
+    here) of planned windows x the bytes each stores, so overlapping windows and --feature_dtype
+    count."""
     monkeypatch.setattr(write_shards, "TARGET_SHARD_BYTES", 5_000)
 
     def shards(**options) -> int:
