@@ -36,7 +36,7 @@ from pipelines.plan import RecordPlan, one_task, plan_record
 from pipelines.result import RecordResult
 from replay import format as fmt
 from runners.internals import JobOptions, cached_dofn_introspection
-from transforms.record import write_shards
+from transforms.planning.types import ShardSpec
 from transforms.record.progress import ProgressReporter
 from transforms.record.stages import (
     Analyze,
@@ -81,7 +81,7 @@ def build_pipeline(p: beam.Pipeline, plan: RecordPlan) -> None:
     transform_written = transform_fn | "WriteTransformFn" >> tft_beam.WriteTransformFn(out)
     # "NONE" | "GZIP" | "ZLIB", one element
     compression = read["samples"] | "ChooseCompression" >> ChooseCompression(plan.compression)
-    spec = write_shards.ShardSpec(output_dir=out, name=plan.name)
+    spec = ShardSpec(output_dir=out, name=plan.name)
     num_shards = dict(plan.sharding.num_shards)
     written = (  # dict per shard file: split, shard, filename, num_examples, num_bytes, ...
         read["parts"]

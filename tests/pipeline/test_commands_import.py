@@ -1,7 +1,8 @@
 """``python -m pipelines.verify`` and ``inspect`` import no Apache Beam (README: verify "does not
 import Beam"; inspect reads the manifest without Beam): each command runs in a new interpreter
 on a real recorded dataset, then reports which of Beam and tensorflow-transform it loaded.
-Nor do the modules that hold no Beam code: `runners.quiet` and the record result.
+Nor do the modules that hold no Beam code: `runners.quiet`, the record result, and planning
+(`pipelines.config`, `pipelines.plan` and the plan's types, `transforms.planning`).
 """
 
 from __future__ import annotations
@@ -43,6 +44,10 @@ def test_command_imports_no_beam(sample_dataset, module):
         "import runners, runners.quiet",
         "import pipelines.verify, pipelines.inspect",
         "import pipelines, pipelines.result; pipelines.RecordResult",
+        # planning: options, the plan and its types (Beam's FileSystems load when first used)
+        "import pipelines.config, pipelines.plan, pipelines.inputs",
+        "import transforms.planning.types, transforms.planning.sharding",
+        "import transforms.planning.layout, transforms.planning.compression",
     ],
 )
 def test_importing_imports_no_beam(imports):
