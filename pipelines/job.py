@@ -62,7 +62,7 @@ def build_pipeline(p: beam.Pipeline, plan: RecordPlan) -> None:
         plan.sharding,
         classes=plan.classes,
         output_dir=out,
-        analyze_splits=plan.analyze_splits,
+        analyzed_splits=plan.analyzed_splits,
     )
     refused = [{"path": f.path, "reason": f.error} for f in plan.inputs if f.error]
     planned_errors = (  # {"path", "reason"}: files refused at planning (counted), bad table rows
@@ -101,7 +101,7 @@ def build_pipeline(p: beam.Pipeline, plan: RecordPlan) -> None:
         params=plan.params,
         num_shards=num_shards,
         classes=plan.classes,
-        analyzed_splits=plan.analyze_splits,
+        analyzed_splits=plan.analyzed_splits,
         shards=written,
         files=read["files"],
         errors=errors,

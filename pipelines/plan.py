@@ -70,7 +70,7 @@ class RecordPlan:
     input_bytes: int
     params: Mapping[str, Any]
     classes: tuple[str, ...] = ()  # the class list in `target` order (labels.run_classes)
-    analyze_splits: tuple[str, ...] = (fmt.ALL_SPLIT,)  # splits TFT's statistics come from
+    analyzed_splits: tuple[str, ...] = (fmt.ALL_SPLIT,)  # splits TFT's statistics come from
     annotation_errors: tuple[dict, ...] = ()  # --annotations: bad table rows (manifest errors)
 
 
@@ -355,7 +355,7 @@ def size_tasks(config: RecordConfig, scanned: ScannedInputs, *, cpu_count: int) 
         input_bytes=sum(f.size_bytes for f in inputs),
         params=json.loads(json.dumps(config.params())),
         classes=scanned.classes,
-        analyze_splits=analyze,
+        analyzed_splits=analyze,
         annotation_errors=scanned.annotation_errors,
     )
 

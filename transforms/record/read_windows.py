@@ -125,7 +125,7 @@ class _SegmentStream:
 class ReadTaskFn(beam.DoFn):
     """ReadTask -> RecordBatches (for TFT analysis) + tagged parts/files/errors/samples.
 
-    Only rows of `analyze_splits` (None: every split) go to the analysis; all rows are written,
+    Only rows of `analyzed_splits` (None: every split) go to the analysis; all rows are written,
     encoded with `classes` (the planned class list: ``target`` is the index in it).
     """
 
@@ -136,7 +136,7 @@ class ReadTaskFn(beam.DoFn):
         *,
         classes: Sequence[str],
         output_dir: str,
-        analyze_splits: Collection[str] | None = None,
+        analyzed_splits: Collection[str] | None = None,
     ):
         self._config, self._sharding, self._output_dir = config, sh, output_dir
         self._encode = StoredEncoder(config.layout, classes)
@@ -144,7 +144,7 @@ class ReadTaskFn(beam.DoFn):
         # rows per analysis batch: ANALYSIS_BATCH_BYTES of float32 features (a class is ~16 B)
         row_bytes = 16 + 4 * sum(math.prod(s) for s in config.layout.feature_shapes.values())
         self._analysis_rows = max(1, ANALYSIS_BATCH_BYTES // row_bytes)
-        self._analyze = None if analyze_splits is None else frozenset(analyze_splits)
+        self._analyze = None if analyzed_splits is None else frozenset(analyzed_splits)
         self._files = beam.metrics.Metrics.counter("record", "files_read")
         self._failed = beam.metrics.Metrics.counter("record", "files_failed")
         self._windows = beam.metrics.Metrics.counter("record", "windows")

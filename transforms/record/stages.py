@@ -62,7 +62,7 @@ class ReadWindows(beam.PTransform):
         *,
         classes: Sequence[str],
         output_dir: str,
-        analyze_splits: Sequence[str],
+        analyzed_splits: Sequence[str],
     ) -> None:
         super().__init__()
         self._tasks = tuple(tasks)
@@ -71,7 +71,7 @@ class ReadWindows(beam.PTransform):
             sharding,
             classes=classes,
             output_dir=output_dir,
-            analyze_splits=analyze_splits,
+            analyzed_splits=analyzed_splits,
         )
 
     def expand(self, pbegin: beam.pvalue.PBegin) -> dict[str, beam.PCollection]:
