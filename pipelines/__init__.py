@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-_LAZY = {"record_dataset": "pipelines.api", "RecordResult": "pipelines.api"}
+_LAZY = {"record_dataset": "pipelines.api", "RecordResult": "pipelines.result"}
 __all__ = sorted(_LAZY)
 
 

@@ -20,31 +20,14 @@ shard count); it must be picklable to run on remote workers.
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from pipelines import job
 from pipelines.config import OPTION_NAMES, RecordConfig
+from pipelines.result import RecordResult
 
-
-@dataclasses.dataclass(frozen=True)
-class RecordResult:
-    """What a record run produced (see also ``manifest.json`` in `output_dir`)."""
-
-    output_dir: str
-    num_examples: int
-    num_files: int
-    num_failed: int
-    errors: tuple[Mapping[str, str], ...]
-    split_counts: Mapping[str, int]
-    num_shards: int
-    num_bytes: int
-    compression: str
-    seconds: float
-    audio_seconds_per_second: float
-    windows_per_second: float
-    counters: Mapping[str, int]
+__all__ = ["RecordResult", "record_dataset"]
 
 
 def record_dataset(
@@ -65,7 +48,7 @@ def record_dataset(
       **options: any other record option by its CLI name without dashes.
 
     Returns:
-      A `RecordResult` with counts, errors and throughput.
+      A `RecordResult` with counts, errors and throughput (nothing is printed).
 
     Raises:
       TypeError: an unknown option name.
@@ -75,21 +58,4 @@ def record_dataset(
     if unknown:
         raise TypeError(f"record_dataset() got an unknown option {unknown[0]!r}")
     config = RecordConfig(input_pattern=input_pattern, output_dir=output_dir, **options)
-    summary = job.run_job(config, beam_argv=list(beam_args), shard_func=shard_func)
-    m = summary["manifest"]
-    seconds = summary["seconds"]
-    return RecordResult(
-        output_dir=summary["output_dir"],
-        num_examples=m["num_examples"],
-        num_files=m["num_files"],
-        num_failed=len(m["errors"]),
-        errors=tuple(m["errors"]),
-        split_counts={name: s["num_examples"] for name, s in m["splits"].items()},
-        num_shards=summary["shards"],
-        num_bytes=summary["bytes"],
-        compression=m["compression"],
-        seconds=seconds,
-        audio_seconds_per_second=summary["audio_seconds_per_second"],
-        windows_per_second=round(m["num_examples"] / seconds, 1) if seconds else 0.0,
-        counters=summary["counters"],
-    )
+    return job.run_job(config, beam_argv=list(beam_args), shard_func=shard_func)

@@ -28,10 +28,10 @@ from transforms.audio import annotations as ann
 from transforms.audio import dtypes, labels
 from transforms.audio import features as feats
 from transforms.audio.windows import WindowConfig
-from transforms.record import read_windows, shard_plan
+from transforms.planning import sharding
+from transforms.planning.compression import COMPRESSIONS
+from transforms.planning.types import CHANNEL_MODES
 from transforms.record.annotation_plan import EVENT_WINDOWS, AnnotationConfig
-from transforms.record.file_rows import CHANNEL_MODES
-from transforms.record.write_shards import COMPRESSIONS
 
 REQUIRED = ("input_pattern", "output_dir")  # the options without a default
 _RULE = aw.LabelRule()  # the annotation rule's defaults
@@ -118,7 +118,7 @@ class RecordConfig:
     shard_by: str = _option(
         "hash",
         "hash: spread windows; file: a file's windows in one shard; class: shard sets",
-        choices=shard_plan.SHARD_BY,
+        choices=sharding.SHARD_BY,
     )
     analyze_splits: str | None = _option(
         None,
@@ -226,13 +226,13 @@ class RecordConfig:
     @property
     def split_weights(self) -> tuple[tuple[str, float], ...]:
         """``--splits`` as ((name, weight), ...); () without splits."""
-        return shard_plan.parse_splits(self.splits)
+        return sharding.parse_splits(self.splits)
 
     @property
     def analyzed_splits(self) -> tuple[str, ...]:
         """The splits TFT's statistics are computed on."""
         names = tuple(n for n, _ in self.split_weights) or (fmt.ALL_SPLIT,)
-        return read_windows.analyzed_splits(self.analyze_splits, split_names=names)
+        return sharding.analyzed_splits(self.analyze_splits, split_names=names)
 
     @property
     def window(self) -> WindowConfig:
@@ -354,8 +354,8 @@ class RecordConfig:
         except ValueError as e:
             raise UsageError(str(e)) from e
         require(
-            self.shard_by in shard_plan.SHARD_BY,
-            f"--shard_by must be one of {', '.join(shard_plan.SHARD_BY)}",
+            self.shard_by in sharding.SHARD_BY,
+            f"--shard_by must be one of {', '.join(sharding.SHARD_BY)}",
         )
         unknown = [n for n in self.feature_names if n not in feats.FEATURE_NAMES]
         require(

@@ -1,7 +1,9 @@
-"""Planning's I/O: class lists, label CSVs, audio headers, listing inputs and the output dir.
+"""Planning's I/O: class lists, label CSVs, audio headers, annotation tables, listing inputs and
+the output dir.
 
 Everything `pipelines.plan` learns from storage goes through here (Beam's FileSystems: local,
-gs://, s3://...); the planning steps themselves stay pure.
+gs://, s3://..., imported on first use, so importing planning imports no Beam); the planning
+steps themselves stay pure.
 """
 
 from __future__ import annotations
@@ -10,22 +12,31 @@ import concurrent.futures
 import dataclasses
 import json
 import os
-
-from apache_beam.io.filesystems import FileSystems
+from typing import Any
 
 from pipelines.config import UsageError
 from replay import format as fmt
 from replay._fs import is_url
+from transforms.audio import annotations as ann
 from transforms.audio import formats, labels, wav
-from transforms.record.file_rows import InputFile
+from transforms.planning.types import InputFile
+from transforms.record.annotation_plan import AnnotationConfig
 
 RUN_MARKER = ".audiorecords-run"  # written first into the output dir: "this folder is ours"
 HEADER_THREADS = 16  # parallel header reads at planning (remote stores: latency-bound)
 
 
+def _filesystems() -> Any:
+    """Beam's ``FileSystems`` (local, gs://, s3://...; the job's options set by `pipelines.job`),
+    imported on first use: validating options and planning's pure steps import no Beam."""
+    from apache_beam.io.filesystems import FileSystems
+
+    return FileSystems
+
+
 def read_classes_file(path: str) -> str:
     try:
-        with FileSystems.open(path, compression_type="uncompressed") as fh:
+        with _filesystems().open(path, compression_type="uncompressed") as fh:
             return fh.read().decode("utf-8-sig")
     except (OSError, UnicodeDecodeError) as e:
         raise ValueError(f"--classes @{path}: cannot read the class list ({e})") from e
@@ -33,7 +44,7 @@ def read_classes_file(path: str) -> str:
 
 def read_csv_labels(csv_path: str) -> dict[str, str]:
     try:
-        with FileSystems.open(csv_path, compression_type="uncompressed") as fh:
+        with _filesystems().open(csv_path, compression_type="uncompressed") as fh:
             text = fh.read().decode("utf-8-sig")
         return labels.read_label_csv(text, source=csv_path)
     except (OSError, ValueError, UnicodeDecodeError) as e:
@@ -44,7 +55,7 @@ def _read_header(f: InputFile) -> InputFile:
     if f.error is not None:
         return f
     try:
-        with FileSystems.open(f.path, compression_type="uncompressed") as fh:
+        with _filesystems().open(f.path, compression_type="uncompressed") as fh:
             return dataclasses.replace(f, info=wav.read_info(fh, path=f.path))
     except wav.WavDecodeError as e:
         return dataclasses.replace(f, error=e.reason)
@@ -71,7 +82,7 @@ def match_inputs(pattern: str) -> list[tuple[str, int]]:
     ``{a,b}`` alternatives are expanded (``data/**/*.{wav,flac}``); Beam's glob has none.
     """
     try:
-        results = FileSystems.match(formats.expand_braces(pattern))
+        results = _filesystems().match(formats.expand_braces(pattern))
     except Exception as e:  # noqa: BLE001 - Beam raises BeamIOError / ValueError by scheme
         raise UsageError(f"--input_pattern {pattern!r}: cannot list files ({e})") from e
     found = {m.path: m.size_in_bytes for r in results for m in r.metadata_list}
@@ -114,7 +125,44 @@ def _is_our_manifest(output_dir: str) -> bool:
     """Whether <output_dir>/manifest.json is an audiorecords manifest (its "format" says so)."""
     try:
         path = f"{output_dir.rstrip('/')}/{fmt.MANIFEST_FILENAME}"
-        with FileSystems.open(path, compression_type="uncompressed") as fh:
+        with _filesystems().open(path, compression_type="uncompressed") as fh:
             return json.loads(fh.read(16 << 20)).get("format") == fmt.FORMAT_NAME
     except Exception:  # noqa: BLE001 - unreadable or not JSON: not ours
         return False
+
+
+def read_annotation_tables(config: AnnotationConfig) -> tuple[list[ann.Event], list[ann.RowError]]:
+    """Reads every table `config.pattern` matches (local, gs://, ... through Beam's FileSystems).
+
+    A table that cannot be read or decoded is one error; text is UTF-8 (a BOM is skipped), else
+    Windows-1252 (what Raven on Windows writes).
+
+    Raises:
+      ValueError: the pattern matches no file.
+    """
+    fs = _filesystems()
+    try:
+        found = fs.match([config.pattern])
+    except Exception as e:  # noqa: BLE001 - Beam raises BeamIOError / ValueError by scheme
+        raise ValueError(f"--annotations {config.pattern!r}: cannot list files ({e})") from e
+    paths = sorted({m.path for r in found for m in r.metadata_list})
+    if not paths:
+        raise ValueError(f"--annotations {config.pattern!r} matches no file")
+    events, errors = [], []
+    for path in paths:
+        try:
+            with fs.open(path, compression_type="uncompressed") as fh:
+                data = fh.read()
+        except Exception as e:  # noqa: BLE001 - an unreadable table is reported, never fatal
+            errors.append(ann.RowError(path, None, f"cannot read ({type(e).__name__}: {e})"))
+            continue
+        try:
+            text = data.decode("utf-8-sig")
+        except UnicodeDecodeError:
+            text = data.decode("cp1252", errors="replace")
+        evs, errs = ann.read_table(
+            text, source=path, fmt=config.fmt, label_column=config.label_column
+        )
+        events += evs
+        errors += errs
+    return events, errors

@@ -33,9 +33,10 @@ import runners
 from pipelines.config import RecordConfig, UsageError
 from pipelines.inputs import RUN_MARKER
 from pipelines.plan import RecordPlan, one_task, plan_record
+from pipelines.result import RecordResult
 from replay import format as fmt
 from runners.internals import JobOptions, cached_dofn_introspection
-from transforms.record import write_shards
+from transforms.planning.types import ShardSpec
 from transforms.record.progress import ProgressReporter
 from transforms.record.stages import (
     Analyze,
@@ -61,7 +62,7 @@ def build_pipeline(p: beam.Pipeline, plan: RecordPlan) -> None:
         plan.sharding,
         classes=plan.classes,
         output_dir=out,
-        analyze_splits=plan.analyze_splits,
+        analyzed_splits=plan.analyzed_splits,
     )
     refused = [{"path": f.path, "reason": f.error} for f in plan.inputs if f.error]
     planned_errors = (  # {"path", "reason"}: files refused at planning (counted), bad table rows
@@ -80,7 +81,7 @@ def build_pipeline(p: beam.Pipeline, plan: RecordPlan) -> None:
     transform_written = transform_fn | "WriteTransformFn" >> tft_beam.WriteTransformFn(out)
     # "NONE" | "GZIP" | "ZLIB", one element
     compression = read["samples"] | "ChooseCompression" >> ChooseCompression(plan.compression)
-    spec = write_shards.ShardSpec(output_dir=out, name=plan.name)
+    spec = ShardSpec(output_dir=out, name=plan.name)
     num_shards = dict(plan.sharding.num_shards)
     written = (  # dict per shard file: split, shard, filename, num_examples, num_bytes, ...
         read["parts"]
@@ -100,7 +101,7 @@ def build_pipeline(p: beam.Pipeline, plan: RecordPlan) -> None:
         params=plan.params,
         num_shards=num_shards,
         classes=plan.classes,
-        analyzed_splits=plan.analyze_splits,
+        analyzed_splits=plan.analyzed_splits,
         shards=written,
         files=read["files"],
         errors=errors,
@@ -133,8 +134,8 @@ def run_job(
     *,
     beam_argv: Sequence[str] = (),
     shard_func: Callable[[dict], int] | None = None,
-) -> dict:
-    """Plans, runs the pipeline and returns the run summary.
+) -> RecordResult:
+    """Plans, runs the pipeline and returns what it produced.
 
     Args:
       config: the run's options.
@@ -143,7 +144,7 @@ def run_job(
       shard_func: optional element -> shard callable (Python API, see pipelines.api).
 
     Returns:
-      The summary dict (counts, bytes, seconds, counters, and the written "manifest").
+      The `RecordResult` (counts, errors, bytes, seconds, counters), built from the manifest.
 
     Raises:
       UsageError: invalid arguments or inputs (before any work).
@@ -167,7 +168,7 @@ def run_job(
             p = beam.Pipeline(options=options)
             build_pipeline(p, plan)
             p.run()
-        return {"output_dir": plan.output_dir, "translated": True}
+        return RecordResult.job_description_only(plan.output_dir)
     prepare_output_dir(plan)
     start = time.monotonic()
     with cached_dofn_introspection():  # Beam inspects each DoFn signature once (guarded)
@@ -193,61 +194,38 @@ def counters(result: beam.runners.runner.PipelineResult) -> dict[str, int]:
     return totals
 
 
-def summarize(plan: RecordPlan, elapsed: float, *, counters: dict[str, int]) -> dict:
-    """Reads the written manifest, cleans temporary files, logs the final summary line.
+def summarize(plan: RecordPlan, elapsed: float, *, counters: dict[str, int]) -> RecordResult:
+    """Reads the written manifest and errors table, cleans temporary files, logs the counters.
 
-    The summary's "manifest" is manifest.json with the errors table's entries added under
-    "errors" (as format version 2 held them), for the callers' messages. The files table is not
-    read: its count is the manifest's ``num_files``, and the seconds of audio come from the
-    plan's headers, so the launcher's work here does not grow with the number of files.
+    The files table is not read: its count is the manifest's ``num_files``, and the seconds of
+    audio come from the plan's headers, so the launcher's work here does not grow with the
+    number of files.
     """
     import tensorflow as tf
 
     with tf.io.gfile.GFile(f"{plan.output_dir}/{fmt.MANIFEST_FILENAME}") as fh:
         m = json.load(fh)
     with tf.io.gfile.GFile(f"{plan.output_dir}/{fmt.ERRORS_TABLE}", "rb") as fh:
-        m["errors"] = [json.loads(line) for line in fh.read().splitlines()]
+        errors = [json.loads(line) for line in fh.read().splitlines()]
     for leftover in (".tmp", "transform_tmp", RUN_MARKER):
         path = f"{plan.output_dir}/{leftover}"
         if tf.io.gfile.isdir(path):
             tf.io.gfile.rmtree(path)
         elif tf.io.gfile.exists(path):
             tf.io.gfile.remove(path)
-    failed = {e["path"] for e in m["errors"]}
+    failed = {e["path"] for e in errors}
     seconds = sum(  # of the files read: planned, and not failed while read
         f.info.num_frames / f.info.sample_rate
         for f in plan.inputs
         if f.info is not None and f.info.sample_rate and f.path not in failed
     )
-    num_bytes = sum(s["num_bytes"] for sp in m["splits"].values() for s in sp["shards"])
-    bad_rows = len(plan.annotation_errors)  # --annotations: bad table rows, also in errors
-    summary = {
-        "output_dir": plan.output_dir,
-        "files": m["num_files"],
-        "failed": len(m["errors"]) - bad_rows,
-        "windows": m["num_examples"],
-        "shards": sum(len(sp["shards"]) for sp in m["splits"].values()),
-        "bytes": num_bytes,
-        "compression": m["compression"],
-        "seconds": round(elapsed, 2),
-        "audio_seconds_per_second": round(seconds / elapsed, 1) if elapsed else 0.0,
-        "counters": counters,
-        "manifest": m,
-    }
-    summary["bad_rows"] = bad_rows
     logging.getLogger("audiorecords").info("record counters: %s", counters)
-    return summary
-
-
-def summary_line(summary: dict) -> str:
-    """The command's one line about a run (`run_job`'s summary); library callers print nothing."""
-    if summary.get("translated"):
-        return "wrote the job description (--template_location); no data was processed"
-    bad_rows = summary["bad_rows"]
-    return (
-        f"recorded {summary['windows']} windows from {summary['files']} files "
-        f"({summary['failed']} failed{f', {bad_rows} bad annotation row(s)' if bad_rows else ''}) "
-        f"into {summary['shards']} {summary['compression']} shards, "
-        f"{summary['bytes'] / 1e6:.1f} MB in {summary['seconds']:.1f} s "
-        f"({summary['audio_seconds_per_second']} audio-s/s) -> {summary['output_dir']}"
+    return RecordResult.from_manifest(
+        m,
+        errors,
+        output_dir=plan.output_dir,
+        elapsed=elapsed,
+        audio_seconds=seconds,
+        counters=counters,
+        num_bad_rows=len(plan.annotation_errors),  # --annotations: bad table rows, also in errors
     )

@@ -26,6 +26,7 @@ from pipelines.config import RecordConfig, UsageError, require
 from pipelines.inputs import (
     match_inputs,
     output_dir_state,
+    read_annotation_tables,
     read_classes_file,
     read_csv_labels,
     scan_headers,
@@ -35,10 +36,19 @@ from replay.manifest import MAX_VALUES_PER_KEY
 from transforms.audio import features as feats
 from transforms.audio import labels
 from transforms.audio.dtypes import resolve as resolve_signal_dtype
-from transforms.record import annotation_job, annotation_plan, shard_plan
-from transforms.record.file_rows import InputFile, ReadConfig, planned_rows
-from transforms.record.preprocessing import RecordLayout
-from transforms.record.write_shards import plan_num_shards
+from transforms.planning.layout import RecordLayout
+from transforms.planning.sharding import (
+    merge_tasks,
+    pattern_base,
+    plan_num_shards,
+    plan_segments,
+    plan_tasks,
+    split_of,
+    split_shard_counts,
+)
+from transforms.planning.types import InputFile, ReadConfig, ReadTask, Sharding
+from transforms.record import annotation_job, annotation_plan
+from transforms.record.file_rows import planned_rows
 
 TASK_BYTES = 32 << 20  # 32 MiB of stored elements per read task, at most ...
 TASKS_PER_CORE = 4  # ... and at least 4 tasks per core when there is enough data ...
@@ -55,12 +65,12 @@ class RecordPlan:
     inputs: tuple[InputFile, ...]  # every matched file; `error` set on the unusable ones
     read: ReadConfig
     compression: str
-    sharding: shard_plan.Sharding  # with the shard count per split
-    tasks: tuple[shard_plan.ReadTask, ...]
+    sharding: Sharding  # with the shard count per split
+    tasks: tuple[ReadTask, ...]
     input_bytes: int
     params: Mapping[str, Any]
     classes: tuple[str, ...] = ()  # the class list in `target` order (labels.run_classes)
-    analyze_splits: tuple[str, ...] = (fmt.ALL_SPLIT,)  # splits TFT's statistics come from
+    analyzed_splits: tuple[str, ...] = (fmt.ALL_SPLIT,)  # splits TFT's statistics come from
     annotation_errors: tuple[dict, ...] = ()  # --annotations: bad table rows (manifest errors)
 
 
@@ -71,7 +81,7 @@ class ScannedInputs:
     output_dir: str  # without a trailing "/"
     inputs: tuple[InputFile, ...]  # headers read (`info`), or `error` set
     classes: tuple[str, ...]  # the class list in `target` order
-    sharding: shard_plan.Sharding  # splits and classes; no shard counts yet
+    sharding: Sharding  # splits and classes; no shard counts yet
     signal_dtype: str  # resolved: holds every usable file exactly
     max_events: int | None = None  # --annotations: most events in one window (None: no tables)
     annotation_errors: tuple[dict, ...] = ()  # --annotations: bad table rows
@@ -115,10 +125,10 @@ def scan_inputs(
     require(bool(matched), f"--input_pattern {config.input_pattern!r} matches no file")
     _, csv_path = labels.parse_label_source(config.label_source)
     csv_labels = read_csv_labels(csv_path) if csv_path else None
-    sharding = shard_plan.Sharding(
+    sharding = Sharding(
         shard_by=config.shard_by,
         splits=config.split_weights,
-        split_base=shard_plan.pattern_base(config.input_pattern),
+        split_base=pattern_base(config.input_pattern),
         elements_per_shard=config.elements_per_shard,
         max_elements=config.max_elements,
         shard_func=shard_func,
@@ -145,9 +155,12 @@ def scan_inputs(
     if annotated is None:
         return scanned
     try:  # every file's windows and labels, from the tables
+        events, table_errors = read_annotation_tables(annotated)
         inputs, notes = annotation_job.annotate(
             inputs,
             annotated,
+            events,
+            table_errors,
             window=config.window,
             split_channels=config.channel_mode == "split",
             sample_rate=config.sample_rate,
@@ -172,7 +185,7 @@ def label_inputs(
     *,
     csv_labels: Mapping[str, str] | None,
     fixed_classes: tuple[str, ...] | None,
-    sharding: shard_plan.Sharding,
+    sharding: Sharding,
 ) -> list[InputFile]:
     """(path, size) pairs -> `InputFile`s with index, label and split (pure).
 
@@ -240,7 +253,7 @@ def one_task(plan: RecordPlan) -> RecordPlan:
     per chunk of a segment, and BLAS rounds a chunk's rows depending on its length, so the same
     segments keep every runner's output byte-identical.
     """
-    return dataclasses.replace(plan, tasks=shard_plan.merge_tasks(plan.tasks))
+    return dataclasses.replace(plan, tasks=merge_tasks(plan.tasks))
 
 
 def size_tasks(config: RecordConfig, scanned: ScannedInputs, *, cpu_count: int) -> RecordPlan:
@@ -294,7 +307,7 @@ def size_tasks(config: RecordConfig, scanned: ScannedInputs, *, cpu_count: int) 
     )
     feature_floats = sum(math.prod(s) for s in shapes.values())
     row_bytes = config.win_len * 4 + feature_floats * 4  # a row in memory (read tasks), about
-    segments = shard_plan.plan_segments(
+    segments = plan_segments(
         [
             (f, f.annotation.num_rows if f.annotation else planned_rows(f.info, read_config))
             for f in inputs
@@ -316,7 +329,7 @@ def size_tasks(config: RecordConfig, scanned: ScannedInputs, *, cpu_count: int) 
         for split in sharding.split_names
     }
     sharding = dataclasses.replace(
-        sharding, num_shards=shard_plan.split_shard_counts(segments, sharding, estimated)
+        sharding, num_shards=split_shard_counts(segments, sharding, estimated)
     )
     analyze = config.analyzed_splits
     total_rows = sum(kept for _, kept, _ in segments)
@@ -330,7 +343,7 @@ def size_tasks(config: RecordConfig, scanned: ScannedInputs, *, cpu_count: int) 
         MIN_TASK_ROWS,
         min(TASK_BYTES // row_bytes, -(-total_rows // (TASKS_PER_CORE * cpu_count))),
     )
-    tasks = shard_plan.plan_tasks(segments, rows_per_task=rows_per_task)
+    tasks = plan_tasks(segments, rows_per_task=rows_per_task)
     return RecordPlan(
         output_dir=scanned.output_dir,
         name=config.dataset_name,
@@ -342,7 +355,7 @@ def size_tasks(config: RecordConfig, scanned: ScannedInputs, *, cpu_count: int) 
         input_bytes=sum(f.size_bytes for f in inputs),
         params=json.loads(json.dumps(config.params())),
         classes=scanned.classes,
-        analyze_splits=analyze,
+        analyzed_splits=analyze,
         annotation_errors=scanned.annotation_errors,
     )
 
@@ -365,9 +378,9 @@ def _input_file(
     size: int,
     kind: str,
     csv_labels: Mapping[str, str] | None,
-    sharding: shard_plan.Sharding,
+    sharding: Sharding,
 ) -> InputFile:
-    split = shard_plan.split_of(path, sharding)
+    split = split_of(path, sharding)
     try:
         label = labels.label_for(path, kind=kind, csv_labels=csv_labels)
     except labels.LabelError as e:

@@ -23,6 +23,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 from pipelines import job
 from pipelines.config import RecordConfig, UsageError
+from pipelines.result import RecordResult
 from replay import format as fmt
 
 EXIT_USAGE = 2  # bad arguments or inputs: nothing was done
@@ -77,15 +78,15 @@ def help_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def run(argv: list[str] | None = None, *, shard_func=None) -> dict:
-    """Parses `argv`, plans, runs the pipeline and returns the run summary.
+def run(argv: list[str] | None = None, *, shard_func=None) -> RecordResult:
+    """Parses `argv`, plans, runs the pipeline and returns what it produced.
 
     Args:
       argv: command-line arguments (default: sys.argv[1:]): record and Beam options.
       shard_func: optional element -> shard callable (Python API, see pipelines.api).
 
     Returns:
-      The summary dict (counts, bytes, seconds, counters, and the written "manifest").
+      The run's `RecordResult` (counts, errors, bytes, seconds, counters); nothing is printed.
 
     Raises:
       UsageError: invalid arguments or inputs (before any work).
@@ -104,21 +105,35 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(format="%(asctime)s %(name)s %(levelname)s %(message)s")
     logging.getLogger("audiorecords").setLevel(logging.INFO)
     try:
-        summary = run(argv)
+        result = run(argv)
     except UsageError as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_USAGE
-    print(job.summary_line(summary))
-    if summary.get("windows") == 0 and summary["failed"] and not summary["files"]:
-        errors = summary["manifest"]["errors"]
+    print(summary_line(result))
+    if result.num_examples == 0 and result.num_failed and not result.num_files:
+        first = result.errors[0]
         print(
-            f"error: every input file failed ({summary['failed']}), no window was recorded; "
-            f"first: {errors[0]['path']}: {errors[0]['reason']} "
-            f"(all in {summary['output_dir']}/{fmt.ERRORS_TABLE})",
+            f"error: every input file failed ({result.num_failed}), no window was recorded; "
+            f"first: {first['path']}: {first['reason']} "
+            f"(all in {result.output_dir}/{fmt.ERRORS_TABLE})",
             file=sys.stderr,
         )
         return EXIT_ALL_FAILED
     return 0
+
+
+def summary_line(result: RecordResult) -> str:
+    """The command's one line about a run; library callers print nothing."""
+    if result.translated:
+        return "wrote the job description (--template_location); no data was processed"
+    bad_rows = result.num_bad_rows
+    return (
+        f"recorded {result.num_examples} windows from {result.num_files} files "
+        f"({result.num_failed} failed{f', {bad_rows} bad annotation row(s)' if bad_rows else ''}) "
+        f"into {result.num_shards} {result.compression} shards, "
+        f"{result.num_bytes / 1e6:.1f} MB in {result.seconds:.1f} s "
+        f"({result.audio_seconds_per_second} audio-s/s) -> {result.output_dir}"
+    )
 
 
 if __name__ == "__main__":

@@ -55,9 +55,9 @@ def pytest_runtest_makereport(item, call):
 
 @pytest.fixture(scope="session")
 def sample_run(tmp_path_factory) -> dict:
-    """The bundled sample recorded by the README's command: {"out": Path, "summary": dict}.
+    """The bundled sample recorded by the README's command: {"out": Path, "summary": result}.
 
-    "summary" is what `pipelines.record.run` returns (counts, counters, the written manifest).
+    "summary" is the `RecordResult` `pipelines.record.run` returns (counts, errors, counters).
     """
     out = tmp_path_factory.mktemp("readme_sample") / "sample"
     summary = record(str(SAMPLE_DIR / "*.wav"), out, *README_SAMPLE_ARGS)

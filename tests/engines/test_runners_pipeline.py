@@ -99,5 +99,5 @@ def test_portable_job_service_with_external_workers_gives_the_same_records(
         "--environment_config",
         f"localhost:{pool_port}",
     )
-    assert summary["windows"] == 18
+    assert summary.num_examples == 18
     _assert_same_records(reference, out)

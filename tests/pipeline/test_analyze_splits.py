@@ -14,7 +14,7 @@ from pipelines import record, record_dataset
 from pipelines.plan import UsageError, plan_record
 from tests.support import wavgen
 from tests.support.record_helpers import load_manifest, read_records
-from transforms.record.read_windows import analyzed_splits
+from transforms.planning.sharding import analyzed_splits
 
 WIN = 4000
 SPLITS = "train=50,test=50"
@@ -57,14 +57,14 @@ def test_planning_refuses_splits_it_cannot_analyse(tmp_path):
         argv += extra
         return plan_record(PipelineOptions(argv).view_as(record.RecordOptions))
 
-    assert plan("--splits", SPLITS).analyze_splits == ("train",)
-    assert plan().analyze_splits == ("all",)
+    assert plan("--splits", SPLITS).analyzed_splits == ("train",)
+    assert plan().analyzed_splits == ("all",)
     with pytest.raises(UsageError, match="no split named 'train'"):
         plan("--splits", "a=50,b=50")
-    assert plan("--splits", "a=50,b=50", "--analyze_splits", "a").analyze_splits == ("a",)
+    assert plan("--splits", "a=50,b=50", "--analyze_splits", "a").analyzed_splits == ("a",)
     with pytest.raises(UsageError, match="no window in the analysed split"):
         plan("--splits", "train=1,test=99999")  # every file hashes to test
-    assert plan("--splits", "train=1,test=99999", "--no_normalize").analyze_splits == ("train",)
+    assert plan("--splits", "train=1,test=99999", "--no_normalize").analyzed_splits == ("train",)
 
 
 def _stats(records: list[dict]) -> tuple[float, float]:

@@ -1,7 +1,8 @@
 """``python -m pipelines.verify`` and ``inspect`` import no Apache Beam (docs/guarantees.md, 4:
 verify "does not import Beam"; inspect reads the manifest without Beam): each command runs in a
 new interpreter on a real recorded dataset, then reports which of Beam and tensorflow-transform it
-loaded.
+loaded. Nor do the modules that hold no Beam code: `runners.quiet`, the record result, and
+planning (`pipelines.config`, `pipelines.plan` and the plan's types, `transforms.planning`).
 """
 
 from __future__ import annotations
@@ -37,9 +38,21 @@ def test_command_imports_no_beam(sample_dataset, module):
     assert lines[-2:] == ["exit 0", "loaded []"], run.stdout[-2000:] + run.stderr[-2000:]
 
 
-def test_importing_runners_alone_imports_no_beam():
-    probe = "import sys, runners, runners.quiet; print('apache_beam' in sys.modules)"
+@pytest.mark.parametrize(
+    "imports",
+    [
+        "import runners, runners.quiet",
+        "import pipelines.verify, pipelines.inspect",
+        "import pipelines, pipelines.result; pipelines.RecordResult",
+        # planning: options, the plan and its types (Beam's FileSystems load when first used)
+        "import pipelines.config, pipelines.plan, pipelines.inputs",
+        "import transforms.planning.types, transforms.planning.sharding",
+        "import transforms.planning.layout, transforms.planning.compression",
+    ],
+)
+def test_importing_imports_no_beam(imports):
+    probe = f"import sys; {imports}; print([m for m in sys.modules if m.startswith('apache_beam')])"
     run = subprocess.run(
         [sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=600
     )
-    assert run.stdout.strip() == "False", run.stderr[-2000:]
+    assert run.stdout.strip() == "[]", run.stdout[-2000:] + run.stderr[-2000:]

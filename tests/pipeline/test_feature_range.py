@@ -46,7 +46,7 @@ def test_a_loud_float_file_is_an_error_entry_and_the_others_are_recorded(tmp_pat
     ), reason
     worst = float(reason.split()[1])
     assert worst > 65504
-    assert summary["failed"] == 1 and summary["counters"]["files_failed"] == 1
+    assert summary.num_failed == 1 and summary.counters["files_failed"] == 1
     assert sorted(f["path"] for f in manifest["files"]) == [quiet_a, quiet_b]
 
     elements = read_records(out)
@@ -55,5 +55,5 @@ def test_a_loud_float_file_is_an_error_entry_and_the_others_are_recorded(tmp_pat
 
     # the same loud file is recorded in full where its values fit (bfloat16)
     wide = record_pipeline.run([*argv[:3], str(tmp_path / "wide"), *argv[4:], "bfloat16"])
-    assert wide["failed"] == 0 and wide["windows"] == 9
+    assert wide.num_failed == 0 and wide.num_examples == 9
     assert load_manifest(tmp_path / "wide")["errors"] == []

@@ -124,10 +124,10 @@ def test_recorded_dataset_is_v3_with_the_lists_in_tables(run):
         assert entry["full_scale"] == 32768
         assert entry["num_windows"] == len(samples) // 1024
     assert [e["path"] for e in errors] == [run["bad"]] and errors[0]["reason"]
-    # The summary lists the errors entry for entry, and counts the files without reading them.
-    assert summary["manifest"]["errors"] == errors and "files" not in summary["manifest"]
-    assert summary["files"] == len(files) == summary["manifest"]["num_files"]
-    assert (summary["files"], summary["failed"]) == (3, 1)
+    # The result lists the errors entry for entry, and counts the files without reading them.
+    assert list(summary.errors) == errors
+    assert summary.num_files == len(files) == manifest["num_files"]
+    assert (summary.num_files, summary.num_failed) == (3, 1)
     # The reader gives the same entries through DatasetInfo.
     info = load_info(out)
     assert (info.num_files, info.num_errors) == (3, 1)

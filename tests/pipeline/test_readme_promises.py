@@ -175,12 +175,12 @@ def _expected_windows(path: Path) -> int:
 
 
 def test_counters_match_the_inputs_and_outputs(mixed_run):
-    counters, out = mixed_run["summary"]["counters"], mixed_run["out"]
+    counters, out = mixed_run["summary"].counters, mixed_run["out"]
     decodable = [mixed_run["in"] / name for name in MIXED_FILES]
     assert counters["files_read"] == len(decodable)
     # files_failed counts every failed file: CORRUPT (read stage) and REFUSED (header refused
     # at planning), as the summary line and the manifest's errors do.
-    assert counters["files_failed"] == mixed_run["summary"]["failed"] == 2
+    assert counters["files_failed"] == mixed_run["summary"].num_failed == 2
     assert counters["windows"] == sum(_expected_windows(p) for p in decodable)
     shard_files = sorted(out.glob("*.tfrecord-*"))
     assert counters["shards_written"] == len(shard_files) == MIXED_SHARDS

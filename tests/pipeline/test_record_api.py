@@ -151,7 +151,7 @@ def test_shard_by_class_gives_each_class_its_own_shards(tmp_path):
 
 
 def test_the_command_prints_the_summary_line(tmp_path, capsys):
-    """``python -m pipelines.record`` prints one line about the run (`job.summary_line`)."""
+    """``python -m pipelines.record`` prints one line about the run (`record.summary_line`)."""
     from pipelines import record as record_cli
 
     out = tmp_path / "o"

@@ -95,6 +95,7 @@ def test_staged_sdist_holds_every_package_the_workers_import(translated):
         "transforms/record/read_windows.py",
         "transforms/audio/features.py",
         "transforms/record/write_shards.py",
+        "transforms/planning/types.py",
         "replay/format.py",
         "runners/worker_setup.py",
         "runners/threads.py",

@@ -46,7 +46,8 @@ from tests.support.reliability import (
     reference_run,
     shard_files,
 )
-from transforms.record import read_windows, write_shards
+from transforms.planning.types import ShardSpec
+from transforms.record import read_windows
 
 pytestmark = pytest.mark.slow
 LEGACY = "BundleBasedDirectRunner"
@@ -113,7 +114,7 @@ def test_read_and_write_stages_retried_write_the_reference_bytes(tmp_path, tmp_p
     assert len(windows) == sum(f["num_windows"] for f in manifest["files"])
     paths = [f["path"] for f in manifest["files"]]
     written = [(s["filename"], s["num_examples"]) for s in manifest["splits"]["all"]["shards"]]
-    spec = write_shards.ShardSpec(output_dir=str(out), name=plan.name)
+    spec = ShardSpec(output_dir=str(out), name=plan.name)
     write = faults.FaultyWriteShardFn(spec, fault_dir=str(tmp_path))
     # One BLAS thread, as the record job's runner sets: float32 features depend on it.
     with threads.single_threaded(), beam.Pipeline(runner=LEGACY, options=_NO_ARGS) as p:

@@ -13,13 +13,15 @@ from pathlib import Path
 
 import numpy as np
 
+from pipelines.result import RecordResult
+
 # A real 24-bit 64 kHz hydrophone recording (5 s excerpt, bytes unchanged): tests/fixtures/audio/.
 TUG_WAV = Path(__file__).resolve().parents[1] / "fixtures" / "audio" / "hydrophone_excerpt_tug.wav"
 SAMPLE_DIR = Path(__file__).resolve().parents[2] / "data" / "sample"
 
 
-def record(input_pattern: str, output_dir: Path, *extra: str) -> dict:
-    """Runs the record pipeline in-process (DirectRunner) and returns its summary."""
+def record(input_pattern: str, output_dir: Path, *extra: str) -> RecordResult:
+    """Runs the record pipeline in-process (DirectRunner) and returns its `RecordResult`."""
     from pipelines import record as record_pipeline
 
     argv = ["--input_pattern", input_pattern, "--output_dir", str(output_dir), *extra]

@@ -9,9 +9,9 @@ import apache_beam as beam
 import numpy as np
 import pyarrow as pa
 
+from transforms.planning.layout import RecordLayout
 from transforms.record import stages
 from transforms.record.arrow_coder import RecordBatchCoder
-from transforms.record.preprocessing import RecordLayout
 
 
 def _batch(rows: int = 3) -> pa.RecordBatch:

@@ -15,9 +15,10 @@ import pytest
 
 from replay import format as fmt
 from replay import load_info
+from transforms.planning.layout import RecordLayout
+from transforms.planning.types import ShardSpec
 from transforms.record.finalize import build_manifest, build_tables
-from transforms.record.preprocessing import RecordLayout
-from transforms.record.write_shards import ShardSpec, write_shard
+from transforms.record.write_shards import write_shard
 
 # What finalize writes for a run with --splits train=60,test=40, --feature_dtype float16, one
 # 2x3 log_mel feature and its z-score (key order as written: json keeps it).

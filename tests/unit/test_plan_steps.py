@@ -20,7 +20,8 @@ from pipelines.plan import (
     size_tasks,
 )
 from tests.support import wavgen
-from transforms.record import shard_plan, write_shards
+from transforms.planning import sharding as shard_plan
+from transforms.planning.types import Sharding
 
 WIN = 1000
 
@@ -47,7 +48,7 @@ def test_label_inputs_gives_index_label_split_and_class_errors():
     the error of a class outside ``--classes``."""
     matched = [("d/a_x_dog.wav", 10), ("d/b_x_cat.wav", 20), ("d/c_x_owl.wav", 30)]
     config = RecordConfig(input_pattern="d/*.wav", output_dir="o", splits="train=50,test=50")
-    sharding = shard_plan.Sharding(splits=config.split_weights, split_base="d/")
+    sharding = Sharding(splits=config.split_weights, split_base="d/")
     files = label_inputs(
         matched, config, csv_labels=None, fixed_classes=("cat", "dog"), sharding=sharding
     )
@@ -154,7 +155,7 @@ def test_default_shard_count_is_planned_windows_times_stored_bytes(inputs, tmp_p
     """docs/output-layout.md "Shard count": one shard per TARGET_SHARD_BYTES (128 MiB; 5,000 bytes
     here) of planned windows x the bytes each stores, so overlapping windows and --feature_dtype
     count."""
-    monkeypatch.setattr(write_shards, "TARGET_SHARD_BYTES", 5_000)
+    monkeypatch.setattr(shard_plan, "TARGET_SHARD_BYTES", 5_000)
 
     def shards(**options) -> int:
         config = _config(inputs, tmp_path, win_len=WIN, **{"features": "none", **options})

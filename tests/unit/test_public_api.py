@@ -222,4 +222,6 @@ def test_pipelines_exports_record_dataset_and_its_result():
         "audio_seconds_per_second",
         "windows_per_second",
         "counters",
+        "num_bad_rows",
+        "translated",
     ]

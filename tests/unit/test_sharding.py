@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from transforms.record import shard_plan
-from transforms.record.shard_plan import Sharding
+from transforms.planning import sharding as shard_plan
+from transforms.planning.types import Sharding
 
 ROOT = Path(__file__).resolve().parents[2]
 

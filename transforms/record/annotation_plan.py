@@ -1,14 +1,14 @@
 """Planning a record run with ``--annotations``: tables -> events -> every file's windows.
 
-At planning (launcher side, after the WAV headers are read; `transforms.record.annotation_job` reads
-the tables), `plan_annotations` matches the events to the input files, checks them against each
-file's duration and channels, and fixes every file's windows with their labels
-(`FileAnnotation`): the grid windows (without the background ones under ``--drop_background``)
-or, with ``--event_windows centered``, one window centred on each event plus
-``--background_per_file`` seeded background windows. The read stage then cuts exactly those
-windows (`transforms.audio.annotation_windows.cut_at`) and adds their columns
-(`annotation_columns`). Bad rows become manifest ``errors`` entries (``path`` = ``<table>:<line>``)
-and never stop the job; per-file statistics go to ``files[].annotation``
+At planning (launcher side, after the WAV headers are read; `pipelines.inputs` reads the tables,
+`transforms.record.annotation_job` hands them over), `plan_annotations` matches the events to
+the input files, checks them against each file's duration and channels, and fixes every file's
+windows with their labels (`FileAnnotation`): the grid windows (without the background ones
+under ``--drop_background``) or, with ``--event_windows centered``, one window centred on each
+event plus ``--background_per_file`` seeded background windows. The read stage then cuts exactly
+those windows (`transforms.audio.annotation_windows.cut_at`) and adds their columns
+(`annotation_columns`). Bad rows become manifest ``errors`` entries (``path`` =
+``<table>:<line>``) and never stop the job; per-file statistics go to ``files[].annotation``
 (`transforms.audio.annotation_stats`).
 
 Keys added to every element of an annotated run:

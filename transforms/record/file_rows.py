@@ -9,7 +9,6 @@ computed once per chunk of rows (vectorised, never per window).
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterator, Mapping, Sequence
 from math import gcd
 from typing import Any, BinaryIO
@@ -21,11 +20,9 @@ from replay import format as fmt
 from transforms.audio import dtypes, wav
 from transforms.audio import features as feats
 from transforms.audio.annotation_windows import cut_at
-from transforms.audio.windows import WindowConfig, frame_blocks, num_windows
-from transforms.record.annotation_plan import FileAnnotation, annotation_columns
-from transforms.record.preprocessing import RecordLayout
-
-CHANNEL_MODES = ("first", "mean", "split")
+from transforms.audio.windows import frame_blocks, num_windows
+from transforms.planning.types import InputFile, ReadConfig
+from transforms.record.annotation_plan import annotation_columns
 
 _CHUNK_BYTES = 8 << 20  # 8 MiB of samples per chunk of windows (one RecordBatch)
 _MAX_CHUNK_WINDOWS = 1024
@@ -51,35 +48,6 @@ def float16_overflow(values: np.ndarray) -> float | None:
     magnitude = np.abs(values)
     finite = magnitude[(magnitude >= _FLOAT16_ROUNDS_TO_INF) & np.isfinite(magnitude)]
     return float(finite.max()) if finite.size else None
-
-
-@dataclasses.dataclass(frozen=True)
-class InputFile:
-    """One matched input file, as planned. `info` is its header (None when `error` is set)."""
-
-    index: int
-    path: str
-    size_bytes: int
-    label: str | None = None
-    split: str = fmt.ALL_SPLIT
-    info: wav.WavInfo | None = None
-    error: str | None = None  # the reason the file cannot be used (label or header problem)
-    # --annotations: the file's planned windows and label columns (annotation_plan)
-    annotation: FileAnnotation | None = dataclasses.field(default=None, compare=False, repr=False)
-
-
-@dataclasses.dataclass(frozen=True)
-class ReadConfig:
-    """Everything the read stage needs (picklable, shipped to workers)."""
-
-    window: WindowConfig
-    layout: RecordLayout
-    features: feats.FeatureConfig
-    channel_mode: str = "first"
-    sample_rate: int | None = None  # resample every file to this rate (scipy resample_poly)
-    strict: bool = False
-    signal_dtype: str = "int16"  # resolved at planning (`transforms.audio.dtypes.resolve`)
-    compute_threads: int = 1  # threads per process for features (set from the runner)
 
 
 def channels_emitted(info: wav.WavInfo, config: ReadConfig) -> int:

@@ -19,15 +19,11 @@ from typing import Any
 
 from replay import format as fmt
 from transforms.audio import features as feats
+from transforms.planning.layout import RecordLayout
+from transforms.planning.types import ShardSpec
 from transforms.record import atomic
-from transforms.record.preprocessing import (
-    CLASS_VOCABULARY,
-    RecordLayout,
-    element_schema,
-    z_score_scope,
-)
-from transforms.record.read_windows import merge_file_summaries
-from transforms.record.write_shards import ShardSpec, write_shard
+from transforms.record.preprocessing import CLASS_VOCABULARY, element_schema, z_score_scope
+from transforms.record.write_shards import write_shard
 
 
 def library_versions() -> dict[str, str]:
@@ -297,3 +293,17 @@ def _text_proto(message) -> str:
     from google.protobuf import text_format
 
     return text_format.MessageToString(message)
+
+
+def merge_file_summaries(summaries: list[dict], errors: list[dict]) -> list[dict]:
+    """One summary per decoded file (its segments' windows summed); failed files left out."""
+    failed = {e["path"] for e in errors}
+    merged: dict[str, dict] = {}
+    for s in summaries:
+        if s["path"] in failed:
+            continue
+        if s["path"] in merged:
+            merged[s["path"]]["num_windows"] += s["num_windows"]
+        else:
+            merged[s["path"]] = dict(s)
+    return sorted(merged.values(), key=lambda s: s["index"])

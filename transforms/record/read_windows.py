@@ -7,10 +7,11 @@ computes features and encodes the stored Examples once per chunk (in the compute
   ``<output_dir>/.tmp/parts/<split>/<shard>/<task>.records``, `transforms.record.record_parts`:
   written under a temporary name and renamed when the task is done, so a retried task rewrites
   identical parts, and concatenated into shards by the write stage);
-- emits the rows of the analysed splits (`analyzed_splits`: ``train`` by default when there are
-  splits, so test windows never shape the statistics) as RecordBatches for
-  tensorflow-transform's analysis (fused in this stage); every row is written either way (its
-  ``<feature>_norm`` is computed by the reader from those statistics, format version 2);
+- emits the rows of the analysed splits (`transforms.planning.sharding.analyzed_splits`:
+  ``train`` by default when there are splits, so test windows never shape the statistics) as
+  RecordBatches for tensorflow-transform's analysis (fused in this stage); every row is written
+  either way (its ``<feature>_norm`` is computed by the reader from those statistics, format
+  version 2);
 - emits small tagged records: written ``parts``, per-segment ``files`` summaries, ``errors``
   (a file that fails to decode, with its reason), and ``samples`` to decide AUTO compression.
 
@@ -33,10 +34,12 @@ from apache_beam.io.filesystems import FileSystems
 
 from replay import format as fmt
 from transforms.audio import formats, wav
-from transforms.record import annotation_plan, shard_plan
+from transforms.planning.compression import AUTO_SAMPLE_SIZE
+from transforms.planning.sharding import shard_of
+from transforms.planning.types import ReadConfig, ReadTask, Segment, Sharding
+from transforms.record import annotation_plan
 from transforms.record.examples import StoredEncoder
 from transforms.record.file_rows import (
-    ReadConfig,
     chunk_rows,
     file_rows,
     output_rate,
@@ -47,8 +50,6 @@ from transforms.record.packs import packs
 from transforms.record.prefetch import ComputePool, prefetch
 from transforms.record.progress import ProgressFile
 from transforms.record.record_parts import PartWriter
-from transforms.record.shard_plan import ReadTask, Segment, Sharding
-from transforms.record.write_shards import AUTO_SAMPLE_SIZE
 
 FILES_TAG = "files"
 ERRORS_TAG = "errors"
@@ -58,41 +59,6 @@ _AHEAD_CHUNKS = 4  # chunks decoded / in the feature pool ahead of the writer (8
 # Rows for TFT's analysis leave a task in RecordBatches of about this many bytes of features or
 # more (and its last rows): TFT runs its analysis graph once per batch; a clip is one row.
 ANALYSIS_BATCH_BYTES = 8 << 20  # 8 MiB
-
-
-TRAIN_SPLIT = "train"  # the split analysed by default when --splits is given
-
-
-def analyzed_splits(value: str | None, *, split_names: Sequence[str]) -> tuple[str, ...]:
-    """The splits TFT's full pass (z-score statistics) sees, from ``--analyze_splits``.
-
-    Without ``--splits`` (the single split "all") that is everything; with splits, the named
-    ones, by default ``train``: statistics from held-out data would leak into training features.
-
-    Raises:
-      ValueError: an unknown or repeated name, the option without ``--splits``, or splits
-        without a ``train`` split and no ``--analyze_splits``.
-    """
-    if tuple(split_names) == (fmt.ALL_SPLIT,):
-        if value:
-            raise ValueError("--analyze_splits needs --splits")
-        return (fmt.ALL_SPLIT,)
-    if not value:
-        if TRAIN_SPLIT not in split_names:
-            raise ValueError(
-                f"--splits has no split named {TRAIN_SPLIT!r} to compute statistics on; "
-                f"name the analysed splits with --analyze_splits (of {', '.join(split_names)})"
-            )
-        return (TRAIN_SPLIT,)
-    names = [n.strip() for n in value.split(",")]
-    for i, name in enumerate(names):
-        if name not in split_names:
-            raise ValueError(
-                f"--analyze_splits: unknown split {name!r}; --splits has {', '.join(split_names)}"
-            )
-        if name in names[:i]:
-            raise ValueError(f"--analyze_splits: split {name!r} is listed twice")
-    return tuple(names)
 
 
 def _route(batch: pa.RecordBatch, seg: Segment, first_row: int, sh: Sharding) -> np.ndarray:
@@ -112,7 +78,7 @@ def _route(batch: pa.RecordBatch, seg: Segment, first_row: int, sh: Sharding) ->
     starts = starts.to_numpy()
     return np.array(
         [
-            shard_plan.shard_of(
+            shard_of(
                 (seg.file.index, int(channels[j]), int(starts[j])),
                 label=seg.file.label,
                 split_rank=seg.split_rank + first_row + j,
@@ -159,7 +125,7 @@ class _SegmentStream:
 class ReadTaskFn(beam.DoFn):
     """ReadTask -> RecordBatches (for TFT analysis) + tagged parts/files/errors/samples.
 
-    Only rows of `analyze_splits` (None: every split) go to the analysis; all rows are written,
+    Only rows of `analyzed_splits` (None: every split) go to the analysis; all rows are written,
     encoded with `classes` (the planned class list: ``target`` is the index in it).
     """
 
@@ -170,7 +136,7 @@ class ReadTaskFn(beam.DoFn):
         *,
         classes: Sequence[str],
         output_dir: str,
-        analyze_splits: Collection[str] | None = None,
+        analyzed_splits: Collection[str] | None = None,
     ):
         self._config, self._sharding, self._output_dir = config, sh, output_dir
         self._encode = StoredEncoder(config.layout, classes)
@@ -178,7 +144,7 @@ class ReadTaskFn(beam.DoFn):
         # rows per analysis batch: ANALYSIS_BATCH_BYTES of float32 features (a class is ~16 B)
         row_bytes = 16 + 4 * sum(math.prod(s) for s in config.layout.feature_shapes.values())
         self._analysis_rows = max(1, ANALYSIS_BATCH_BYTES // row_bytes)
-        self._analyze = None if analyze_splits is None else frozenset(analyze_splits)
+        self._analyze = None if analyzed_splits is None else frozenset(analyzed_splits)
         self._files = beam.metrics.Metrics.counter("record", "files_read")
         self._failed = beam.metrics.Metrics.counter("record", "files_failed")
         self._windows = beam.metrics.Metrics.counter("record", "windows")
@@ -388,17 +354,3 @@ def _sample_bytes(batch: pa.RecordBatch) -> bytes:
         elif values.type == pa.float32():
             parts.append(values.to_numpy().tobytes())
     return b"".join(parts)
-
-
-def merge_file_summaries(summaries: list[dict], errors: list[dict]) -> list[dict]:
-    """One summary per decoded file (its segments' windows summed); failed files left out."""
-    failed = {e["path"] for e in errors}
-    merged: dict[str, dict] = {}
-    for s in summaries:
-        if s["path"] in failed:
-            continue
-        if s["path"] in merged:
-            merged[s["path"]]["num_windows"] += s["num_windows"]
-        else:
-            merged[s["path"]] = dict(s)
-    return sorted(merged.values(), key=lambda s: s["index"])

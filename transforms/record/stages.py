@@ -20,10 +20,12 @@ import apache_beam as beam
 import pyarrow as pa
 
 from transforms.audio import features as feats
-from transforms.record import finalize, read_windows, shard_plan, write_shards
+from transforms.planning.compression import AUTO_SAMPLE_SIZE, choose_compression
+from transforms.planning.layout import RecordLayout
+from transforms.planning.types import ReadConfig, ReadTask, Sharding, ShardSpec
+from transforms.record import finalize, read_windows, write_shards
 from transforms.record.arrow_coder import RecordBatchCoder
-from transforms.record.file_rows import ReadConfig
-from transforms.record.preprocessing import RecordLayout, preprocessing_fn
+from transforms.record.preprocessing import preprocessing_fn
 
 # PCollections typed pa.RecordBatch (the read stage's rows, and TFT's steps that keep the type)
 # are sized by RecordBatch.nbytes, not by pickling each sampled batch (see `arrow_coder`).
@@ -54,13 +56,13 @@ class ReadWindows(beam.PTransform):
 
     def __init__(
         self,
-        tasks: Sequence[shard_plan.ReadTask],
+        tasks: Sequence[ReadTask],
         config: ReadConfig,
-        sharding: shard_plan.Sharding,
+        sharding: Sharding,
         *,
         classes: Sequence[str],
         output_dir: str,
-        analyze_splits: Sequence[str],
+        analyzed_splits: Sequence[str],
     ) -> None:
         super().__init__()
         self._tasks = tuple(tasks)
@@ -69,7 +71,7 @@ class ReadWindows(beam.PTransform):
             sharding,
             classes=classes,
             output_dir=output_dir,
-            analyze_splits=analyze_splits,
+            analyzed_splits=analyzed_splits,
         )
 
     def expand(self, pbegin: beam.pvalue.PBegin) -> dict[str, beam.PCollection]:
@@ -140,9 +142,9 @@ class ChooseCompression(beam.PTransform):
         return (
             samples
             # list[bytes], one element
-            | "Sample" >> beam.combiners.Sample.FixedSizeGlobally(write_shards.AUTO_SAMPLE_SIZE)
+            | "Sample" >> beam.combiners.Sample.FixedSizeGlobally(AUTO_SAMPLE_SIZE)
             # "NONE" | "GZIP" | "ZLIB", one element
-            | "Choose" >> beam.Map(lambda s: write_shards.choose_compression(requested, s))
+            | "Choose" >> beam.Map(lambda s: choose_compression(requested, s))
         )
 
 
@@ -166,7 +168,7 @@ class WriteShards(beam.PTransform):
 
     def __init__(
         self,
-        spec: write_shards.ShardSpec,
+        spec: ShardSpec,
         *,
         compute_threads: int,
         num_shards: Mapping[str, int],
@@ -194,7 +196,7 @@ class Finalize(beam.PTransform):
 
     def __init__(
         self,
-        spec: write_shards.ShardSpec,
+        spec: ShardSpec,
         config: ReadConfig,
         *,
         params: Mapping[str, Any],

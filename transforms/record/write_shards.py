@@ -1,19 +1,17 @@
 """Write stage: a shard's part files (encoded records) -> one shard file.
 
-Planning (`plan_num_shards`, `choose_compression`) is pure; `WriteShardFn` does the work. The
-read stage encoded every row (`transforms.record.examples.StoredEncoder`) and routed it to its
-shard's part files (`transforms.record.read_windows`, `transforms.record.record_parts`); a shard
-is the concatenation of its parts in task order, i.e. sorted by (index, win_start_idx, channel), so
-two runs over the same input give byte-identical shards whatever the runner's bundling. Nothing
-is encoded or transformed here: an uncompressed shard is a byte copy of its parts.
+Planning (the shard count, the compression) is pure, in `transforms.planning`; `WriteShardFn`
+does the work. The read stage encoded every row (`transforms.record.examples.StoredEncoder`)
+and routed it to its shard's part files (`transforms.record.read_windows`,
+`transforms.record.record_parts`); a shard is the concatenation of its parts in task order,
+i.e. sorted by (index, win_start_idx, channel), so two runs over the same input give
+byte-identical shards whatever the runner's bundling. Nothing is encoded or transformed here:
+an uncompressed shard is a byte copy of its parts.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import math
-import zlib
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from concurrent.futures import Future
 
 import apache_beam as beam
@@ -22,51 +20,11 @@ from apache_beam.utils.timestamp import MIN_TIMESTAMP
 from apache_beam.utils.windowed_value import WindowedValue
 
 from replay import format as fmt
+from transforms.planning.compression import COMPRESSION_LEVEL
+from transforms.planning.types import ShardSpec
 from transforms.record import atomic, record_parts
 from transforms.record.prefetch import ComputePool
 from transforms.record.progress import ProgressFile
-
-TARGET_SHARD_BYTES = 128 << 20  # 128 MiB per shard when --num_shards is not given
-MAX_AUTO_SHARDS = 4096
-COMPRESSION_LEVEL = 1  # zlib level 1: same ratio as level 6 on PCM (0.639 vs 0.638), 7x faster
-# AUTO compresses (GZIP) only when a sample at least halves. Measured on the 60-minute benchmark
-# corpus (2 cores, benchmarks/RESULTS.md): a 24% saving cost 1.6x the record time (TF's GZIP
-# writer: ~27 MB/s) and 2.8x the replay time; PCM and float features rarely do better.
-AUTO_MIN_SAVING = 0.5
-AUTO_SAMPLE_SIZE = 64  # examples sampled to decide AUTO compression
-COMPRESSIONS = ("AUTO", "GZIP", "ZLIB", "NONE")
-
-
-@dataclasses.dataclass(frozen=True)
-class ShardSpec:
-    """Where shards go: ``<output_dir>/<name>[-<split>].tfrecord-i-of-n``."""
-
-    output_dir: str
-    name: str
-
-
-def plan_num_shards(estimated_bytes: int, *, num_shards: int | None = None) -> int:
-    """Shard count: `num_shards` if given, else one per 128 MiB of estimated output (>= 1)."""
-    if num_shards is not None:
-        if num_shards <= 0:
-            raise ValueError(f"--num_shards must be > 0, got {num_shards}")
-        return num_shards
-    return int(min(MAX_AUTO_SHARDS, max(1, math.ceil(estimated_bytes / TARGET_SHARD_BYTES))))
-
-
-def choose_compression(requested: str, sample: Sequence[bytes]) -> str:
-    """NONE, GZIP or ZLIB. AUTO measures a sample of serialized records.
-
-    Compressing near-incompressible PCM and float features costs CPU at write and at every read
-    for little space, so AUTO picks GZIP only when zlib level 1 saves at least half the sample.
-    """
-    if requested != "AUTO":
-        return requested
-    raw = b"".join(sample)
-    if not raw:
-        return "NONE"
-    ratio = len(zlib.compress(raw, COMPRESSION_LEVEL)) / len(raw)
-    return "GZIP" if ratio <= 1 - AUTO_MIN_SAVING else "NONE"
 
 
 class WriteShardFn(beam.DoFn):

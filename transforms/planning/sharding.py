@@ -12,52 +12,27 @@
   element is dropped at a shard or file boundary.
 
 Reading is planned here too: the index-ordered rows (window counts come from the headers, read
-at planning) are cut into `ReadTask`s of similar size, long files into several segments.
+at planning) are cut into `ReadTask`s of similar size, long files into several segments. And
+the shard count (`plan_num_shards`: one per 128 MiB of estimated output) and the splits TFT's
+statistics come from (`analyzed_splits`). The data these rules fill in: `transforms.planning.types`.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import glob
 import hashlib
 import math
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from replay import format as fmt
+from transforms.planning.types import InputFile, ReadTask, Segment, Sharding
 
 SHARD_BY = ("hash", "file", "class")
 _SPLIT_NAME = re.compile(r"^[A-Za-z0-9_]+$")
-
-
-@dataclasses.dataclass(frozen=True)
-class Sharding:
-    """How windows are assigned to splits and shards (picklable; shipped to workers).
-
-    Attributes:
-      shard_by: hash, file or class (ignored when `shard_func` is set).
-      splits: ((name, fraction), ...) summing to 1; empty for the single split "all".
-      split_base: prefix stripped from paths before hashing them into splits.
-      classes: sorted class labels (``shard_by="class"``).
-      elements_per_shard: exact shard size by element rank (None: count from planning).
-      max_elements: keep only the first that many elements (by rank, over all splits).
-      shard_func: user callable element dict -> int (Python API only).
-      num_shards: shard count per split, fixed at planning.
-    """
-
-    shard_by: str = "hash"
-    splits: tuple[tuple[str, float], ...] = ()
-    split_base: str = ""
-    classes: tuple[str, ...] = ()
-    elements_per_shard: int | None = None
-    max_elements: int | None = None
-    shard_func: Callable[[dict], int] | None = None
-    num_shards: Mapping[str, int] = dataclasses.field(default_factory=dict)
-
-    @property
-    def split_names(self) -> tuple[str, ...]:
-        return tuple(name for name, _ in self.splits) or (fmt.ALL_SPLIT,)
+TARGET_SHARD_BYTES = 128 << 20  # 128 MiB per shard when --num_shards is not given
+MAX_AUTO_SHARDS = 4096
 
 
 def parse_splits(value: str | None) -> tuple[tuple[str, float], ...]:
@@ -121,31 +96,9 @@ def _hash_int(*parts: Any) -> int:
     return int.from_bytes(hashlib.blake2b(key, digest_size=8).digest(), "little")
 
 
-@dataclasses.dataclass(frozen=True)
-class Segment:
-    """Rows [row_start, row_stop) of one file; `split_rank` is the split rank of its row 0."""
-
-    file: Any  # transforms.record.file_rows.InputFile
-    row_start: int
-    row_stop: int
-    split_rank: int
-
-
-@dataclasses.dataclass(frozen=True)
-class ReadTask:
-    """A unit of parallel reading: consecutive segments in file-index order."""
-
-    task_id: int
-    segments: tuple[Segment, ...]
-
-    @property
-    def rows(self) -> int:
-        return sum(s.row_stop - s.row_start for s in self.segments)
-
-
 def plan_segments(
-    files: Sequence[tuple[Any, int]], sharding: Sharding
-) -> list[tuple[Any, int, int]]:
+    files: Sequence[tuple[InputFile, int]], sharding: Sharding
+) -> list[tuple[InputFile, int, int]]:
     """[(file, rows kept, split rank of row 0)] in index order, after ``--max_elements``.
 
     Args:
@@ -163,7 +116,9 @@ def plan_segments(
     return out
 
 
-def plan_tasks(segments: Sequence[tuple[Any, int, int]], *, rows_per_task: int) -> tuple:
+def plan_tasks(
+    segments: Sequence[tuple[InputFile, int, int]], *, rows_per_task: int
+) -> tuple[ReadTask, ...]:
     """Cuts the index-ordered rows into ReadTasks of about `rows_per_task` rows each.
 
     Files longer than a task are cut into several segments, so a single long recording is read
@@ -194,7 +149,9 @@ def merge_tasks(tasks: Sequence[ReadTask]) -> tuple[ReadTask, ...]:
 
 
 def split_shard_counts(
-    segments: Sequence[tuple[Any, int, int]], sharding: Sharding, estimated: Mapping[str, int]
+    segments: Sequence[tuple[InputFile, int, int]],
+    sharding: Sharding,
+    estimated: Mapping[str, int],
 ) -> dict[str, int]:
     """Shard count per split: exact under ``--elements_per_shard``, else `estimated`."""
     if sharding.elements_per_shard is None:
@@ -229,3 +186,47 @@ def shard_of(
         lo, hi = i * num_shards // k, (i + 1) * num_shards // k
         return lo + _hash_int(index, channel, win_start) % (hi - lo)
     return _hash_int(index, channel, win_start) % num_shards
+
+
+def plan_num_shards(estimated_bytes: int, *, num_shards: int | None = None) -> int:
+    """Shard count: `num_shards` if given, else one per 128 MiB of estimated output (>= 1)."""
+    if num_shards is not None:
+        if num_shards <= 0:
+            raise ValueError(f"--num_shards must be > 0, got {num_shards}")
+        return num_shards
+    return int(min(MAX_AUTO_SHARDS, max(1, math.ceil(estimated_bytes / TARGET_SHARD_BYTES))))
+
+
+TRAIN_SPLIT = "train"  # the split analysed by default when --splits is given
+
+
+def analyzed_splits(value: str | None, *, split_names: Sequence[str]) -> tuple[str, ...]:
+    """The splits TFT's full pass (z-score statistics) sees, from ``--analyze_splits``.
+
+    Without ``--splits`` (the single split "all") that is everything; with splits, the named
+    ones, by default ``train``: statistics from held-out data would leak into training features.
+
+    Raises:
+      ValueError: an unknown or repeated name, the option without ``--splits``, or splits
+        without a ``train`` split and no ``--analyze_splits``.
+    """
+    if tuple(split_names) == (fmt.ALL_SPLIT,):
+        if value:
+            raise ValueError("--analyze_splits needs --splits")
+        return (fmt.ALL_SPLIT,)
+    if not value:
+        if TRAIN_SPLIT not in split_names:
+            raise ValueError(
+                f"--splits has no split named {TRAIN_SPLIT!r} to compute statistics on; "
+                f"name the analysed splits with --analyze_splits (of {', '.join(split_names)})"
+            )
+        return (TRAIN_SPLIT,)
+    names = [n.strip() for n in value.split(",")]
+    for i, name in enumerate(names):
+        if name not in split_names:
+            raise ValueError(
+                f"--analyze_splits: unknown split {name!r}; --splits has {', '.join(split_names)}"
+            )
+        if name in names[:i]:
+            raise ValueError(f"--analyze_splits: split {name!r} is listed twice")
+    return tuple(names)

@@ -1,0 +1,108 @@
+"""The plain data a record run's plan is made of (frozen, picklable: shipped to workers).
+
+`pipelines.plan` builds them before any work; the Beam stages (`transforms.record`) read them.
+No Beam here, and no logic beyond a derived property or two: the rules that fill them in are in
+`transforms.planning.sharding` and `pipelines.plan`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+
+from replay import format as fmt
+from transforms.audio import features as feats
+from transforms.audio import wav
+from transforms.audio.windows import WindowConfig
+from transforms.planning.layout import RecordLayout
+from transforms.record.annotation_plan import FileAnnotation
+
+CHANNEL_MODES = ("first", "mean", "split")
+
+
+@dataclasses.dataclass(frozen=True)
+class InputFile:
+    """One matched input file, as planned. `info` is its header (None when `error` is set)."""
+
+    index: int
+    path: str
+    size_bytes: int
+    label: str | None = None
+    split: str = fmt.ALL_SPLIT
+    info: wav.WavInfo | None = None
+    error: str | None = None  # the reason the file cannot be used (label or header problem)
+    # --annotations: the file's planned windows and label columns (annotation_plan)
+    annotation: FileAnnotation | None = dataclasses.field(default=None, compare=False, repr=False)
+
+
+@dataclasses.dataclass(frozen=True)
+class ReadConfig:
+    """Everything the read stage needs (picklable, shipped to workers)."""
+
+    window: WindowConfig
+    layout: RecordLayout
+    features: feats.FeatureConfig
+    channel_mode: str = "first"
+    sample_rate: int | None = None  # resample every file to this rate (scipy resample_poly)
+    strict: bool = False
+    signal_dtype: str = "int16"  # resolved at planning (`transforms.audio.dtypes.resolve`)
+    compute_threads: int = 1  # threads per process for features (set from the runner)
+
+
+@dataclasses.dataclass(frozen=True)
+class Sharding:
+    """How windows are assigned to splits and shards (picklable; shipped to workers).
+
+    Attributes:
+      shard_by: hash, file or class (ignored when `shard_func` is set).
+      splits: ((name, fraction), ...) summing to 1; empty for the single split "all".
+      split_base: prefix stripped from paths before hashing them into splits.
+      classes: sorted class labels (``shard_by="class"``).
+      elements_per_shard: exact shard size by element rank (None: count from planning).
+      max_elements: keep only the first that many elements (by rank, over all splits).
+      shard_func: user callable element dict -> int (Python API only).
+      num_shards: shard count per split, fixed at planning.
+    """
+
+    shard_by: str = "hash"
+    splits: tuple[tuple[str, float], ...] = ()
+    split_base: str = ""
+    classes: tuple[str, ...] = ()
+    elements_per_shard: int | None = None
+    max_elements: int | None = None
+    shard_func: Callable[[dict], int] | None = None
+    num_shards: Mapping[str, int] = dataclasses.field(default_factory=dict)
+
+    @property
+    def split_names(self) -> tuple[str, ...]:
+        return tuple(name for name, _ in self.splits) or (fmt.ALL_SPLIT,)
+
+
+@dataclasses.dataclass(frozen=True)
+class Segment:
+    """Rows [row_start, row_stop) of one file; `split_rank` is the split rank of its row 0."""
+
+    file: InputFile
+    row_start: int
+    row_stop: int
+    split_rank: int
+
+
+@dataclasses.dataclass(frozen=True)
+class ReadTask:
+    """A unit of parallel reading: consecutive segments in file-index order."""
+
+    task_id: int
+    segments: tuple[Segment, ...]
+
+    @property
+    def rows(self) -> int:
+        return sum(s.row_stop - s.row_start for s in self.segments)
+
+
+@dataclasses.dataclass(frozen=True)
+class ShardSpec:
+    """Where shards go: ``<output_dir>/<name>[-<split>].tfrecord-i-of-n``."""
+
+    output_dir: str
+    name: str
