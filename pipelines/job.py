@@ -51,7 +51,7 @@ from transforms.record.stages import (
 
 def build_pipeline(p: beam.Pipeline, plan: RecordPlan) -> None:
     """Adds the record job's stages to `p` (runner-agnostic; see `transforms.record.stages`)."""
-    import tensorflow_transform.beam as tft_beam
+    from transforms.record.publish import WriteTransformFn  # imports TFT
 
     out = plan.output_dir
     layout = plan.read.layout
@@ -78,7 +78,7 @@ def build_pipeline(p: beam.Pipeline, plan: RecordPlan) -> None:
         layout, classes=plan.classes, temp_dir=f"{out}/.tmp/tft"
     )
     # transform_fn/ written (one element), an ordering side input of Finalize
-    transform_written = transform_fn | "WriteTransformFn" >> tft_beam.WriteTransformFn(out)
+    transform_written = transform_fn | "WriteTransformFn" >> WriteTransformFn(out)
     # "NONE" | "GZIP" | "ZLIB", one element
     compression = read["samples"] | "ChooseCompression" >> ChooseCompression(plan.compression)
     spec = ShardSpec(output_dir=out, name=plan.name)
@@ -207,7 +207,7 @@ def summarize(plan: RecordPlan, elapsed: float, *, counters: dict[str, int]) -> 
         m = json.load(fh)
     with tf.io.gfile.GFile(f"{plan.output_dir}/{fmt.ERRORS_TABLE}", "rb") as fh:
         errors = [json.loads(line) for line in fh.read().splitlines()]
-    for leftover in (".tmp", "transform_tmp", RUN_MARKER):
+    for leftover in (".tmp", RUN_MARKER):
         path = f"{plan.output_dir}/{leftover}"
         if tf.io.gfile.isdir(path):
             tf.io.gfile.rmtree(path)

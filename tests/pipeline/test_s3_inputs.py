@@ -65,7 +65,7 @@ def _same_records(local: Path, clips: Path, remote: Path) -> None:
 def test_s3_inputs_record_what_the_same_local_files_record(tmp_path, s3, clips):
     local = record(f"{clips}/*/*.wav", tmp_path / "local", *COMMON)
     remote = record(f"s3://{BUCKET}/{PREFIX}/*/*.wav", tmp_path / "s3", *COMMON, *s3.beam_args())
-    assert (remote["files"], remote["failed"]) == (local["files"], local["failed"]) == (12, 1)
+    assert (remote.num_files, remote.num_failed) == (local.num_files, local.num_failed) == (12, 1)
     _same_records(tmp_path / "local", clips, tmp_path / "s3")
 
     info, mine = load_info(tmp_path / "s3"), load_info(tmp_path / "local")
@@ -87,7 +87,7 @@ def test_s3_inputs_on_multi_processing_workers(tmp_path, s3, clips):
     workers = ("--direct_running_mode", "multi_processing", "--direct_num_workers", "2")
     pattern = f"s3://{BUCKET}/{PREFIX}/*/*.wav"
     remote = record(pattern, tmp_path / "s3", *COMMON, *workers, *s3.beam_args())
-    assert (remote["files"], remote["failed"]) == (12, 1)
+    assert (remote.num_files, remote.num_failed) == (12, 1)
     _same_records(tmp_path / "local", clips, tmp_path / "s3")
 
 

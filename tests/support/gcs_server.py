@@ -24,6 +24,8 @@ import http.client
 import http.server
 import json
 import os
+import socket
+import struct
 import subprocess
 import threading
 import urllib.parse
@@ -88,7 +90,12 @@ class BatchShim:
                 body = self.rfile.read(length) if length else b""
                 if self.command == "POST" and self.path.split("?")[0] == "/batch/storage/v1":
                     status, headers, data = shim.batch(self.headers["Content-Type"], body)
-                elif shim.faults.fire():
+                elif fault := shim.faults.fire():
+                    if fault == "reset":  # no answer: RST, the client sees "connection reset"
+                        self.close_connection = True
+                        linger = struct.pack("ii", 1, 0)
+                        self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, linger)
+                        return
                     status, headers, data = 503, [("Content-Type", "application/json")], UNAVAILABLE
                 else:
                     headers_in = dict(self.headers.items())

@@ -5,7 +5,7 @@ variable, but goes through libcurl, which honours ``https_proxy`` and ``CURL_CA_
 is a CONNECT proxy on 127.0.0.1 that accepts only those hosts, ends TLS with a certificate for
 them signed by a test CA made here (`make_tls_files`), and passes the requests on to the server
 (their Host header tells the JSON API from the XML one). `FaultPlan` makes a front answer some
-requests 503, as GCS does now and then.
+requests 503, or drop their connection, as GCS and the network between do now and then.
 """
 
 from __future__ import annotations
@@ -15,7 +15,9 @@ import datetime
 import select
 import socket
 import ssl
+import struct
 import threading
+import urllib.parse
 from pathlib import Path
 
 TF_GCS_HOSTS = ("www.googleapis.com", "storage.googleapis.com")  # TF's compiled-in endpoints
@@ -73,26 +75,55 @@ def make_tls_files(directory: Path) -> tuple[Path, Path, Path]:
 
 class FaultPlan:
     """Transient failures a front injects: every `every`-th request it would pass on is answered
-    ``503 Service Unavailable`` instead (0: none); `injected` counts them."""
+    ``503 Service Unavailable`` instead (0: none), or, with `resets`, every other such request
+    has its connection reset without an answer. `injected` counts both, `reset` the resets.
+
+    A resumable upload whose data request a fault swallowed is remembered (`lost_uploads`): the
+    client then asks the server how much it holds (``Content-Range: bytes */<size>``), to which
+    GCS answers ``308 Resume Incomplete`` with no ``Range`` (nothing persisted) and the client
+    sends the data again; fake-gcs-server instead finalises the object with the bytes it has
+    (none: a 0-byte object, silently). The TLS front answers such a query itself, as GCS does."""
 
     def __init__(self) -> None:
         self.every = 0
+        self.resets = False
         self.seen = 0
         self.injected = 0
+        self.reset = 0
+        self.lost_uploads: set[str] = set()
         self._lock = threading.Lock()
 
-    def fire(self) -> bool:
+    def fire(self) -> str:
+        """ "" (pass the request on), "503" or "reset"."""
         with self._lock:
             if not self.every:
-                return False
+                return ""
             self.seen += 1
             if self.seen % self.every:
-                return False
+                return ""
             self.injected += 1
-            return True
+            if self.resets and self.injected % 2 == 0:
+                self.reset += 1
+                return "reset"
+            return "503"
 
 
 UNAVAILABLE = b'{"error": {"code": 503, "message": "injected by the test front"}}'
+SERVICE_UNAVAILABLE = (
+    b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nConnection: close\r\n"
+    + f"Content-Length: {len(UNAVAILABLE)}\r\n\r\n".encode()
+    + UNAVAILABLE
+)
+RESUME_INCOMPLETE = b"HTTP/1.1 308 Resume Incomplete\r\nContent-Length: 0\r\n\r\n"
+
+
+class ConnectionDropped(Exception):
+    """A fault: the front closes the client's connection (after `reply`, if any; `reset`: RST)."""
+
+    def __init__(self, reply: bytes = b"", reset: bool = False) -> None:
+        super().__init__("dropped by the test front")
+        self.reply = reply
+        self.reset = reset
 
 
 class TlsProxy:
@@ -151,18 +182,21 @@ class _RequestFixer:
     """The client's request stream, with TensorFlow's ``Transfer-Encoding: identity`` header
     dropped: Go's net/http (the emulator's server) answers it with 501 "Unsupported transfer
     encoding" where Google's front ends accept it. "identity" means no encoding, so dropping it
-    changes nothing else; bodies are passed on by their Content-Length, untouched. A request
-    `faults` picks is not passed on: `feed` returns a 503 for the client instead (and drops its
-    body; TF sends one request at a time, so the reply cannot overtake another)."""
+    changes nothing else; bodies are passed on by their Content-Length, untouched.
+
+    A request `faults` picks is not passed on: `feed` answers it 503 (``Connection: close``) or
+    not at all, and the connection ends (`ConnectionDropped`): the client never waits for a
+    body it will not send (libcurl's ``Expect: 100-continue``) nor sends one this front would
+    have to skip. A status query of a resumable upload a fault swallowed is answered here (see
+    `FaultPlan`)."""
 
     def __init__(self, faults: FaultPlan) -> None:
         self.buffer = b""
         self.body_left = 0
-        self.dropping = False
         self.faults = faults
 
-    def feed(self, data: bytes) -> tuple[bytes, bytes]:
-        """(bytes for the server, bytes for the client) of the next chunk of requests."""
+    def feed(self, data: bytes) -> tuple[bytes, bytes, ConnectionDropped | None]:
+        """(bytes for the server, bytes for the client, a fault that ends the connection)."""
         self.buffer += data
         out, replies = [], []
         while self.buffer:
@@ -170,31 +204,62 @@ class _RequestFixer:
                 take = self.buffer[: self.body_left]
                 self.buffer = self.buffer[len(take) :]
                 self.body_left -= len(take)
-                if not self.dropping:
-                    out.append(take)
+                out.append(take)
                 continue
             end = self.buffer.find(b"\r\n\r\n")
             if end < 0:
                 break
-            head, self.buffer = self.buffer[: end + 4], self.buffer[end + 4 :]
-            lines = head.split(b"\r\n")
+            lines = self.buffer[:end].split(b"\r\n")
             kept = [
                 ln for ln in lines if ln.lower().replace(b" ", b"") != b"transfer-encoding:identity"
             ]
-            for line in kept:
+            fields = {}
+            for line in kept[1:]:
                 name, _, value = line.partition(b":")
-                if name.strip().lower() == b"content-length":
-                    self.body_left = int(value.strip() or 0)
-            self.dropping = self.faults.fire()
-            if self.dropping:
-                replies.append(
-                    b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
-                    + f"Content-Length: {len(UNAVAILABLE)}\r\n\r\n".encode()
-                    + UNAVAILABLE
-                )
-            else:
-                out.append(b"\r\n".join(kept))
-        return b"".join(out), b"".join(replies)
+                fields[name.strip().lower()] = value.strip()
+            # TF sends an upload's data chunked *and* with its Content-Length; chunked wins.
+            chunked = b"chunked" in fields.get(b"transfer-encoding", b"").lower()
+            body_end = _chunked_end(self.buffer, end + 4) if chunked else end + 4
+            if body_end is None:
+                break  # the rest of the chunked body is still to come
+            body, self.buffer = self.buffer[end + 4 : body_end], self.buffer[body_end:]
+            length = 0 if chunked else int(fields.get(b"content-length") or 0)
+            method, target = lines[0].decode("latin-1").split()[:2]
+            query = urllib.parse.parse_qs(urllib.parse.urlsplit(target).query)
+            upload = query.get("upload_id", [""])[0]
+            if upload in self.faults.lost_uploads and fields.get(b"content-range", b"").startswith(
+                b"bytes */"
+            ):
+                self.faults.lost_uploads.discard(upload)
+                replies.append(RESUME_INCOMPLETE)
+                self.body_left = length  # (none: a status query has no body)
+                continue
+            fault = self.faults.fire()
+            if fault:
+                if upload and method == "PUT" and (length or body):
+                    self.faults.lost_uploads.add(upload)
+                reply = SERVICE_UNAVAILABLE if fault == "503" else b""
+                dropped = ConnectionDropped(b"".join(replies) + reply, reset=fault == "reset")
+                return b"".join(out), b"", dropped
+            self.body_left = length
+            out.append(b"\r\n".join(kept) + b"\r\n\r\n" + body)
+        return b"".join(out), b"".join(replies), None
+
+
+def _chunked_end(buffer: bytes, start: int) -> int | None:
+    """Where the chunked body that starts at `start` ends (after its last chunk and the empty
+    line; no trailers), or None if `buffer` does not hold all of it yet."""
+    pos = start
+    while True:
+        eol = buffer.find(b"\r\n", pos)
+        if eol < 0:
+            return None
+        size = int(buffer[pos:eol].split(b";")[0], 16)
+        if size == 0:
+            return eol + 4 if len(buffer) >= eol + 4 else None
+        pos = eol + 2 + size + 2
+        if pos > len(buffer):
+            return None
 
 
 def _pump(a: ssl.SSLSocket, b: socket.socket, faults: FaultPlan) -> None:
@@ -215,11 +280,17 @@ def _pump(a: ssl.SSLSocket, b: socket.socket, faults: FaultPlan) -> None:
                 if src is b:
                     a.sendall(_https_location(data))
                     continue
-                to_server, to_client = fixer.feed(data)
+                to_server, to_client, dropped = fixer.feed(data)
                 if to_server:
                     b.sendall(to_server)
                 if to_client:
                     a.sendall(to_client)
+                if dropped:
+                    if dropped.reply:
+                        a.sendall(dropped.reply)
+                    if dropped.reset:  # RST, not FIN: the client sees "connection reset"
+                        a.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                    return
 
 
 def _https_location(data: bytes) -> bytes:
