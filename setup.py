@@ -21,6 +21,7 @@ setuptools.setup(
         "soundfile>=0.12",
         "scipy>=1.11",
         "numpy>=1.26",
+        "threadpoolctl>=3.5",  # 3.5: numpy 2.x wheels' scipy-openblas
         "google-crc32c>=1.5",
     ],
     extras_require={"report": ["matplotlib>=3.7"]},

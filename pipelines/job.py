@@ -35,7 +35,7 @@ from pipelines.inputs import RUN_MARKER
 from pipelines.plan import RecordPlan, one_task, plan_record
 from pipelines.result import RecordResult
 from replay import format as fmt
-from runners.internals import JobOptions, cached_dofn_introspection
+from runners.internals import JobOptions
 from transforms.planning.types import ShardSpec
 from transforms.record.progress import ProgressReporter
 from transforms.record.stages import (
@@ -164,19 +164,17 @@ def run_job(
     threads = runners.compute_threads(options)
     plan = dataclasses.replace(plan, read=dataclasses.replace(plan.read, compute_threads=threads))
     if runners.translation_only(options):  # Dataflow template: write the job description only
-        with cached_dofn_introspection():
-            p = beam.Pipeline(options=options)
-            build_pipeline(p, plan)
-            p.run()
+        p = beam.Pipeline(options=options)
+        build_pipeline(p, plan)
+        p.run()
         return RecordResult.job_description_only(plan.output_dir)
     prepare_output_dir(plan)
     start = time.monotonic()
-    with cached_dofn_introspection():  # Beam inspects each DoFn signature once (guarded)
-        p = beam.Pipeline(options=options)
-        build_pipeline(p, plan)
-        with ProgressReporter(plan.output_dir, total_files=len(plan.inputs)):
-            result = p.run()
-            result.wait_until_finish()
+    p = beam.Pipeline(options=options)
+    build_pipeline(p, plan)
+    with ProgressReporter(plan.output_dir, total_files=len(plan.inputs)):
+        result = p.run()
+        result.wait_until_finish()
     elapsed = time.monotonic() - start
     return summarize(plan, elapsed, counters=counters(result))
 

@@ -44,15 +44,15 @@ LOCAL_RUNNER = f"{__name__}.LocalRunner"
 class LocalRunner(PipelineRunner):
     """Beam's FnApiRunner, straight away (no Prism attempt), one BLAS thread per DoFn process.
 
-    The Beam internals it uses (`runners.internals.local_runner`, `quick_state_sampler`) fall
-    back to Beam's stock DirectRunner and sampler when their guards do not hold.
+    The Beam internal it uses (`runners.internals.local_runner`) falls back to Beam's stock
+    DirectRunner when its guard does not hold, and says so once.
     """
 
     def run_pipeline(self, pipeline, options: PipelineOptions):
         runner = internals.local_runner(options)
         multi = options.view_as(DirectOptions).direct_running_mode == "multi_processing"
-        # FnApiRunner.run_pipeline blocks until the job is done, so both are scoped to it.
-        with threads.single_threaded(environ=multi), internals.quick_state_sampler():
+        # FnApiRunner.run_pipeline blocks until the job is done, so the limit is scoped to it.
+        with threads.single_threaded(environ=multi):
             return runner.run_pipeline(pipeline, options)
 
 

@@ -268,16 +268,7 @@ def _require_jar(
                     ours,
                 )
             elif not _maven_reachable(url):
-                get = (
-                    f"pass {flag} {ours}"
-                    if ours
-                    else (
-                        f"assemble one with `python -m runners.jobserver {engine}` (Maven) and "
-                        f"pass {flag} PATH"
-                    )
-                )
-                if engine == "flink":
-                    get += f" with --flink_version {jobserver.FLINK_VERSION}"
+                get = _jar_hint(flag, engine, ours)
                 raise RunnerError(
                     f"{runner} needs Beam's job-server jar {os.path.basename(url)}, which Beam "
                     f"downloads from Maven Central, and it cannot be downloaded from here: {get} "
@@ -291,6 +282,26 @@ def _require_jar(
             f"HOST:{JOB_SERVICE_PORT}"
         )
     return assembled
+
+
+def _jar_hint(flag: str, engine: str, ours) -> str:
+    """What to do when neither Beam's jar nor a usable assembled one is there (the fix, named).
+
+    `ours`: the jar `python -m runners.jobserver` assembled for these artifacts, or None.
+    """
+    from runners import jobserver
+
+    version = f" with --flink_version {jobserver.FLINK_VERSION}" if engine == "flink" else ""
+    if ours:  # assembled, but for another --flink_version than the one asked for
+        return f"pass {flag} {ours}{version}"
+    assemble = f"`python -m runners.jobserver {engine}` (Maven; later runs use it by themselves)"
+    stale = jobserver.jar_path(engine)
+    if stale.is_file():
+        return (
+            f"{stale} was assembled from other artifacts than this version uses: run "
+            f"{assemble} again, or pass {flag} PATH{version}"
+        )
+    return f"assemble one with {assemble}, or pass {flag} PATH{version}"
 
 
 def _maven_reachable(url: str) -> bool:

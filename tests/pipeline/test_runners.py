@@ -220,7 +220,8 @@ def test_flink_without_the_job_server_jar_fails_in_seconds_with_the_fix(
     assert code == 2 and len(err) == 1, err
     assert err[0].startswith("error: FlinkRunner needs Beam's job-server jar beam-runners-flink-")
     assert "pass --flink_job_server_jar PATH" in err[0] and "--job_endpoint HOST:8099" in err[0]
-    assert "`python -m runners.jobserver flink` (Maven)" in err[0]
+    assert "assemble one with `python -m runners.jobserver flink` (Maven;" in err[0]
+    assert "PATH with --flink_version 1.19" in err[0]
     assert time.monotonic() - start < FAIL_FAST_S
 
 
@@ -268,6 +269,23 @@ def test_flink_of_another_version_does_not_take_the_assembled_jar(tmp_path, monk
     monkeypatch.setattr(portable, "_maven_reachable", lambda url: False)
     with pytest.raises(runners.RunnerError, match="pass --flink_job_server_jar .* with --flink_v"):
         _configure("--runner", "FlinkRunner", "--flink_version", "1.20")
+
+
+def test_a_job_server_assembled_from_other_artifacts_is_named_not_used(tmp_path, monkeypatch):
+    """A jar an older `python -m runners.jobserver` left (its stamp lists other artifacts): the
+    stop names it and the command that assembles it again."""
+    from runners import jobserver
+
+    jar = _assembled(tmp_path, monkeypatch, "spark")
+    (jobserver.lib_dir("spark") / jobserver.STAMP).write_text("org.apache.beam:older:2.61.0")
+    monkeypatch.setattr(portable, "_maven_reachable", lambda url: False)
+    with pytest.raises(runners.RunnerError) as stop:
+        _configure("--runner", "SparkRunner")
+    assert (
+        f"{jar} was assembled from other artifacts than this version uses: run "
+        "`python -m runners.jobserver spark` (Maven; later runs use it by themselves) again, or "
+        "pass --spark_job_server_jar PATH"
+    ) in str(stop.value)
 
 
 def test_spark_uses_the_assembled_job_server(tmp_path, monkeypatch):

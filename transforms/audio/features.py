@@ -5,7 +5,9 @@ Two implementations of the same computation:
 - `compute_features_numpy`: frames are strided views of the windows
   (`np.lib.stride_tricks.sliding_window_view`), `scipy.fft.rfft` in float32, BLAS matmuls with
   the mel matrix and a DCT-II matrix; blocks of ~`_BLOCK_FRAMES` frames through preallocated
-  buffers, so memory stays bounded for any chunk size. No tensorflow import.
+  buffers, so memory stays bounded for any chunk size. No tensorflow import. The matmuls use
+  the BLAS threads the process allows: the record job allows one in every process that runs its
+  DoFns (`runners.threads`), so their float32 rounding is the same on every runner.
 - `compute_features_tf`: `tf.signal.stft` / `tf.signal.mfccs_from_log_mel_spectrograms` in the
   graph of `tf_feature_module` (the exported serving graph: raw audio -> features).
 
@@ -320,37 +322,13 @@ def compute_features_numpy(
             continue
         log_mel = out[LOG_MEL][start:stop] if LOG_MEL in out else log_mel_buf[:rows]
         log_mel_2d = log_mel.reshape(-1, config.num_mel_bins)  # a view: both are C-contiguous
-        _single_thread_matmul(magnitude.reshape(-1, num_bins), mel_matrix, out=log_mel_2d)
+        np.matmul(magnitude.reshape(-1, num_bins), mel_matrix, out=log_mel_2d)
         log_mel_2d += np.float32(config.log_offset)
         np.log(log_mel_2d, out=log_mel_2d)
         if MFCC in out:
             mfcc_2d = out[MFCC][start:stop].reshape(-1, config.num_mfccs)
-            _single_thread_matmul(log_mel_2d, dct, out=mfcc_2d)
+            np.matmul(log_mel_2d, dct, out=mfcc_2d)
     return out
-
-
-# OpenBLAS (numpy's BLAS; 0.3.31 in numpy 2.4 wheels) runs an x86 GEMM of M*N*K multiply-adds
-# on one thread when M*N*K / 262144 < 2, else on up to every core (older releases and some Arm
-# cores: above 262144 / 125000). Worker processes without OPENBLAS_NUM_THREADS=1 then
-# oversubscribe the cores and its spinning threads starve each other: 2 processes on 2 cores
-# with one big GEMM per block measured 5x slower end to end (~950 vs ~5000 windows/s), 15x
-# with other load on the machine.
-_SINGLE_THREAD_MNK = 2 * 262144 - 1
-
-
-def _single_thread_matmul(a: np.ndarray, b: np.ndarray, *, out: np.ndarray) -> None:
-    """out = a @ b ([m, k] @ [k, n]) as a stack of GEMMs small enough to stay single-threaded.
-
-    Costs ~4% of the numpy path against one big single-threaded GEMM; immune to BLAS threads.
-    """
-    m, (k, n) = a.shape[0], b.shape
-    rows = max(1, _SINGLE_THREAD_MNK // (k * n))
-    rows = rows - rows % 8 if rows >= 8 else rows  # multiples of 8 rows: faster SGEMM kernels
-    split = m - m % rows
-    if split:
-        np.matmul(a[:split].reshape(-1, rows, k), b, out=out[:split].reshape(-1, rows, n))
-    if split < m:
-        np.matmul(a[split:], b, out=out[split:])
 
 
 def compute_features_tf(
