@@ -294,6 +294,14 @@ class RecordConfig:
 
     def _validate(self) -> None:
         """Every check that needs no input file, in the order users have always seen them."""
+        self._check_required_and_output()
+        self._check_windows()
+        self._check_encoding()
+        self._check_sharding()
+        self._check_features_and_labels()
+
+    def _check_required_and_output(self) -> None:
+        """The required options are set; --output_dir is on a file system TensorFlow writes."""
         missing = [f"--{n}" for n in REQUIRED if getattr(self, n) is None]
         require(not missing, f"the following arguments are required: {', '.join(missing)}")
         output_scheme = _fs.scheme(self.output_dir or "")
@@ -303,6 +311,9 @@ class RecordConfig:
             f"TensorFlow's file I/O, which has no {output_scheme}:// file system (it has gs:// "
             f"and local or mounted paths): write it there ({output_scheme}:// inputs are fine)",
         )
+
+    def _check_windows(self) -> None:
+        """--win_len, --hop_len, --max_windows_per_signal."""
         require(self.win_len > 0, f"--win_len must be > 0, got {self.win_len}")
         require(
             self.win_len <= MAX_VALUES_PER_KEY,
@@ -319,6 +330,9 @@ class RecordConfig:
             self.max_windows_per_signal is None or self.max_windows_per_signal > 0,
             f"--max_windows_per_signal must be > 0, got {self.max_windows_per_signal}",
         )
+
+    def _check_encoding(self) -> None:
+        """--channel_mode, the signal and feature dtypes, --compression, --sample_rate."""
         require(
             self.channel_mode in CHANNEL_MODES, f"--channel_mode must be one of {CHANNEL_MODES}"
         )
@@ -334,6 +348,10 @@ class RecordConfig:
             self.compression_name in COMPRESSIONS, f"--compression must be one of {COMPRESSIONS}"
         )
         require(self.sample_rate is None or self.sample_rate > 0, "--sample_rate must be > 0")
+
+    def _check_sharding(self) -> None:
+        """--num_shards, --dataset_name (shard names), --elements_per_shard, --max_elements,
+        --splits, --shard_by."""
         require(self.num_shards is None or self.num_shards > 0, "--num_shards must be > 0")
         name = self.dataset_name  # shard names derive from it: it must not leave --output_dir
         problem = fmt.plain_name_problem(name)  # the rule every reader applies to shard names
@@ -357,6 +375,10 @@ class RecordConfig:
             self.shard_by in sharding.SHARD_BY,
             f"--shard_by must be one of {', '.join(sharding.SHARD_BY)}",
         )
+
+    def _check_features_and_labels(self) -> None:
+        """--features, --unknown_class, --label_source, --classes, --analyze_splits and the
+        annotation options."""
         unknown = [n for n in self.feature_names if n not in feats.FEATURE_NAMES]
         require(
             not unknown,

@@ -54,6 +54,8 @@ TASK_BYTES = 32 << 20  # 32 MiB of stored elements per read task, at most ...
 TASKS_PER_CORE = 4  # ... and at least 4 tasks per core when there is enough data ...
 MIN_TASK_ROWS = 64  # ... but never tasks of fewer than 64 elements
 _ITEMSIZE = {"int16": 2, "int32": 4, "float32": 4, "float64": 8}  # signal dtypes
+# plan_segments: [(file, rows kept, split rank of row 0)]
+PlannedRows = list[tuple[InputFile, int, int]]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -268,52 +270,17 @@ def size_tasks(config: RecordConfig, scanned: ScannedInputs, *, cpu_count: int) 
       UsageError: feature parameters that do not fit the windows at the files' rate, or no
         window in the splits TFT's statistics are computed on.
     """
-    inputs, sharding = scanned.inputs, scanned.sharding
-    names = config.feature_names
-    infos = [f.info for f in inputs if f.info is not None]
-    feature_config = config.feature_config
-    shapes = {}
-    if names:
-        rate = config.sample_rate or (infos[0].sample_rate if infos else 16000)
-        try:
-            feature_config.validate(win_len=config.win_len, sample_rate=rate)
-        except ValueError as e:
-            raise UsageError(f"feature parameters: {e}") from e
-        shapes = feats.feature_shapes(feature_config, win_len=config.win_len, sample_rate=rate)
-        for name, shape in shapes.items():
-            require(
-                math.prod(shape) <= MAX_VALUES_PER_KEY,
-                f"feature parameters: {name} would have shape {list(shape)}, over "
-                f"{MAX_VALUES_PER_KEY} (2^28) values, the most the reader takes in one element",
-            )
-    layout = RecordLayout(
-        feature_shapes=shapes,
-        normalize=config.normalize,
-        with_channel=config.channel_mode == "split",
-        feature_dtype=config.feature_dtype,
-    )
-    if scanned.max_events is not None:
-        layout = dataclasses.replace(
-            layout, num_label_classes=len(scanned.classes), max_events=scanned.max_events
-        )
-    read_config = ReadConfig(
-        window=config.window,
-        layout=layout,
-        features=feature_config,
-        channel_mode=config.channel_mode,
-        sample_rate=config.sample_rate,
-        strict=config.strict,
-        signal_dtype=scanned.signal_dtype,
-    )
+    inputs = scanned.inputs
+    shapes = _feature_shapes(config, inputs)
+    read_config = _read_config(config, scanned, shapes)
     feature_floats = sum(math.prod(s) for s in shapes.values())
-    row_bytes = config.win_len * 4 + feature_floats * 4  # a row in memory (read tasks), about
     segments = plan_segments(
         [
             (f, f.annotation.num_rows if f.annotation else planned_rows(f.info, read_config))
             for f in inputs
             if f.error is None
         ],
-        sharding,
+        scanned.sharding,
     )
     stored = stored_row_bytes(
         win_len=config.win_len,
@@ -321,28 +288,10 @@ def size_tasks(config: RecordConfig, scanned: ScannedInputs, *, cpu_count: int) 
         feature_values=feature_floats,
         feature_dtype=config.feature_dtype,
     )
-    estimated = {  # docs/output-layout.md "Shard count": one shard per 128 MiB of estimated output
-        split: plan_num_shards(
-            stored * sum(kept for f, kept, _ in segments if f.split == split),
-            num_shards=config.num_shards,
-        )
-        for split in sharding.split_names
-    }
-    sharding = dataclasses.replace(
-        sharding, num_shards=split_shard_counts(segments, sharding, estimated)
-    )
-    analyze = config.analyzed_splits
-    total_rows = sum(kept for _, kept, _ in segments)
-    require(
-        not (config.normalize and names and total_rows)
-        or any(kept for f, kept, _ in segments if f.split in analyze),
-        f"--analyze_splits {','.join(analyze)}: no window in the analysed split(s) to compute "
-        "statistics on; choose other splits, weights or --no_normalize",
-    )
-    rows_per_task = max(
-        MIN_TASK_ROWS,
-        min(TASK_BYTES // row_bytes, -(-total_rows // (TASKS_PER_CORE * cpu_count))),
-    )
+    sharding = _shard_counts(config, scanned.sharding, segments, stored_bytes=stored)
+    _check_analyzed_rows(config, segments)
+    row_bytes = config.win_len * 4 + feature_floats * 4  # a row in memory (read tasks), about
+    rows_per_task = _rows_per_task(segments, row_bytes=row_bytes, cpu_count=cpu_count)
     tasks = plan_tasks(segments, rows_per_task=rows_per_task)
     return RecordPlan(
         output_dir=scanned.output_dir,
@@ -355,8 +304,95 @@ def size_tasks(config: RecordConfig, scanned: ScannedInputs, *, cpu_count: int) 
         input_bytes=sum(f.size_bytes for f in inputs),
         params=json.loads(json.dumps(config.params())),
         classes=scanned.classes,
-        analyzed_splits=analyze,
+        analyzed_splits=config.analyzed_splits,
         annotation_errors=scanned.annotation_errors,
+    )
+
+
+def _feature_shapes(
+    config: RecordConfig, inputs: tuple[InputFile, ...]
+) -> dict[str, tuple[int, ...]]:
+    """The feature shapes at the run's rate (the first readable file's without --sample_rate);
+    raises `UsageError` on parameters that do not fit or a feature over `MAX_VALUES_PER_KEY`."""
+    if not config.feature_names:
+        return {}
+    infos = [f.info for f in inputs if f.info is not None]
+    feature_config = config.feature_config
+    rate = config.sample_rate or (infos[0].sample_rate if infos else 16000)
+    try:
+        feature_config.validate(win_len=config.win_len, sample_rate=rate)
+    except ValueError as e:
+        raise UsageError(f"feature parameters: {e}") from e
+    shapes = feats.feature_shapes(feature_config, win_len=config.win_len, sample_rate=rate)
+    for name, shape in shapes.items():
+        require(
+            math.prod(shape) <= MAX_VALUES_PER_KEY,
+            f"feature parameters: {name} would have shape {list(shape)}, over "
+            f"{MAX_VALUES_PER_KEY} (2^28) values, the most the reader takes in one element",
+        )
+    return shapes
+
+
+def _read_config(
+    config: RecordConfig, scanned: ScannedInputs, shapes: Mapping[str, tuple[int, ...]]
+) -> ReadConfig:
+    """The read tasks' configuration: window, stored layout, features, channels, dtype."""
+    layout = RecordLayout(
+        feature_shapes=shapes,
+        normalize=config.normalize,
+        with_channel=config.channel_mode == "split",
+        feature_dtype=config.feature_dtype,
+    )
+    if scanned.max_events is not None:
+        layout = dataclasses.replace(
+            layout, num_label_classes=len(scanned.classes), max_events=scanned.max_events
+        )
+    return ReadConfig(
+        window=config.window,
+        layout=layout,
+        features=config.feature_config,
+        channel_mode=config.channel_mode,
+        sample_rate=config.sample_rate,
+        strict=config.strict,
+        signal_dtype=scanned.signal_dtype,
+    )
+
+
+def _shard_counts(
+    config: RecordConfig, sharding: Sharding, segments: PlannedRows, *, stored_bytes: int
+) -> Sharding:
+    """`sharding` with the shard count of each split."""
+    estimated = {  # docs/output-layout.md "Shard count": one shard per 128 MiB of estimated output
+        split: plan_num_shards(
+            stored_bytes * sum(kept for f, kept, _ in segments if f.split == split),
+            num_shards=config.num_shards,
+        )
+        for split in sharding.split_names
+    }
+    return dataclasses.replace(
+        sharding, num_shards=split_shard_counts(segments, sharding, estimated)
+    )
+
+
+def _check_analyzed_rows(config: RecordConfig, segments: PlannedRows) -> None:
+    """With normalization and windows, some window must be in the analysed splits."""
+    analyze = config.analyzed_splits
+    total_rows = sum(kept for _, kept, _ in segments)
+    require(
+        not (config.normalize and config.feature_names and total_rows)
+        or any(kept for f, kept, _ in segments if f.split in analyze),
+        f"--analyze_splits {','.join(analyze)}: no window in the analysed split(s) to compute "
+        "statistics on; choose other splits, weights or --no_normalize",
+    )
+
+
+def _rows_per_task(segments: PlannedRows, *, row_bytes: int, cpu_count: int) -> int:
+    """At most `TASK_BYTES` of rows, at least `TASKS_PER_CORE` tasks per core, at least
+    `MIN_TASK_ROWS` rows."""
+    total_rows = sum(kept for _, kept, _ in segments)
+    return max(
+        MIN_TASK_ROWS,
+        min(TASK_BYTES // row_bytes, -(-total_rows // (TASKS_PER_CORE * cpu_count))),
     )
 
 

@@ -2,14 +2,15 @@
 
 Public API::
 
-    from replay import replay_dataset, load_info
+    from replay import ReadConfig, load_info, replay_dataset
 
     info = load_info("out/")                      # manifest: counts, classes, shapes, ...
     ds = replay_dataset("out/", split="train", shuffle_buffer=10_000, batch_size=64)
+    ds = replay_dataset("out/", split="train", read_config=ReadConfig(seed=0, cycle_length=4))
 
 ``import replay`` is cheap: it loads neither TensorFlow (imported on first use of
 `replay_dataset`, `default_reader_func` or `verify_dataset`) nor Apache Beam nor
-tensorflow-transform.
+tensorflow-transform (`ReadConfig`, how `replay_dataset` reads, is plain Python).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from replay.errors import (
     UnknownSplitError,
 )
 from replay.info import DatasetInfo, ShardInfo, load_info
+from replay.read_config import ReadConfig
 
 if TYPE_CHECKING:
     from replay.reader import default_reader_func, replay_dataset, verify_dataset
@@ -51,6 +53,7 @@ __all__ = [
     "IncompleteDatasetError",
     "ManifestError",
     "MissingShardError",
+    "ReadConfig",
     "ReplayError",
     "ShardError",
     "ShardInfo",

@@ -25,16 +25,24 @@ from collections.abc import Mapping
 from typing import Any
 
 from replay import format as fmt
-from replay.errors import IncompleteDatasetError, ManifestError
+from replay.errors import IncompleteDatasetError
+from replay.json_checks import (
+    MAX_COUNT,  # noqa: F401 - one of the manifest's limits, importable here with the others
+    MAX_JSON_DEPTH,
+    Checker,
+    depth_ok,
+    field_of,
+    got,
+    kind_of,
+    show,
+)
 
 MAX_MANIFEST_BYTES = 1 << 30  # a manifest is read whole; 1M source files take ~300 MB
-MAX_JSON_DEPTH = 32  # the writer nests 4 deep; this bounds recursion on crafted input
 MAX_RANK = 8
 MAX_VALUES_PER_KEY = 1 << 28  # values of one key of one element (1 GiB of float32)
 MAX_KEYS = 10_000
 MAX_SPLITS = 1_000
 MAX_SHARDS_PER_SPLIT = 1_000_000
-MAX_COUNT = 1 << 48  # any example or byte count (sums stay far inside int64)
 RECORD_OVERHEAD_BYTES = 16  # TFRecord framing per record: length, its CRC, data CRC
 MAX_DEFLATE_RATIO = 1032  # zlib's maximum compression ratio: GZIP / ZLIB shards shrink at most so
 _SPLIT_NAME = re.compile(r"[A-Za-z0-9_]+")
@@ -42,83 +50,6 @@ _VALUE_BYTES = {"int16": 2, "int32": 4, "int64": 8, "float32": 4, "float64": 8}
 _VALUE_BYTES.update(float16=2, bfloat16=2)  # stored_dtype of a raw float32 key
 _FLOAT32_MAX = 3.4028234663852886e38
 _SAMPLES = ("int16", "int32", "float32", "float64")  # signal dtypes
-
-
-def _show(value: Any, limit: int = 80) -> str:
-    """A short one-line repr of a (possibly huge, possibly multi-line) JSON value."""
-    text = repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-def _got(value: Any) -> str:
-    """``string 'x'``, ``integer 5``, ``null``: what a field held, for a type error."""
-    return _kind(value) if value is None else f"{_kind(value)} {_show(value)}"
-
-
-def _kind(value: Any) -> str:
-    names = {dict: "object", list: "list", str: "string", bool: "bool", type(None): "null"}
-    return names.get(type(value), type(value).__name__)
-
-
-def _field(parent: str, key: str | int) -> str:
-    if isinstance(key, int):
-        return f"{parent}[{key}]"
-    if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
-        return f"{parent}.{key}" if parent else key
-    return f"{parent}[{_show(key)}]"
-
-
-class _Checker:
-    """Raises `ManifestError` "<manifest path>: <field>: <problem>" on the first failure."""
-
-    def __init__(self, path: str):
-        self.path = path
-
-    def fail(self, field: str, problem: str) -> None:
-        raise ManifestError(f"{self.path}: {field}: {problem}")
-
-    def as_obj(self, value: Any, field: str) -> dict[str, Any]:
-        if not isinstance(value, dict):
-            self.fail(field, f"expected an object, got {_got(value)}")
-        return value
-
-    def as_list(self, value: Any, field: str, *, limit: int) -> list[Any]:
-        if not isinstance(value, list):
-            self.fail(field, f"expected a list, got {_got(value)}")
-        if len(value) > limit:
-            self.fail(field, f"{len(value)} entries, more than the limit {limit}")
-        return value
-
-    def as_str(self, value: Any, field: str) -> str:
-        if not isinstance(value, str):
-            self.fail(field, f"expected a string, got {_got(value)}")
-        return value
-
-    def as_int(self, value: Any, field: str, *, low: int = 0, high: int = MAX_COUNT) -> int:
-        if type(value) is not int:  # bool is an int subclass; 5.0, "5", null are not counts
-            self.fail(field, f"expected an integer, got {_got(value)}")
-        if not low <= value <= high:
-            self.fail(field, f"{_show(value)} outside [{low}, {high}]")
-        return value
-
-    def optional(self, obj: Mapping[str, Any], key: str, parent: str, check: Any) -> Any:
-        """`check(value, field)` when `key` is present (JSON null counts as present)."""
-        if key in obj:
-            return check(obj[key], _field(parent, key))
-        return None
-
-    def optional_list(
-        self, obj: Mapping[str, Any], key: str, parent: str, *, limit: int = MAX_COUNT
-    ) -> list[Any] | None:
-        return self.optional(obj, key, parent, lambda v, f: self.as_list(v, f, limit=limit))
-
-
-def _depth_ok(value: Any, depth: int = 1) -> bool:
-    """Whether `value` nests at most MAX_JSON_DEPTH containers deep (the recursion stops there)."""
-    if depth > MAX_JSON_DEPTH:
-        return False
-    children = value.values() if isinstance(value, dict) else value
-    return all(_depth_ok(v, depth + 1) for v in children if isinstance(v, dict | list))
 
 
 def check_header(manifest: Any, *, path: str) -> dict[str, Any]:
@@ -129,16 +60,16 @@ def check_header(manifest: Any, *, path: str) -> dict[str, Any]:
         an integer or is newer than `format.FORMAT_VERSION`.
       IncompleteDatasetError: an audiorecords manifest not marked complete.
     """
-    c = _Checker(path)
+    c = Checker(path)
     if not isinstance(manifest, dict):
-        c.fail("manifest", f"expected a JSON object, got {_kind(manifest)}")
+        c.fail("manifest", f"expected a JSON object, got {kind_of(manifest)}")
     if manifest.get("format") != fmt.FORMAT_NAME:
-        c.fail("format", f"not an {fmt.FORMAT_NAME} manifest ({_show(manifest.get('format'))})")
+        c.fail("format", f"not an {fmt.FORMAT_NAME} manifest ({show(manifest.get('format'))})")
     if "format_version" not in manifest:
         c.fail("format_version", "missing")
     version = manifest["format_version"]
     if type(version) is not int:
-        c.fail("format_version", f"expected an integer, got {_got(version)}")
+        c.fail("format_version", f"expected an integer, got {got(version)}")
     if version > max(fmt.READABLE_VERSIONS):
         c.fail(
             "format_version",
@@ -163,9 +94,9 @@ def validate(manifest: Any, *, path: str) -> dict[str, Any]:
       ManifestError: the first problem, naming `path` and the field.
       IncompleteDatasetError: see `check_header`.
     """
-    c = _Checker(path)
+    c = Checker(path)
     manifest = check_header(manifest, path=path)
-    if not _depth_ok(manifest):
+    if not depth_ok(manifest):
         c.fail("manifest", f"nested deeper than {MAX_JSON_DEPTH} levels")
     for key in ("compression", "elements", "splits", "num_examples"):
         if key not in manifest:
@@ -174,12 +105,12 @@ def validate(manifest: Any, *, path: str) -> dict[str, Any]:
     name = fmt.DEFAULT_NAME if name is None else name
     problem = fmt.plain_name_problem(name)
     if problem:
-        c.fail("name", f"{_show(name)} {problem}")
+        c.fail("name", f"{show(name)} {problem}")
     c.optional(manifest, "created_utc", "", c.as_str)
     compression = manifest["compression"]
     if not isinstance(compression, str) or compression not in fmt.COMPRESSION_SUFFIXES:
         known = list(fmt.COMPRESSION_SUFFIXES)
-        c.fail("compression", f"{_show(compression)} is not one of {known}")
+        c.fail("compression", f"{show(compression)} is not one of {known}")
     record_bytes = _check_elements(c, manifest["elements"], version=manifest["format_version"])
     total = _check_splits(
         c, manifest["splits"], name=name, compression=compression, record_bytes=record_bytes
@@ -200,7 +131,7 @@ def validate(manifest: Any, *, path: str) -> dict[str, Any]:
     return manifest
 
 
-def _check_elements(c: _Checker, elements: Any, *, version: int) -> int:
+def _check_elements(c: Checker, elements: Any, *, version: int) -> int:
     """Checks every ElementSpec; returns the fewest bytes one serialized record can take."""
     elements = c.as_obj(elements, "elements")
     if not elements:
@@ -209,27 +140,27 @@ def _check_elements(c: _Checker, elements: Any, *, version: int) -> int:
         c.fail("elements", f"{len(elements)} keys, more than the limit {MAX_KEYS}")
     least = RECORD_OVERHEAD_BYTES
     for key, spec in elements.items():
-        field = _field("elements", key)
+        field = field_of("elements", key)
         if not key:
             c.fail(field, "empty key")
         spec = c.as_obj(spec, field)
         for part in ("dtype", "shape", "encoding"):
             if part not in spec:
-                c.fail(_field(field, part), "missing")
+                c.fail(field_of(field, part), "missing")
         dtype, encoding = spec["dtype"], spec["encoding"]
         if not isinstance(dtype, str) or dtype not in fmt.DTYPES:
-            c.fail(_field(field, "dtype"), f"{_show(dtype)} is not one of {list(fmt.DTYPES)}")
+            c.fail(field_of(field, "dtype"), f"{show(dtype)} is not one of {list(fmt.DTYPES)}")
         if not isinstance(encoding, str) or encoding not in fmt.ENCODINGS:
             c.fail(
-                _field(field, "encoding"), f"{_show(encoding)} is not one of {list(fmt.ENCODINGS)}"
+                field_of(field, "encoding"), f"{show(encoding)} is not one of {list(fmt.ENCODINGS)}"
             )
-        shape = c.as_list(spec["shape"], _field(field, "shape"), limit=MAX_RANK)
+        shape = c.as_list(spec["shape"], field_of(field, "shape"), limit=MAX_RANK)
         values = 1
         for i, dim in enumerate(shape):
-            dim_field = f"{_field(field, 'shape')}[{i}]"
+            dim_field = f"{field_of(field, 'shape')}[{i}]"
             values *= c.as_int(dim, dim_field, low=1, high=MAX_VALUES_PER_KEY)
         if values > MAX_VALUES_PER_KEY:
-            c.fail(_field(field, "shape"), f"{shape} holds {values} values, over the limit")
+            c.fail(field_of(field, "shape"), f"{shape} holds {values} values, over the limit")
         if (dtype == "string") != (encoding == fmt.ENCODING_BYTES_LIST):
             c.fail(field, f"dtype {dtype} cannot be stored as {encoding}")
         if encoding == fmt.ENCODING_BYTES_LIST and shape:
@@ -250,7 +181,7 @@ def _check_elements(c: _Checker, elements: Any, *, version: int) -> int:
 
 
 def _check_v2_parts(
-    c: _Checker, field: str, spec: Mapping[str, Any], elements: Mapping[str, Any], *, version: int
+    c: Checker, field: str, spec: Mapping[str, Any], elements: Mapping[str, Any], *, version: int
 ) -> str | None:
     """Checks ``stored_dtype`` and a z_score key's source and statistics (format version 2);
     returns the stored dtype (None: the decoded dtype)."""
@@ -262,15 +193,15 @@ def _check_v2_parts(
     if "stored_dtype" in spec:
         if not isinstance(stored_dtype, str) or stored_dtype not in fmt.STORED_DTYPES:
             known = list(fmt.STORED_DTYPES)
-            c.fail(_field(field, "stored_dtype"), f"{_show(stored_dtype)} is not one of {known}")
+            c.fail(field_of(field, "stored_dtype"), f"{show(stored_dtype)} is not one of {known}")
         if encoding != fmt.ENCODING_RAW or spec["dtype"] != "float32":
             c.fail(field, f"stored_dtype {stored_dtype}: only for raw float32 keys")
     if encoding != fmt.ENCODING_Z_SCORE:
         return stored_dtype
     for part in ("source", "mean", "var"):
         if part not in spec:
-            c.fail(_field(field, part), "missing")
-    source = c.as_str(spec["source"], _field(field, "source"))
+            c.fail(field_of(field, part), "missing")
+    source = c.as_str(spec["source"], field_of(field, "source"))
     source_spec = elements.get(source)
     if (
         not isinstance(source_spec, dict)
@@ -279,10 +210,10 @@ def _check_v2_parts(
         or source_spec.get("shape") != spec["shape"]
     ):
         c.fail(
-            _field(field, "source"),
-            f"{_show(source)} is not a stored float32 key of shape {spec['shape']}"
+            field_of(field, "source"),
+            f"{show(source)} is not a stored float32 key of shape {spec['shape']}"
             + (
-                f" (it is {_show(source_spec.get('dtype'))} {_show(source_spec.get('shape'))})"
+                f" (it is {show(source_spec.get('dtype'))} {show(source_spec.get('shape'))})"
                 if isinstance(source_spec, dict)
                 else ""
             ),
@@ -292,32 +223,32 @@ def _check_v2_parts(
     for part in ("mean", "var"):
         value = spec[part]
         if type(value) not in (int, float) or not abs(value) <= _FLOAT32_MAX:  # also NaN
-            c.fail(_field(field, part), f"expected a finite float32 number, got {_got(value)}")
+            c.fail(field_of(field, part), f"expected a finite float32 number, got {got(value)}")
         if struct.unpack("<f", struct.pack("<f", value))[0] != value:
-            c.fail(_field(field, part), f"{_show(value)} is not a float32 value")
+            c.fail(field_of(field, part), f"{show(value)} is not a float32 value")
     if spec["var"] < 0:
-        c.fail(_field(field, "var"), f"{_show(spec['var'])} is negative")
+        c.fail(field_of(field, "var"), f"{show(spec['var'])} is negative")
     return None
 
 
-def _check_core_keys(c: _Checker, elements: Mapping[str, Any]) -> None:
+def _check_core_keys(c: Checker, elements: Mapping[str, Any]) -> None:
     """Every dataset has a ``class`` string and a raw ``signal`` window (readers rely on both)."""
     for key, dtypes, rank in ((fmt.CLASS_KEY, ("string",), 0), (fmt.SIGNAL_KEY, _SAMPLES, 1)):
         spec = elements.get(key)
         if spec is None:
-            c.fail(_field("elements", key), "missing")
+            c.fail(field_of("elements", key), "missing")
         if spec["dtype"] not in dtypes or len(spec["shape"]) != rank:
             c.fail(
-                _field("elements", key),
+                field_of("elements", key),
                 f"must be {' or '.join(dtypes)} of rank {rank}, not {spec['dtype']} "
                 f"{spec['shape']}",
             )
     if elements[fmt.SIGNAL_KEY]["encoding"] != fmt.ENCODING_RAW:
-        c.fail(_field("elements", fmt.SIGNAL_KEY), "must be stored raw")
+        c.fail(field_of("elements", fmt.SIGNAL_KEY), "must be stored raw")
 
 
 def _check_splits(
-    c: _Checker, splits: Any, *, name: str, compression: str, record_bytes: int
+    c: Checker, splits: Any, *, name: str, compression: str, record_bytes: int
 ) -> int:
     """Checks every split and shard entry; returns the total example count."""
     splits = c.as_obj(splits, "splits")
@@ -327,23 +258,23 @@ def _check_splits(
         c.fail("splits", f"split {fmt.ALL_SPLIT!r} (a run without --splits) stands alone")
     total = 0
     for split, entry in splits.items():
-        field = _field("splits", split)
+        field = field_of("splits", split)
         if not _SPLIT_NAME.fullmatch(split) or not split.isascii():
             c.fail(field, "a split name is letters, digits and '_'")
         entry = c.as_obj(entry, field)
         for part in ("num_examples", "shards"):
             if part not in entry:
-                c.fail(_field(field, part), "missing")
-        shards = c.as_list(entry["shards"], _field(field, "shards"), limit=MAX_SHARDS_PER_SPLIT)
+                c.fail(field_of(field, part), "missing")
+        shards = c.as_list(entry["shards"], field_of(field, "shards"), limit=MAX_SHARDS_PER_SPLIT)
         listed = Counter(s["filename"] for s in shards if isinstance(s, dict) and _named(s))
         count = 0
         for i, shard in enumerate(shards):
-            sfield = f"{_field(field, 'shards')}[{i}]"
+            sfield = f"{field_of(field, 'shards')}[{i}]"
             shard = c.as_obj(shard, sfield)
             for part in ("filename", "num_examples", "num_bytes"):
                 if part not in shard:
-                    c.fail(_field(sfield, part), "missing")
-            filename = c.as_str(shard["filename"], _field(sfield, "filename"))
+                    c.fail(field_of(sfield, part), "missing")
+            filename = c.as_str(shard["filename"], field_of(sfield, "filename"))
             problem = shard_name_problem(
                 filename, name=name, split=split, index=i, num_shards=len(shards),
                 compression=compression,
@@ -351,20 +282,20 @@ def _check_splits(
             if listed[filename] > 1:
                 problem = f"is listed {listed[filename]} times (each shard is read once)"
             if problem:
-                c.fail(_field(sfield, "filename"), f"{_show(filename)} {problem}")
-            examples = c.as_int(shard["num_examples"], _field(sfield, "num_examples"))
-            size = c.as_int(shard["num_bytes"], _field(sfield, "num_bytes"))
+                c.fail(field_of(sfield, "filename"), f"{show(filename)} {problem}")
+            examples = c.as_int(shard["num_examples"], field_of(sfield, "num_examples"))
+            size = c.as_int(shard["num_bytes"], field_of(sfield, "num_bytes"))
             ratio = 1 if compression == "NONE" else MAX_DEFLATE_RATIO
             if examples * record_bytes > size * ratio:
                 c.fail(
-                    _field(sfield, "num_bytes"),
+                    field_of(sfield, "num_bytes"),
                     f"{size} bytes cannot hold {examples} records of at least {record_bytes} "
                     "bytes (the element shapes or counts are wrong)",
                 )
             count += examples
-        if c.as_int(entry["num_examples"], _field(field, "num_examples")) != count:
+        if c.as_int(entry["num_examples"], field_of(field, "num_examples")) != count:
             claim = entry["num_examples"]
-            c.fail(_field(field, "num_examples"), f"{claim} but its shards hold {count}")
+            c.fail(field_of(field, "num_examples"), f"{claim} but its shards hold {count}")
         total += count
     return total
 
@@ -373,7 +304,7 @@ def _named(shard: dict) -> bool:
     return isinstance(shard.get("filename"), str)
 
 
-def _check_vocabulary(c: _Checker, manifest: Mapping[str, Any]) -> None:
+def _check_vocabulary(c: Checker, manifest: Mapping[str, Any]) -> None:
     classes = c.optional_list(manifest, "classes", "")
     for i, label in enumerate(classes or ()):
         c.as_str(label, f"classes[{i}]")
@@ -396,7 +327,7 @@ _FILE_FIELDS = {  # files[] keys the readers use -> ("str" | "int" | "scale", re
 }
 
 
-def _check_sources(c: _Checker, manifest: Mapping[str, Any]) -> None:
+def _check_sources(c: Checker, manifest: Mapping[str, Any]) -> None:
     """``files`` and ``errors`` (format versions 1, 2): the source-file lists `pipelines.inspect`
     and serving read."""
     files = c.optional_list(manifest, "files", "")
@@ -407,25 +338,25 @@ def _check_sources(c: _Checker, manifest: Mapping[str, Any]) -> None:
         check_error_entry(c, entry, f"errors[{i}]")
 
 
-def check_file_entry(c: _Checker, entry: Any, field: str) -> dict[str, Any]:
+def check_file_entry(c: Checker, entry: Any, field: str) -> dict[str, Any]:
     """One ``files`` entry (a manifest list item, or a line of files.jsonl); returns it."""
     entry = c.as_obj(entry, field)
     for key, (kind, required) in _FILE_FIELDS.items():
         if key not in entry:
             if required:
-                c.fail(_field(field, key), "missing")
+                c.fail(field_of(field, key), "missing")
             continue
         value = entry[key]
         if kind == "str":
-            c.as_str(value, _field(field, key))
+            c.as_str(value, field_of(field, key))
         elif kind == "int":
-            c.as_int(value, _field(field, key))
+            c.as_int(value, field_of(field, key))
         elif type(value) not in (int, float) or not (math.isfinite(value) and value > 0):
-            c.fail(_field(field, key), f"expected a positive number, got {_show(value)}")
+            c.fail(field_of(field, key), f"expected a positive number, got {show(value)}")
     return entry
 
 
-def check_error_entry(c: _Checker, entry: Any, field: str) -> dict[str, Any]:
+def check_error_entry(c: Checker, entry: Any, field: str) -> dict[str, Any]:
     """One ``errors`` entry (a manifest list item, or a line of errors.jsonl); returns it."""
     entry = c.as_obj(entry, field)
     for key in ("path", "reason"):
@@ -436,7 +367,7 @@ def check_error_entry(c: _Checker, entry: Any, field: str) -> dict[str, Any]:
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 
 
-def _check_tables(c: _Checker, manifest: Mapping[str, Any]) -> None:
+def _check_tables(c: Checker, manifest: Mapping[str, Any]) -> None:
     """Format version 3: the counts and digests of files.jsonl / errors.jsonl (their entries
     are checked when a reader reads them, `replay.tables`); no list in the manifest itself."""
     for key in fmt.TABLE_FILENAMES:
@@ -452,21 +383,21 @@ def _check_tables(c: _Checker, manifest: Mapping[str, Any]) -> None:
     tables = c.as_obj(manifest["tables"], "tables")
     for key, count_key in fmt.TABLE_COUNT_KEYS.items():
         count = c.as_int(manifest[count_key], count_key)
-        field = _field("tables", key)
+        field = field_of("tables", key)
         if key not in tables:
             c.fail(field, "missing")
         table = c.as_obj(tables[key], field)
         for part in ("num_bytes", "sha256"):
             if part not in table:
-                c.fail(_field(field, part), "missing")
-        size = c.as_int(table["num_bytes"], _field(field, "num_bytes"))
-        digest = c.as_str(table["sha256"], _field(field, "sha256"))
+                c.fail(field_of(field, part), "missing")
+        size = c.as_int(table["num_bytes"], field_of(field, "num_bytes"))
+        digest = c.as_str(table["sha256"], field_of(field, "sha256"))
         if not _SHA256.fullmatch(digest):
-            c.fail(_field(field, "sha256"), f"{_show(digest)} is not 64 lowercase hex digits")
+            c.fail(field_of(field, "sha256"), f"{show(digest)} is not 64 lowercase hex digits")
         least, most = 3 * count, count * fmt.MAX_TABLE_LINE_BYTES  # "{}\n" .. the longest line
         if not least <= size <= most:
             c.fail(
-                _field(field, "num_bytes"),
+                field_of(field, "num_bytes"),
                 f"{size} bytes cannot hold {count_key} {count} lines of 3 to "
                 f"{fmt.MAX_TABLE_LINE_BYTES} bytes",
             )

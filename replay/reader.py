@@ -45,6 +45,7 @@ an iterator take 0.25-0.3 s in half the epochs measured (a new iterator per epoc
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -53,8 +54,10 @@ import tensorflow as tf
 
 from replay import format as fmt
 from replay.errors import CorruptShardError
-from replay.info import DatasetInfo, ShardInfo, load_info
+from replay.info import DatasetInfo, load_info
 from replay.parsing import batch_parser
+from replay.read_config import PipelineShare, ReadConfig, pipeline_share
+from replay.read_config import resolve as resolve_read_config
 from replay.shard_check import shard_reader
 from replay.shards import PARSE_BATCH, shard_datasets
 
@@ -121,6 +124,7 @@ def reader_options(deterministic: bool) -> tf.data.Options:
 def replay_dataset(
     path: str | os.PathLike,
     *,
+    read_config: ReadConfig | None = None,
     split: str | Sequence[str] | None = None,
     features: str | Sequence[str] | None = None,
     reader_func: ReaderFunc | None = None,
@@ -147,184 +151,151 @@ def replay_dataset(
     Elements are dicts with exactly the keys, dtypes and shapes of ``manifest["elements"]`` (or
     the `features` subset); ``signal`` keeps its stored dtype bit for bit. Without `repeat` (and
     without `service`) the dataset's cardinality is known: the manifest's count for the chosen
-    splits (this pipeline's share under `input_context`), batched by `batch_size`.
-
-    Before returning, every shard of the chosen splits is stat'ed (no shard is opened): a missing
-    shard or one whose size differs from the manifest raises here. A shard corrupted in place
-    fails during iteration with a message naming the shard (see the module docstring).
-
-    Example: a custom `reader_func` that shuffles shards, then interleaves them, as in the
-    `tf.data.experimental.snapshot` docs::
-
-        def reader_func(datasets):
-            datasets = datasets.shuffle(1000)  # the per-shard datasets, one per shard file
-            return datasets.interleave(lambda shard: shard, cycle_length=4,
-                                       num_parallel_calls=tf.data.AUTOTUNE)
-
-        ds = replay_dataset("gs://bucket/out", split="train", reader_func=reader_func)
+    splits (this pipeline's share under `input_context`), batched by `batch_size`. Every shard
+    of the chosen splits is stat'ed before returning (none is opened): a missing shard or one of
+    the wrong size raises here; one corrupted in place fails while iterated, naming the shard.
 
     Args:
       path: the dataset directory: a local path or any tf.io.gfile URL (``gs://...``).
+      read_config: how the shards are read, a `ReadConfig` (reader, order, parallelism, seed,
+        sharding, tf.data service, prefetch); None: the one its fields, keywords here, give:
+        `reader_func`, `seed`, `reshuffle_each_iteration`, `cycle_length`, `block_length`,
+        `num_parallel_reads`, `deterministic`, `prefetch`, `input_context`, `service`,
+        `processing_mode`, `job_name` (documented on `ReadConfig`). Not with any of them.
       split: a split name or a list of names; None: every split, in manifest order.
       features: the keys to decode (a name or a list); None: all. Others are not parsed.
-      reader_func: receives a Dataset whose elements are Datasets, one per shard file, each of
-        that shard's decoded elements in file order, as `tf.data.Dataset.load`'s and
-        `snapshot`'s reader_func receive them (under `input_context` element sharding: only this
-        pipeline's records). It is called once and must return a Dataset of elements holding
-        every element exactly once, in any order. Default: the default reader (module
-        docstring): `default_reader_func` over blocks of `block_length` serialized records
-        per shard, with `cycle_length` and `num_parallel_reads`, decoded once per batch.
       shuffle_shards: shuffle the order of shard files (before `reader_func`).
-      seed: seed of the shard and `shuffle_buffer` shuffles; with a seed the order is the same
-        from run to run (and `deterministic` defaults to True).
-      reshuffle_each_iteration: a new shuffle order each epoch.
-      cycle_length: default reader: shards read at once (default 16).
-      block_length: default reader: consecutive elements from one shard (default 64,
-        `PARSE_BATCH`: shards are interleaved block by block, see the module docstring; with a
-        `shuffle_buffer`, `shuffle_block_length`: 64 for a buffer of 4,096 or more, fewer for
-        a smaller one, so that the buffer holds windows of many blocks, not runs of one).
-      num_parallel_reads: default reader: AUTOTUNE (the default): every open shard reads ahead
-        `READ_AHEAD_BLOCKS` blocks in a thread of its own, blocks taken round robin (with
-        `service`: tf.data's parallel interleave); a number: tf.data's parallel interleave with
-        that parallelism (`default_reader_func`).
       shuffle_buffer: element shuffle buffer size after reading (0: no shuffle).
       repeat: repeat forever.
-      input_context: a `tf.distribute.InputContext`: this input pipeline reads shard files
-        ``input_pipeline_id::num_input_pipelines``; with fewer shard files than pipelines it
-        reads every shard but keeps records ``input_pipeline_id::num_input_pipelines`` of each
-        (decoding only those). File shares hold whole shards, so their sizes may differ.
-      service: a tf.data service dispatcher address (``grpc://host:port``): the dataset is
-        produced by the service's workers.
-      processing_mode: tf.data service processing mode: "distributed_epoch" (each element
-        once across workers) or "parallel_epochs" (each worker a full epoch).
-      job_name: tf.data service job name (consumers with one name share one job).
-      deterministic: deterministic element order; None: True with a `seed`, else False (faster).
       batch_size: batch elements (None: unbatched elements).
       drop_remainder: drop the last partial batch.
-      prefetch: prefetch buffer (AUTOTUNE; None or 0: no prefetch).
-      balance: "class": class-balanced sampling, an infinite dataset (`replay.balance`: each
-        draw a uniformly chosen class, then an element with that class or label); only with
-        `split`, `features`, `seed`, `shuffle_buffer`, `deterministic`, `batch_size`,
-        `drop_remainder`, `prefetch`, `input_context`.
-
-    Returns:
-      The dataset.
+      balance: "class": class-balanced sampling, an infinite dataset (`replay.balance`);
+        not with `repeat`, nor `reader_func` or `service`.
 
     Raises:
       DatasetNotFoundError, IncompleteDatasetError, ManifestError: see `load_info`.
       UnknownSplitError, UnknownFeatureError: `split` / `features` not in the manifest.
       MissingShardError, ShardSizeError: a shard is missing or has the wrong size.
+      ValueError: `read_config` with a read keyword other than its default.
     """
+    config = resolve_read_config(read_config, locals())  # only the ReadConfig fields are read
+    output = _Output(shuffle_shards, shuffle_buffer, repeat, batch_size, drop_remainder)
     if balance is not None:
-        from replay.balance import balanced_dataset
-
-        if reader_func is not None or service is not None or repeat:
-            raise ValueError("balance: not with reader_func, service or repeat (it repeats)")
-        return balanced_dataset(
-            path,
-            balance=balance,
-            split=split,
-            features=features,
-            seed=seed,
-            shuffle_buffer=shuffle_buffer,
-            deterministic=deterministic,
-            batch_size=batch_size,
-            drop_remainder=drop_remainder,
-            prefetch=prefetch,
-            input_context=input_context,
-        )
+        return _balanced(path, config, output, balance=balance, split=split, features=features)
     info = load_info(path)
     specs = info.select_features(features)
     shards = info.shard_list(split)
     info.check_shards(split)
+    share = pipeline_share(shards, config.input_context)
+    deterministic = config.deterministic
     if deterministic is None:
-        deterministic = seed is not None
-
-    num_pipelines, pipeline_id = 1, 0
-    if input_context is not None:
-        num_pipelines = input_context.num_input_pipelines
-        pipeline_id = input_context.input_pipeline_id
-    element_sharding = num_pipelines > 1 and len(shards) < num_pipelines
-    if num_pipelines > 1 and not element_sharding:
-        shards = shards[pipeline_id::num_pipelines]
-    shares = [
-        _share(s.num_examples, num_pipelines, pipeline_id) if element_sharding else s.num_examples
-        for s in shards
-    ]
-
-    total = sum(shares)
-    if reader_func is not None:  # the Dataset.load contract: per-shard datasets of elements
-        datasets = shard_datasets(
-            info,
-            shards,
-            specs,
-            element_shard=(num_pipelines, pipeline_id) if element_sharding else (1, 0),
-            shuffle=shuffle_shards,
-            seed=seed,
-            reshuffle_each_iteration=reshuffle_each_iteration,
-        )
-        ds = reader_func(datasets)
-        _check_reader_output(ds, datasets.element_spec.element_spec)
-        if service is None:  # with the service each worker reads a part: no total to assert
-            ds = ds.apply(tf.data.experimental.assert_cardinality(total))
-        if shuffle_buffer:
-            ds = ds.shuffle(
-                shuffle_buffer, seed=seed, reshuffle_each_iteration=reshuffle_each_iteration
-            )
-        if repeat:
-            ds = ds.repeat()
-        if batch_size is not None:
-            ds = ds.batch(batch_size, drop_remainder=drop_remainder)
+        deterministic = config.seed is not None
+    if config.reader_func is not None:  # the Dataset.load contract: per-shard datasets of elements
+        ds = _reader_func_pipeline(info, share, specs, config, output)
     else:
-        ds = _default_pipeline(
-            info,
-            shards,
-            specs,
-            element_shard=(num_pipelines, pipeline_id) if element_sharding else (1, 0),
-            shares=None if service is not None else shares,
-            shuffle_shards=shuffle_shards,
-            seed=seed,
-            reshuffle_each_iteration=reshuffle_each_iteration,
-            cycle_length=cycle_length,
-            block_length=block_length
-            or (shuffle_block_length(shuffle_buffer) if shuffle_buffer else PARSE_BATCH),
-            num_parallel_reads=num_parallel_reads,
-            shuffle_buffer=shuffle_buffer,
-            repeat=repeat,
-            deterministic=deterministic,
-            batch_size=batch_size,
-            drop_remainder=drop_remainder,
-        )
-    if service is not None:
+        ds = _default_pipeline(info, share, specs, config, output, deterministic=deterministic)
+    return _served_and_prefetched(ds, config, deterministic=deterministic)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Output:
+    """`replay_dataset`'s keywords on what follows the reading: shuffles, repeat, batching."""
+
+    shuffle_shards: bool
+    shuffle_buffer: int
+    repeat: bool
+    batch_size: int | None
+    drop_remainder: bool
+
+
+def _served_and_prefetched(
+    ds: tf.data.Dataset, config: ReadConfig, *, deterministic: bool
+) -> tf.data.Dataset:
+    """The last stages: the tf.data service (with `config.service`), the options, prefetch."""
+    if config.service is not None:
         ds = ds.apply(
             tf.data.experimental.service.distribute(
-                processing_mode=processing_mode, service=service, job_name=job_name
+                processing_mode=config.processing_mode,
+                service=config.service,
+                job_name=config.job_name,
             )
         )
     ds = ds.with_options(reader_options(deterministic))
-    if prefetch:
-        ds = ds.prefetch(prefetch)
+    return ds.prefetch(config.prefetch) if config.prefetch else ds
+
+
+def _balanced(
+    path: str | os.PathLike,
+    config: ReadConfig,
+    output: _Output,
+    *,
+    balance: str,
+    split: str | Sequence[str] | None,
+    features: str | Sequence[str] | None,
+) -> tf.data.Dataset:
+    """``balance="class"``: `replay.balance.balanced_dataset`."""
+    from replay.balance import balanced_dataset
+
+    if config.reader_func is not None or config.service is not None or output.repeat:
+        raise ValueError("balance: not with reader_func, service or repeat (it repeats)")
+    return balanced_dataset(
+        path,
+        balance=balance,
+        split=split,
+        features=features,
+        seed=config.seed,
+        shuffle_buffer=output.shuffle_buffer,
+        deterministic=config.deterministic,
+        batch_size=output.batch_size,
+        drop_remainder=output.drop_remainder,
+        prefetch=config.prefetch,
+        input_context=config.input_context,
+    )
+
+
+def _reader_func_pipeline(
+    info: DatasetInfo,
+    share: PipelineShare,
+    specs: Mapping[str, fmt.ElementSpec],
+    config: ReadConfig,
+    output: _Output,
+) -> tf.data.Dataset:
+    """`config.reader_func` over per-shard datasets of decoded elements, then the cardinality
+    check (not under the tf.data service), shuffle, repeat, batch."""
+    datasets = shard_datasets(
+        info,
+        share.shards,
+        specs,
+        element_shard=share.element_shard,
+        shuffle=output.shuffle_shards,
+        seed=config.seed,
+        reshuffle_each_iteration=config.reshuffle_each_iteration,
+    )
+    ds = config.reader_func(datasets)
+    _check_reader_output(ds, datasets.element_spec.element_spec)
+    if config.service is None:  # with the service each worker reads a part: no total to assert
+        ds = ds.apply(tf.data.experimental.assert_cardinality(share.total))
+    if output.shuffle_buffer:
+        ds = ds.shuffle(
+            output.shuffle_buffer,
+            seed=config.seed,
+            reshuffle_each_iteration=config.reshuffle_each_iteration,
+        )
+    if output.repeat:
+        ds = ds.repeat()
+    if output.batch_size is not None:
+        ds = ds.batch(output.batch_size, drop_remainder=output.drop_remainder)
     return ds
 
 
 def _default_pipeline(
     info: DatasetInfo,
-    shards: Sequence[ShardInfo],
+    share: PipelineShare,
     specs: Mapping[str, fmt.ElementSpec],
+    config: ReadConfig,
+    output: _Output,
     *,
-    element_shard: tuple[int, int],
-    shares: Sequence[int] | None,
-    shuffle_shards: bool,
-    seed: int | None,
-    reshuffle_each_iteration: bool,
-    cycle_length: int | None,
-    block_length: int,
-    num_parallel_reads: int | None,
-    shuffle_buffer: int,
-    repeat: bool,
     deterministic: bool,
-    batch_size: int | None,
-    drop_remainder: bool,
 ) -> tf.data.Dataset:
     """The default reader: blocks of serialized records, interleaved, decoded once per batch.
 
@@ -333,69 +304,94 @@ def _default_pipeline(
     element crosses the parallel interleave (measured: that hand-off cost more CPU than the
     read). Then: without `shuffle_buffer`, ``rebatch(batch_size)`` (one copy) and one
     ``parse_example`` per output batch; with it, unbatch -> shuffle the serialized records ->
-    batch -> parse. `shares`: the element count of each shard, asserted as the cardinality
-    (None: unknown, with the tf.data service).
+    batch -> parse. The share's total is asserted as the cardinality, but under the tf.data
+    service (unknown there).
     """
+    shuffle_buffer = output.shuffle_buffer
+    block_length = config.block_length or (
+        shuffle_block_length(shuffle_buffer) if shuffle_buffer else PARSE_BATCH
+    )
     datasets = shard_datasets(
         info,
-        shards,
+        share.shards,
         specs,
-        element_shard=element_shard,
-        shuffle=shuffle_shards,
-        seed=seed,
-        reshuffle_each_iteration=reshuffle_each_iteration,
+        element_shard=share.element_shard,
+        shuffle=output.shuffle_shards,
+        seed=config.seed,
+        reshuffle_each_iteration=config.reshuffle_each_iteration,
         block=block_length,
     )
-    if num_parallel_reads == AUTOTUNE and shares is not None:
+    ds = _interleave_blocks(datasets, config, deterministic=deterministic)
+    parse = batch_parser(specs, info.elements)
+    total = None if config.service is not None else share.total
+    ds = _shuffle_and_batch(ds, config, output, total=total)
+    ds = ds.map(parse, num_parallel_calls=AUTOTUNE, deterministic=deterministic)
+    if output.batch_size is None:
+        ds = ds.unbatch()
+    return _assert_count(ds, output, total=total)
+
+
+def _interleave_blocks(
+    datasets: tf.data.Dataset, config: ReadConfig, *, deterministic: bool
+) -> tf.data.Dataset:
+    """The default reader's interleave of the per-shard datasets of blocks."""
+    if config.num_parallel_reads == AUTOTUNE and config.service is None:
         # Each open shard reads ahead in a thread of its own (its prefetch); the interleave only
         # takes its blocks round robin: the order of the parallel interleave with
         # deterministic=True, at 1.2x its windows/s when shuffling (module docstring). Not
-        # under the tf.data service (`shares` None): its distributed_epoch mode handed every
-        # worker every shard through this interleave (each element twice with 2 workers).
-        ds = datasets.interleave(
+        # under the tf.data service: its distributed_epoch mode handed every worker every
+        # shard through this interleave (each element twice with 2 workers).
+        return datasets.interleave(
             lambda shard: shard.prefetch(READ_AHEAD_BLOCKS),
-            cycle_length=cycle_length or CYCLE_LENGTH,
+            cycle_length=config.cycle_length or CYCLE_LENGTH,
         )
-    else:
-        ds = default_reader_func(
-            datasets,
-            cycle_length=cycle_length,
-            num_parallel_calls=num_parallel_reads,
-            deterministic=deterministic,
-        )
-    parse = batch_parser(specs, info.elements)
-    total = None if shares is None else sum(shares)
-    if shuffle_buffer:
-        ds = ds.unbatch()
-        if total is not None:
-            ds = ds.apply(tf.data.experimental.assert_cardinality(total))
-        ds = ds.shuffle(
-            shuffle_buffer, seed=seed, reshuffle_each_iteration=reshuffle_each_iteration
-        )
-        if repeat:
-            ds = ds.repeat()
-        ds = ds.batch(batch_size or PARSE_BATCH, drop_remainder=bool(batch_size and drop_remainder))
-    else:
-        if repeat:
-            ds = ds.repeat()
-        if batch_size is not None:
-            ds = ds.rebatch(batch_size, drop_remainder=drop_remainder)
-    ds = ds.map(parse, num_parallel_calls=AUTOTUNE, deterministic=deterministic)
-    if batch_size is None:
-        ds = ds.unbatch()
-        count = total
-    elif total is not None:
-        count = total // batch_size if drop_remainder else -(-total // batch_size)
-    if total is not None and not repeat:
-        ds = ds.apply(tf.data.experimental.assert_cardinality(count))
-    elif total and repeat:  # records to repeat: it never ends
-        ds = ds.apply(tf.data.experimental.assert_cardinality(tf.data.INFINITE_CARDINALITY))
-    return ds
+    return default_reader_func(
+        datasets,
+        cycle_length=config.cycle_length,
+        num_parallel_calls=config.num_parallel_reads,
+        deterministic=deterministic,
+    )
 
 
-def _share(num_records: int, num_pipelines: int, pipeline_id: int) -> int:
-    """Records ``pipeline_id::num_pipelines`` of a shard of `num_records`."""
-    return len(range(pipeline_id, num_records, num_pipelines))
+def _shuffle_and_batch(
+    ds: tf.data.Dataset, config: ReadConfig, output: _Output, *, total: int | None
+) -> tf.data.Dataset:
+    """Blocks of serialized records -> batches to parse: without a shuffle buffer rebatched to
+    `batch_size` (blocks as they are without one); with it unbatched, shuffled and batched
+    (by `PARSE_BATCH` without a `batch_size`). Repeated in between with `repeat`."""
+    if not output.shuffle_buffer:
+        if output.repeat:
+            ds = ds.repeat()
+        if output.batch_size is not None:
+            ds = ds.rebatch(output.batch_size, drop_remainder=output.drop_remainder)
+        return ds
+    ds = ds.unbatch()
+    if total is not None:
+        ds = ds.apply(tf.data.experimental.assert_cardinality(total))
+    ds = ds.shuffle(
+        output.shuffle_buffer,
+        seed=config.seed,
+        reshuffle_each_iteration=config.reshuffle_each_iteration,
+    )
+    if output.repeat:
+        ds = ds.repeat()
+    batch_size, drop_remainder = output.batch_size, output.drop_remainder
+    return ds.batch(batch_size or PARSE_BATCH, drop_remainder=bool(batch_size and drop_remainder))
+
+
+def _assert_count(ds: tf.data.Dataset, output: _Output, *, total: int | None) -> tf.data.Dataset:
+    """`ds` with its cardinality: `total` elements, in batches of `batch_size`; infinite with
+    `repeat` (when there is a record to repeat); unknown when `total` is."""
+    if total is None:
+        return ds
+    if output.repeat:
+        if not total:
+            return ds
+        return ds.apply(tf.data.experimental.assert_cardinality(tf.data.INFINITE_CARDINALITY))
+    count, batch_size = total, output.batch_size
+    if batch_size is not None:
+        count = total // batch_size if output.drop_remainder else -(-total // batch_size)
+    return ds.apply(tf.data.experimental.assert_cardinality(count))
 
 
 def _check_reader_output(ds: Any, expected: Any) -> None:

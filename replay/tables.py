@@ -32,6 +32,7 @@ from replay import _fs
 from replay import format as fmt
 from replay import manifest as schema
 from replay.errors import ManifestError
+from replay.json_checks import MAX_JSON_DEPTH, Checker, depth_ok
 
 _CHUNK_BYTES = 1 << 20
 
@@ -126,7 +127,7 @@ class SourceTables:
         return tuple(entries)
 
 
-class _LineChecker(schema._Checker):
+class _LineChecker(Checker):
     """`replay.manifest`'s checks with "<table>: line <n>: <key>: <problem>" messages."""
 
     def fail(self, field: str, problem: str) -> None:
@@ -213,8 +214,8 @@ def _parse(line: bytes, checker: Any) -> Any:
         checker.fail("", f"not UTF-8 ({e})")
     except (ValueError, RecursionError) as e:  # JSONDecodeError, a 5,000-digit integer, nesting
         checker.fail("", f"not JSON ({_short(e)})")
-    if isinstance(value, dict | list) and not schema._depth_ok(value):
-        checker.fail("", f"nested deeper than {schema.MAX_JSON_DEPTH} levels")
+    if isinstance(value, dict | list) and not depth_ok(value):
+        checker.fail("", f"nested deeper than {MAX_JSON_DEPTH} levels")
     return value
 
 

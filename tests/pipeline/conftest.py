@@ -12,3 +12,26 @@ def s3():
     """moto's S3 server on 127.0.0.1 (`tests.support.s3_server`), one per test module."""
     with running_s3_server() as server:
         yield server
+
+
+# The hand-made datasets of the replay tests (test_replay*.py), one per test module. Imported
+# on first use: collecting the other pipeline tests imports no TensorFlow.
+
+
+@pytest.fixture(scope="module")
+def single(tmp_path_factory):
+    """One split ("all"), shards of 5, 0 and 3 records: an empty shard is legal."""
+    from tests.support.replay_fixtures import write_dataset
+
+    path = str(tmp_path_factory.mktemp("single"))
+    return path, write_dataset(path, num_examples_per_shard=(5, 0, 3))
+
+
+@pytest.fixture(scope="module")
+def splits(tmp_path_factory):
+    """Splits train (4 shards) and eval (2 shards)."""
+    from tests.support.replay_fixtures import write_dataset
+
+    path = str(tmp_path_factory.mktemp("splits"))
+    counts = {"train": (5, 7, 3, 6), "eval": (2, 4)}
+    return path, write_dataset(path, num_examples_per_shard=counts, split_names=["train", "eval"])

@@ -1,20 +1,19 @@
-"""Tests of the `replay` reader against datasets written by tests/support/replay_fixtures.py.
+"""Tests of the `replay` reader against datasets written by tests/support/replay_fixtures.py:
+imports, `load_info`, the decoded elements, cardinality and errors.
 
-Most tests read hand-made datasets in the layout the record job writes (format version 2: float
+Most tests read hand-made datasets in the layout the record job writes (format version 3: float
 features as raw bytes, ``log_mel_norm`` computed by the reader from the manifest's statistics;
-`test_elements_are_exact` also reads float16 / bfloat16 features and the version-1 layout). The
-tests of section "real record runs" read what the record job itself wrote (`recorded`: tiny WAV
-files recorded once per session with each ``--feature_dtype``) and check the decoded values
-against numpy: the stored bytes, the z-score and the rounding are recomputed independently.
+`test_elements_are_exact` also reads float16 / bfloat16 features and the version-1 layout); the
+datasets `single` and `splits` are tests/pipeline/conftest.py's. Order, `reader_func`, seeds,
+`input_context` and `ReadConfig`: test_replay_order.py; what the record job itself wrote:
+test_replay_recorded.py.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import os
-import shutil
 import subprocess
 import sys
 
@@ -25,45 +24,10 @@ import tensorflow as tf
 import replay
 from replay import format as fmt
 from replay import load_info, replay_dataset
-from tests.support import replay_fixtures
-from tests.support.floats import bits
-from tests.support.replay_fixtures import (
-    decode_raw,
-    stored_records,
-    stored_values,
-    write_dataset,
-    write_manifest,
-)
+from tests.support.replay_elements import all_indices, collect, indices
+from tests.support.replay_fixtures import write_dataset, write_manifest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-
-def collect(ds: tf.data.Dataset) -> list[dict]:
-    return list(ds.as_numpy_iterator())
-
-
-def indices(elements: list[dict]) -> list[int]:
-    return [int(e[fmt.INDEX_KEY]) for e in elements]
-
-
-def all_indices(expected: dict, splits=None) -> list[int]:
-    splits = splits or list(expected["elements"])
-    return [int(e[fmt.INDEX_KEY]) for s in splits for e in expected["elements"][s]]
-
-
-@pytest.fixture(scope="module")
-def single(tmp_path_factory):
-    """One split ("all"), shards of 5, 0 and 3 records: an empty shard is legal."""
-    path = str(tmp_path_factory.mktemp("single"))
-    return path, write_dataset(path, num_examples_per_shard=(5, 0, 3))
-
-
-@pytest.fixture(scope="module")
-def splits(tmp_path_factory):
-    """Splits train (4 shards) and eval (2 shards)."""
-    path = str(tmp_path_factory.mktemp("splits"))
-    counts = {"train": (5, 7, 3, 6), "eval": (2, 4)}
-    return path, write_dataset(path, num_examples_per_shard=counts, split_names=["train", "eval"])
 
 
 # --- import ----------------------------------------------------------------------------------
@@ -78,7 +42,7 @@ def _modules_after(code: str) -> set[str]:
 
 
 def test_import_replay_loads_no_beam_tft_or_tensorflow():
-    loaded = _modules_after("import replay")
+    loaded = _modules_after("import replay; replay.ReadConfig(seed=0, cycle_length=4)")
     assert not loaded & {"apache_beam", "tensorflow_transform", "tensorflow", "pipelines"}
 
 
@@ -245,187 +209,6 @@ def test_repeat_is_infinite(single):
     assert sorted(got) == sorted(all_indices(expected) * 3)
 
 
-# --- reader_func -----------------------------------------------------------------------------
-
-
-def test_reader_func_gets_dataset_of_shard_datasets(splits):
-    path, expected = splits
-    calls = []
-
-    def reader_func(datasets):
-        calls.append(datasets)
-        return datasets.flat_map(lambda shard: shard)  # shard after shard, file order
-
-    ds = replay_dataset(path, split="train", reader_func=reader_func, seed=0)
-    assert len(calls) == 1
-    datasets = calls[0]
-    assert isinstance(datasets, tf.data.Dataset)
-    assert isinstance(datasets.element_spec, tf.data.DatasetSpec)
-    assert datasets.element_spec.element_spec == load_info(path).element_spec
-    assert int(datasets.cardinality()) == 4  # one per shard file
-    assert indices(collect(ds)) == all_indices(expected, ["train"])  # manifest order
-
-
-def test_shuffling_reader_func_changes_order_not_content(splits):
-    path, expected = splits
-
-    def reader_func(datasets):  # the snapshot docs' example: shuffle shards, then interleave
-        datasets = datasets.shuffle(100, seed=5)
-        return datasets.interleave(
-            lambda shard: shard, cycle_length=2, num_parallel_calls=2, deterministic=True
-        )
-
-    got = indices(collect(replay_dataset(path, reader_func=reader_func, seed=1)))
-    assert got != all_indices(expected)
-    assert sorted(got) == sorted(all_indices(expected))
-
-
-def test_reader_func_must_return_elements(single):
-    path, _ = single
-    with pytest.raises(TypeError, match="reader_func"):
-        replay_dataset(path, reader_func=lambda datasets: datasets)
-
-
-def _train_shards(expected: dict) -> list[list[int]]:
-    shards, start = [], 0
-    for count in (5, 7, 3, 6):
-        shards.append(all_indices(expected, ["train"])[start : start + count])
-        start += count
-    return shards
-
-
-def test_default_reader_interleaves_blocks_without_shuffling(splits):
-    path, expected = splits
-    shards = _train_shards(expected)
-    ds = replay_dataset(path, split="train", cycle_length=4, block_length=2, deterministic=True)
-    got = indices(collect(ds))
-    assert got[:8] == [i for s in shards for i in s[:2]]  # 2 records of each shard in turn
-    for shard in shards:  # each shard's own order is kept
-        assert [i for i in got if i in shard] == shard
-    # Default block_length: 64 records, more than a shard holds here: shard after shard.
-    batches = collect(replay_dataset(path, split="train", batch_size=4, deterministic=True))
-    assert [len(b["index"]) for b in batches] == [4] * 5 + [1]  # rebatched across shards
-    assert np.concatenate([b["index"] for b in batches]).tolist() == [i for s in shards for i in s]
-
-
-def test_with_a_small_shuffle_buffer_the_default_block_is_one_record(splits):
-    """A shard holds its windows in file order: blocks would fill a small shuffle buffer with
-    neighbouring windows of one file, so with a buffer under 128 the shards take turns record
-    by record (a buffer of 1 keeps the order it is given)."""
-    path, expected = splits
-    shards = _train_shards(expected)
-    ds = replay_dataset(path, split="train", cycle_length=4, shuffle_buffer=1, deterministic=True)
-    got = indices(collect(ds))
-    assert got[:4] == [s[0] for s in shards] and got[4:8] == [s[1] for s in shards]
-    assert sorted(got) == sorted(i for s in shards for i in s)
-
-
-def test_shuffle_block_length_keeps_64_blocks_in_the_buffer():
-    from replay.reader import shuffle_block_length
-
-    buffers = (1, 64, 127, 128, 1000, 4095, 4096, 10_000, 10**6)
-    assert [shuffle_block_length(b) for b in buffers] == [1, 1, 1, 2, 15, 63, 64, 64, 64]
-
-
-def test_with_a_shuffle_buffer_the_default_block_follows_the_buffer(splits):
-    """A buffer of 256 reads blocks of 4 records (shuffle_block_length): the seeded order is
-    that of block_length=4, not that of one record at a time (the default before issue 28)."""
-    path, expected = splits
-
-    def order(**kw):
-        ds = replay_dataset(path, split="train", shuffle_buffer=256, seed=5, cycle_length=4, **kw)
-        return indices(collect(ds))
-
-    assert order() == order(block_length=4)
-    assert order() != order(block_length=1)
-    assert sorted(order()) == sorted(all_indices(expected, ["train"]))
-
-
-@pytest.mark.parametrize("kw", [{}, {"block_length": 2}, {"shuffle_buffer": 8, "seed": 1}])
-def test_default_reading_keeps_the_deterministic_parallel_interleaves_order(splits, kw):
-    """Default num_parallel_reads: each shard reads ahead in a thread of its own and a plain
-    interleave takes its blocks in turn: the order of tf.data's parallel interleave with
-    deterministic=True (an explicit num_parallel_reads)."""
-    path, _ = splits
-    ahead = replay_dataset(path, cycle_length=3, deterministic=True, **kw)
-    parallel = replay_dataset(path, cycle_length=3, deterministic=True, num_parallel_reads=2, **kw)
-    assert indices(collect(ahead)) == indices(collect(parallel))
-
-
-def test_returned_datasets_leave_autotune_off_and_it_can_be_turned_on(splits):
-    """Autotune's optimisation thread made deleting an iterator take 0.25-0.3 s in half the
-    epochs (replay.reader, "Autotune"): every dataset replay returns has it off, as an option
-    of that dataset, which the caller can turn back on."""
-    path, _ = splits
-    made = [
-        replay_dataset(path),
-        replay_dataset(path, shuffle_buffer=8, batch_size=2),
-        replay_dataset(path, reader_func=replay.default_reader_func),
-        replay_dataset(path, split="train", balance="class", seed=0),
-    ]
-    assert [ds.options().autotune.enabled for ds in made] == [False] * 4
-    on = tf.data.Options()
-    on.autotune.enabled = True
-    assert made[0].with_options(on).options().autotune.enabled is True
-    assert tf.data.Dataset.range(3).options().autotune.enabled is not False  # not process-wide
-
-
-def test_seed_order_is_whole_blocks_in_shuffled_shard_order(splits):
-    path, expected = splits
-    shards = _train_shards(expected)
-    ds = replay_dataset(path, split="train", shuffle_shards=True, seed=3, batch_size=5)
-    got = np.concatenate([b["index"] for b in collect(ds)]).tolist()
-    assert got == indices(collect(replay_dataset(path, split="train", shuffle_shards=True, seed=3)))
-    order = sorted(shards, key=lambda s: got.index(s[0]))
-    assert got == [i for s in order for i in s]  # blocks of 64 > any shard: whole shards
-
-
-# --- order and seeds -------------------------------------------------------------------------
-
-
-def test_seed_makes_order_reproducible(splits):
-    path, expected = splits
-
-    def build(**kw):
-        return replay_dataset(path, shuffle_shards=True, shuffle_buffer=8, seed=7, **kw)
-
-    a, b = build(), build()
-    a1, a2 = indices(collect(a)), indices(collect(a))
-    assert a1 == indices(collect(b)) and a2 == indices(collect(b))
-    assert a1 != a2  # reshuffled each iteration
-    assert sorted(a1) == sorted(all_indices(expected))
-    assert a.options().deterministic is True
-    fixed = build(reshuffle_each_iteration=False)
-    assert indices(collect(fixed)) == indices(collect(fixed))
-
-
-def test_no_seed_means_nondeterministic_order(single):
-    path, _ = single
-    assert replay_dataset(path).options().deterministic is False
-    assert replay_dataset(path, deterministic=True).options().deterministic is True
-
-
-# --- input_context ---------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize("num_pipelines", [1, 2, 3, 7])
-@pytest.mark.parametrize("shuffle_shards", [False, True])
-def test_input_context_shares_are_disjoint_and_complete(splits, num_pipelines, shuffle_shards):
-    path, expected = splits  # 4 train shards: 7 pipelines fall back to element sharding
-    seen = []
-    for pipeline_id in range(num_pipelines):
-        context = tf.distribute.InputContext(
-            num_input_pipelines=num_pipelines, input_pipeline_id=pipeline_id
-        )
-        ds = replay_dataset(
-            path, split="train", input_context=context, shuffle_shards=shuffle_shards
-        )
-        share = indices(collect(ds))
-        assert int(ds.cardinality()) == len(share)
-        seen.extend(share)
-    assert sorted(seen) == sorted(all_indices(expected, ["train"]))
-
-
 # --- errors ----------------------------------------------------------------------------------
 
 
@@ -558,155 +341,3 @@ def test_malformed_element_spec(tmp_path):
     write_manifest(tmp_path, manifest)
     with pytest.raises(replay.ManifestError, match="signal"):
         load_info(tmp_path)
-
-
-# --- real record runs ------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="session")
-def recorded(tmp_path_factory) -> dict:
-    """4 tiny WAV files recorded by the record job (DirectRunner, in process) once per
-    ``--feature_dtype`` (float32, float16, bfloat16), once per session:
-    ``{"samples": {path: int16 samples}, "runs": {feature_dtype: dataset directory}}``."""
-    return replay_fixtures.record_runs(tmp_path_factory.mktemp("recorded"))
-
-
-def _replayed(path) -> dict[tuple[int, int], dict]:
-    """Every element `replay_dataset` decodes, by (index, win_start_idx)."""
-    out = {}
-    for batch in collect(replay_dataset(path, batch_size=3, deterministic=True)):
-        for i in range(len(batch[fmt.INDEX_KEY])):
-            element = {key: value[i] for key, value in batch.items()}
-            out[int(element[fmt.INDEX_KEY]), int(element[fmt.WIN_START_KEY])] = element
-    return out
-
-
-def _stored(path) -> dict[tuple[int, int], dict]:
-    """Every record as stored (protobuf, not `replay`), by (index, win_start_idx)."""
-    return {(r[fmt.INDEX_KEY][0], r[fmt.WIN_START_KEY][0]): r for r in stored_records(path)}
-
-
-def test_numpy_rounding_of_the_expected_values_is_to_nearest_even():
-    """`stored_values`, which the expected float16 / bfloat16 features come from, pinned by
-    hand: an exact tie goes to the even neighbour, anything past it to the nearest."""
-    x = np.array([*replay_fixtures.BFLOAT16_TIES, -1 - 2.0**-8, 1 + 2.0**-8 + 2.0**-20], np.float32)
-    assert stored_values(x, "bfloat16").tolist() == [1, 1 + 2.0**-6, -1, 1 + 2.0**-7]
-    x = np.array([*replay_fixtures.FLOAT16_TIES, 1 + 2.0**-11 + 2.0**-20], np.float32)
-    assert stored_values(x, "float16").tolist() == [1, 1 + 2.0**-9, 1 + 2.0**-10]
-
-
-def _manifest(path) -> dict:
-    with open(os.path.join(path, fmt.MANIFEST_FILENAME)) as f:
-        return json.load(f)
-
-
-def _table(path, filename: str) -> list[dict]:
-    """A source table (format version 3) read with json alone."""
-    with open(os.path.join(path, filename)) as f:
-        return [json.loads(line) for line in f]
-
-
-@pytest.mark.parametrize("dtype", fmt.FEATURE_DTYPES)
-def test_recorded_layout_is_version_3_and_the_hand_made_one_matches_it(recorded, tmp_path, dtype):
-    """What the record job writes now: format version 3 (the source files in files.jsonl,
-    none in the manifest), ``log_mel`` as raw bytes of `dtype` (2 or 4 bytes a value),
-    ``log_mel_norm`` in no record but a z_score key of ``log_mel`` whose float32 statistics are
-    in the manifest (as version 2); and `write_dataset` (the other tests' datasets) describes
-    its keys and tables the same way."""
-    path = recorded["runs"][dtype]
-    manifest = _manifest(path)
-    assert manifest["format_version"] == 3 and not {"files", "errors"} & set(manifest)
-    assert manifest["num_files"] == len(_table(path, fmt.FILES_TABLE)) == 4
-    feature, norm = manifest["elements"]["log_mel"], manifest["elements"]["log_mel_norm"]
-    assert feature["encoding"] == "raw" and feature.get("stored_dtype", "float32") == dtype
-    assert norm["encoding"] == "z_score" and norm["source"] == "log_mel"
-    assert norm["shape"] == feature["shape"] == [4, 8]
-    for stat in ("mean", "var"):
-        assert float(np.float32(norm[stat])) == norm[stat]  # a float32 value, exact in JSON
-    records = stored_records(path)
-    assert len(records) == manifest["num_examples"] == 8
-    width = 4 if dtype == "float32" else 2
-    for record in records:
-        assert "log_mel_norm" not in record and len(record["log_mel"]) == 32 * width
-    hand_made_manifest = write_dataset(tmp_path, feature_dtype=dtype)["manifest"]
-    assert list(hand_made_manifest) == [k for k in manifest if k != "analyzed_splits"]
-    hand_made = hand_made_manifest["elements"]
-    own = {"signal": ("shape",), "log_mel": (), "log_mel_norm": ("mean", "var")}  # its data's
-    for key, differ in own.items():
-        written = {k: v for k, v in manifest["elements"][key].items() if k not in differ}
-        assert {k: v for k, v in hand_made[key].items() if k not in differ} == written, key
-
-
-@pytest.mark.parametrize("dtype", fmt.FEATURE_DTYPES)
-def test_recorded_norm_is_the_numpy_z_score_of_the_stored_feature(recorded, dtype):
-    """`replay_dataset` on the record job's output: ``signal`` is the WAV file's samples bit
-    for bit; ``log_mel`` is the stored bytes decoded in numpy (float16 with numpy's float16,
-    bfloat16 by shifting its 16 bits into a float32); ``log_mel_norm`` is
-    ``(log_mel - mean) / sqrt(var)`` computed in numpy float32 from those values and the
-    manifest's statistics. Bit-equal: both sides compute it in this run on this machine, from
-    the same float32 inputs, with correctly rounded IEEE float32 operations."""
-    path = recorded["runs"][dtype]
-    manifest = _manifest(path)
-    spec = manifest["elements"]["log_mel_norm"]
-    mean, var = np.float32(spec["mean"]), np.float32(spec["var"])
-    assert abs(np.sqrt(var) - 1) > 0.1  # a z-score without its division cannot pass
-    files = {f["index"]: f["path"] for f in _table(path, fmt.FILES_TABLE)}
-    stored, replayed = _stored(path), _replayed(path)
-    assert sorted(replayed) == sorted(stored) and len(stored) == 8
-    for window, element in replayed.items():
-        index, start = window
-        samples = recorded["samples"][files[index]][start : start + 1024]
-        np.testing.assert_array_equal(element["signal"], samples)
-        assert element["signal"].dtype == np.int16
-        feature = decode_raw(stored[window]["log_mel"], manifest["elements"]["log_mel"])
-        assert element["log_mel"].dtype == element["log_mel_norm"].dtype == np.float32
-        np.testing.assert_array_equal(bits(element["log_mel"]), bits(feature))
-        want = (feature - mean) / np.sqrt(var)
-        assert want.dtype == np.float32
-        np.testing.assert_array_equal(bits(element["log_mel_norm"]), bits(want))
-
-
-@pytest.mark.parametrize("dtype", fmt.STORED_DTYPES)
-def test_recorded_narrow_features_are_the_writers_values_rounded(recorded, dtype):
-    """``--feature_dtype float16 / bfloat16`` features read back as the float32 features of
-    the float32 run (the values the writer was given: same input, computed in this session on
-    this machine) rounded to nearest even by numpy (`stored_values`: numpy's float16, or the
-    bfloat16 bit rounding the writer's ml_dtypes does); the z-score statistics are those of
-    the float32 features in both runs."""
-    exact, narrow = recorded["runs"]["float32"], recorded["runs"][dtype]
-    assert (
-        _manifest(narrow)["elements"]["log_mel_norm"]
-        == _manifest(exact)["elements"]["log_mel_norm"]
-    )
-    given, got = _replayed(exact), _replayed(narrow)
-    assert sorted(got) == sorted(given) and len(got) == 8
-    rounded = 0
-    for window, element in given.items():
-        want = stored_values(element["log_mel"], dtype)
-        np.testing.assert_array_equal(bits(got[window]["log_mel"]), bits(want), err_msg=window)
-        rounded += int(np.sum(want != element["log_mel"]))
-    assert rounded > 8 * 32 // 2  # most values are not representable: the rounding is tested
-
-
-@pytest.mark.parametrize(("key", "shape"), [("log_mel_norm", [3, 5]), ("log_mel", [2, 16])])
-def test_recorded_manifest_with_norm_shape_unlike_its_feature_is_refused(
-    recorded, tmp_path, key, shape
-):
-    """A z_score key must have its source's shape: a manifest claiming ``log_mel_norm`` [3, 5]
-    (or ``log_mel`` [2, 16], the same 32 values) next to a [4, 8] feature is refused before
-    anything is read, naming the manifest, the key, its source and both shapes."""
-    path = tmp_path / "dataset"
-    shutil.copytree(recorded["runs"]["float32"], path)
-    manifest = _manifest(path)
-    manifest["elements"][key]["shape"] = shape
-    write_manifest(path, manifest)
-    norm_shape = manifest["elements"]["log_mel_norm"]["shape"]
-    feature_shape = manifest["elements"]["log_mel"]["shape"]
-    with pytest.raises(replay.ManifestError) as e:
-        load_info(path)
-    message = str(e.value)
-    assert message.startswith(f"{path / fmt.MANIFEST_FILENAME}: elements.log_mel_norm"), message
-    assert "'log_mel'" in message and str(norm_shape) in message, message
-    assert f"(it is 'float32' {feature_shape})" in message, message  # both shapes named
-    with pytest.raises(replay.ManifestError, match="log_mel_norm"):
-        replay_dataset(path)

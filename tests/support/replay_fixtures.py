@@ -1,19 +1,17 @@
-"""Small audiorecords datasets for the `replay` tests: hand-made ones, and real record runs.
+"""Small hand-made audiorecords datasets for the `replay` tests.
 
 `write_dataset` writes shards + manifest.json per `replay.format` with plain
 `tf.io.TFRecordWriter` + `tf.train.Example` (no Beam, no tensorflow-transform), in the layout the
 record job writes: format version 3 (the source files and errors in ``files.jsonl`` /
 ``errors.jsonl``, `write_tables`), or with ``format_version=2`` inside the manifest; from
-version 2 on, float features as raw little-endian bytes, in
-``--feature_dtype``, encoded by the writer's own `raw_float_rows`; ``log_mel_norm`` not stored
-but a ``z_score`` key whose statistics are in the manifest), or with ``format_version=1`` the
+version 2 on, float features as raw little-endian bytes, in ``--feature_dtype``, encoded by the
+writer's own `raw_float_rows`; ``log_mel_norm`` not stored but a ``z_score`` key whose
+statistics are in the manifest), or with ``format_version=1`` the
 version-1 layout (features and their ``_norm`` copies as float lists). The element values it
 returns are computed in numpy, independently of the writer and of the reader: the float32
 values the writer was given, rounded as `stored_values` says, and their z-scores.
 
-`record_runs` makes real record runs (`pipelines.record_dataset`, DirectRunner) of tiny WAV
-files written with the standard library's `wave`, once per ``--feature_dtype``; `stored_records`
-reads their shards back with protobuf alone, so tests can decode the stored bytes in numpy.
+Real record runs, and reading stored records without `replay`: `tests.support.replay_recorded`.
 """
 
 from __future__ import annotations
@@ -21,9 +19,7 @@ from __future__ import annotations
 import datetime
 import json
 import os
-import wave
-from collections.abc import Mapping, Sequence
-from pathlib import Path
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -57,11 +53,6 @@ def bfloat16_round(x: np.ndarray) -> np.ndarray:
     return rounded.astype(np.uint32).view(np.float32)
 
 
-def bfloat16_widen(data: bytes) -> np.ndarray:
-    """Little-endian bfloat16 bytes -> float32 values (the high half of the float32 bits)."""
-    return (np.frombuffer(data, "<u2").astype(np.uint32) << 16).view(np.float32)
-
-
 def stored_values(x: np.ndarray, feature_dtype: str) -> np.ndarray:
     """The float32 values a reader must return for float32 `x` stored in `feature_dtype`."""
     x = np.asarray(x, np.float32)
@@ -72,16 +63,6 @@ def stored_values(x: np.ndarray, feature_dtype: str) -> np.ndarray:
     if feature_dtype == "float32":
         return x
     raise ValueError(f"unknown feature dtype {feature_dtype!r}")
-
-
-def decode_raw(data: bytes, spec: Mapping[str, Any]) -> np.ndarray:
-    """A raw key's stored bytes as its manifest spec says, decoded in numpy (not by `replay`)."""
-    stored = spec.get("stored_dtype", spec["dtype"])
-    if stored == "bfloat16":
-        values = bfloat16_widen(data)
-    else:
-        values = np.frombuffer(data, np.dtype(stored).newbyteorder("<"))
-    return values.astype(spec["dtype"]).reshape(spec["shape"])
 
 
 def _feature_specs(
@@ -204,13 +185,51 @@ def write_dataset(
         counts = {split: list(num_examples_per_shard[split]) for split in splits}
     else:
         counts = {split: list(num_examples_per_shard) for split in splits}
+    shards, given, files = _random_elements(
+        rng, counts, win_len=win_len, signal_dtype=signal_dtype, with_features=with_features
+    )
+    specs = _element_specs(win_len=win_len, signal_dtype=signal_dtype)
+    store = _feature_store(given, specs, format_version=format_version, feature_dtype=feature_dtype)
+    elements, shard_paths, manifest_splits = _write_shards(
+        directory, shards, specs, compression=compression, store=store
+    )
+    manifest, errors = _write_metadata(
+        directory,
+        specs,
+        manifest_splits,
+        files,
+        format_version=format_version,
+        compression=compression,
+        win_len=win_len,
+        feature_dtype=feature_dtype,
+    )
+    return {
+        "manifest": manifest,
+        "files": files,
+        "errors": errors,
+        "elements": elements,
+        "shards": shard_paths,
+        "given": given,
+    }
 
+
+def _random_elements(
+    rng: np.random.Generator,
+    counts: Mapping[str, Sequence[int]],
+    *,
+    win_len: int,
+    signal_dtype: str,
+    with_features: bool,
+) -> tuple[dict[str, list[list[dict[str, Any]]]], dict[int, np.ndarray], list[dict[str, Any]]]:
+    """Random elements without their feature keys, shard by shard: ``({split: [[element]]},
+    given, files)``: `given` the log_mel of each index as the writer is given it (with
+    `with_features`), `files` a files-table entry per element."""
     shards: dict[str, list[list[dict[str, Any]]]] = {}  # split -> shard -> elements
     given: dict[int, np.ndarray] = {}  # index -> log_mel as the writer is given it
     files: list[dict[str, Any]] = []
-    for split in splits:
+    for split, split_counts in counts.items():
         shards[split] = []
-        for count in counts[split]:
+        for count in split_counts:
             shards[split].append([])
             for _ in range(count):
                 index = len(files)
@@ -229,59 +248,90 @@ def write_dataset(
                 if with_features:
                     given[index] = rng.normal(-3.0, 2.5, FEATURE_SHAPE).astype(np.float32)
                 shards[split][-1].append(element)
-                files.append(
-                    {
-                        "path": element[fmt.FILEPATH_KEY].decode(),
-                        "index": index,
-                        "label": CLASSES[target],
-                        "split": split,
-                        "num_windows": 1,
-                        "sample_rate": SAMPLE_RATE,
-                        "num_frames": win_len,
-                        "num_channels": 1,
-                        "subtype": "PCM_16",
-                        "full_scale": 32768.0,
-                    }
-                )
+                files.append(_file_entry(element, split=split, win_len=win_len))
+    return shards, given, files
 
-    specs = _element_specs(win_len=win_len, signal_dtype=signal_dtype)
-    if given:
-        given[0].flat[:4] = (*BFLOAT16_TIES, *FLOAT16_TIES)
-        values = np.stack(list(given.values())).astype(np.float64)
-        # The analysis statistics, as float32 values (the manifest holds them exactly).
-        mean, var = float(np.float32(values.mean())), float(np.float32(values.var()))
-        specs.update(
-            _feature_specs(
-                format_version=format_version, feature_dtype=feature_dtype, mean=mean, var=var
-            )
+
+def _file_entry(element: Mapping[str, Any], *, split: str, win_len: int) -> dict[str, Any]:
+    """The files-table entry of the one-window input file of `element`."""
+    return {
+        "path": element[fmt.FILEPATH_KEY].decode(),
+        "index": int(element[fmt.INDEX_KEY]),
+        "label": element[fmt.CLASS_KEY].decode(),
+        "split": split,
+        "num_windows": 1,
+        "sample_rate": SAMPLE_RATE,
+        "num_frames": win_len,
+        "num_channels": 1,
+        "subtype": "PCM_16",
+        "full_scale": 32768.0,
+    }
+
+
+def _feature_store(
+    given: dict[int, np.ndarray],
+    specs: dict[str, fmt.ElementSpec],
+    *,
+    format_version: int,
+    feature_dtype: str,
+) -> Callable[[dict[str, Any]], dict[str, bytes]]:
+    """Adds the feature specs to `specs` (statistics: those of `given`, whose first values
+    become the rounding ties); returns ``store(element)``, which sets an element's feature
+    keys to what a reader must return and gives the bytes of its raw keys (none without
+    features)."""
+    if not given:
+        return lambda element: {}
+    given[0].flat[:4] = (*BFLOAT16_TIES, *FLOAT16_TIES)
+    values = np.stack(list(given.values())).astype(np.float64)
+    # The analysis statistics, as float32 values (the manifest holds them exactly).
+    mean, var = float(np.float32(values.mean())), float(np.float32(values.var()))
+    specs.update(
+        _feature_specs(
+            format_version=format_version, feature_dtype=feature_dtype, mean=mean, var=var
         )
+    )
 
+    def store(element: dict[str, Any]) -> dict[str, bytes]:
+        raw = {}
+        mel = given[int(element[fmt.INDEX_KEY])]
+        if format_version == 1:
+            element[FEATURE] = mel
+        else:
+            raw[FEATURE] = _raw_feature_bytes(mel, specs[FEATURE])
+            element[FEATURE] = stored_values(mel, feature_dtype)
+        element[NORM] = z_score(element[FEATURE], mean, var)
+        return raw
+
+    return store
+
+
+def _write_shards(
+    directory: str,
+    shards: Mapping[str, Sequence[Sequence[dict[str, Any]]]],
+    specs: Mapping[str, fmt.ElementSpec],
+    *,
+    compression: str,
+    store: Callable[[dict[str, Any]], dict[str, bytes]],
+) -> tuple[dict[str, list[dict[str, Any]]], dict[str, list[str]], dict[str, Any]]:
+    """Writes every shard of `shards`; returns ``(elements, shard paths, manifest splits)``,
+    each by split."""
     elements: dict[str, list[dict[str, Any]]] = {}
     shard_paths: dict[str, list[str]] = {}
     manifest_splits: dict[str, Any] = {}
-    for split in splits:
+    for split, split_shards in shards.items():
         elements[split], shard_paths[split], entries = [], [], []
-        for shard_index, shard in enumerate(shards[split]):
+        for shard_index, shard in enumerate(split_shards):
             filename = fmt.shard_filename(
                 name=NAME,
                 split=split,
                 index=shard_index,
-                num_shards=len(shards[split]),
+                num_shards=len(split_shards),
                 compression=compression,
             )
             path = os.path.join(directory, filename)
             with tf.io.TFRecordWriter(path, options=fmt.tf_compression_type(compression)) as w:
                 for element in shard:
-                    raw = {}
-                    if with_features:
-                        mel = given[int(element[fmt.INDEX_KEY])]
-                        if format_version == 1:
-                            element[FEATURE] = mel
-                        else:
-                            raw[FEATURE] = _raw_feature_bytes(mel, specs[FEATURE])
-                            element[FEATURE] = stored_values(mel, feature_dtype)
-                        element[NORM] = z_score(element[FEATURE], mean, var)
-                    w.write(_example(element, specs, raw))
+                    w.write(_example(element, specs, store(element)))
                     elements[split].append(element)
             shard_paths[split].append(path)
             entries.append(
@@ -292,7 +342,22 @@ def write_dataset(
                 }
             )
         manifest_splits[split] = {"num_examples": len(elements[split]), "shards": entries}
+    return elements, shard_paths, manifest_splits
 
+
+def _write_metadata(
+    directory: str,
+    specs: Mapping[str, fmt.ElementSpec],
+    manifest_splits: Mapping[str, Any],
+    files: list[dict[str, Any]],
+    *,
+    format_version: int,
+    compression: str,
+    win_len: int,
+    feature_dtype: str,
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Writes the tables (format version 3), schema.pbtxt and manifest.json; returns the
+    manifest as written and the errors entries."""
     params = {"win_len": win_len, "hop_len": win_len, "features": [FEATURE]}
     if format_version >= 2:
         params["feature_dtype"] = feature_dtype
@@ -320,14 +385,7 @@ def write_dataset(
     manifest.update(tables, params=params, versions=manifest.pop("versions"))  # writer's order
     write_schema(directory, specs)
     write_manifest(directory, manifest)
-    return {
-        "manifest": manifest,
-        "files": files,
-        "errors": errors,
-        "elements": elements,
-        "shards": shard_paths,
-        "given": given,
-    }
+    return manifest, errors
 
 
 def write_tables(
@@ -388,84 +446,3 @@ def write_manifest(directory: str | os.PathLike, manifest: Mapping[str, Any]) ->
     """(Re)write `directory`/manifest.json."""
     with open(os.path.join(os.fspath(directory), fmt.MANIFEST_FILENAME), "w") as f:
         json.dump(manifest, f, indent=1)
-
-
-# --- real record runs --------------------------------------------------------------------------
-
-RECORD_LABELS = ("cat", "dog", "owl", "cat")  # one file each: <i>_<label>.wav
-RECORD_FRAMES = 2048  # samples per file: 2 windows of RECORD_OPTIONS["win_len"]
-# Options of `record_runs`: log_mel [4, 8] (frames of 256 samples, 8 mel bins), as the
-# hand-made datasets' FEATURE_SHAPE.
-RECORD_OPTIONS = {
-    "win_len": 1024,
-    "features": [FEATURE],
-    "num_mel_bins": 8,
-    "frame_length": 256,
-    "frame_step": 256,
-    "fft_length": 256,
-}
-
-
-def write_wavs(directory: str | os.PathLike, *, seed: int = 0) -> dict[str, np.ndarray]:
-    """Writes small 16-bit mono 16 kHz WAV files with `wave`; returns {path: int16 samples}."""
-    directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
-    rng = np.random.default_rng(seed)
-    out = {}
-    for i, label in enumerate(RECORD_LABELS):
-        tone = 3000 * np.sin(2 * np.pi * (220 + 110 * i) * np.arange(RECORD_FRAMES) / SAMPLE_RATE)
-        noise = rng.normal(0, 800, RECORD_FRAMES)
-        samples = np.clip(np.round(tone + noise), -32768, 32767).astype("<i2")
-        path = directory / f"{i}_{label}.wav"
-        with wave.open(str(path), "wb") as w:
-            w.setnchannels(1)
-            w.setsampwidth(2)
-            w.setframerate(SAMPLE_RATE)
-            w.writeframes(samples.tobytes())
-        out[str(path)] = samples
-    return out
-
-
-def record_runs(
-    directory: str | os.PathLike, feature_dtypes: Sequence[str] = fmt.FEATURE_DTYPES
-) -> dict[str, Any]:
-    """Records the WAV files of `write_wavs` with the real record job, once per feature dtype.
-
-    Returns:
-      ``{"samples": {path: int16 samples}, "runs": {feature_dtype: dataset directory}}``.
-    """
-    from pipelines import record_dataset
-
-    directory = Path(directory)
-    samples = write_wavs(directory / "wav")
-    runs = {}
-    for dtype in feature_dtypes:
-        out = directory / f"out_{dtype}"
-        record_dataset(
-            input_pattern=str(directory / "wav" / "*.wav"),
-            output_dir=str(out),
-            feature_dtype=dtype,
-            **RECORD_OPTIONS,
-        )
-        runs[dtype] = out
-    return {"samples": samples, "runs": runs}
-
-
-def stored_records(directory: str | os.PathLike) -> list[dict[str, Any]]:
-    """Every record of a dataset as stored, read with protobuf (not `replay`): {key: value},
-    bytes for raw and bytes_list keys, a list of numbers for the other kinds."""
-    manifest = json.loads((Path(directory) / fmt.MANIFEST_FILENAME).read_text())
-    compression = fmt.tf_compression_type(manifest["compression"])
-    out = []
-    for split in manifest["splits"].values():
-        for shard in split["shards"]:
-            path = str(Path(directory) / shard["filename"])
-            for serialized in tf.data.TFRecordDataset(path, compression_type=compression):
-                example = tf.train.Example.FromString(serialized.numpy())
-                record = {}
-                for key, feature in example.features.feature.items():
-                    kind = feature.WhichOneof("kind")
-                    values = list(getattr(feature, kind).value)
-                    record[key] = values[0] if kind == "bytes_list" else values
-                out.append(record)
-    return out

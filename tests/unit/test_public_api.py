@@ -28,6 +28,7 @@ REPLAY_NAMES = [
     "IncompleteDatasetError",
     "ManifestError",
     "MissingShardError",
+    "ReadConfig",
     "ReplayError",
     "ServingTransform",
     "ShardError",
@@ -45,6 +46,7 @@ REPLAY_NAMES = [
 SIGNATURES = {  # name: [(parameter, kind, default)]
     "replay_dataset": [
         ("path", POS, EMPTY),
+        ("read_config", KW, None),
         ("split", KW, None),
         ("features", KW, None),
         ("reader_func", KW, None),
@@ -185,6 +187,30 @@ def test_dataset_info_and_shard_info_fields_and_members():
     split_arg = ("split", POS, None)
     for name in ("num_examples", "shard_list", "select_splits", "check_shards"):
         assert _parameters(getattr(replay.DatasetInfo, name))[1:] == [split_arg], name
+
+
+def test_read_config_fields_are_replay_dataset_keywords():
+    """Pins `ReadConfig`: a frozen, keyword-only record whose fields are `replay_dataset`
+    keywords of the same defaults (its docstring documents them)."""
+    fields = [
+        ("reader_func", KW, None),
+        ("seed", KW, None),
+        ("reshuffle_each_iteration", KW, True),
+        ("cycle_length", KW, None),
+        ("block_length", KW, None),
+        ("num_parallel_reads", KW, AUTOTUNE),
+        ("deterministic", KW, None),
+        ("prefetch", KW, AUTOTUNE),
+        ("input_context", KW, None),
+        ("service", KW, None),
+        ("processing_mode", KW, "distributed_epoch"),
+        ("job_name", KW, None),
+    ]
+    assert _parameters(replay.ReadConfig) == fields
+    assert replay.ReadConfig.__dataclass_params__.frozen
+    assert set(fields) <= set(SIGNATURES["replay_dataset"])
+    for name, _, _ in fields:
+        assert f"  {name}: " in replay.ReadConfig.__doc__, name
 
 
 def test_serving_transform_is_built_by_keyword_only():

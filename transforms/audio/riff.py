@@ -201,17 +201,7 @@ def walk(fileobj: BinaryIO) -> WaveLayout:
       RiffError: not a WAV file, truncated or missing chunks (the message is the reason).
     """
     size = file_size(fileobj)
-    if size == 0:
-        raise RiffError("empty file")
-    head = _read_at(fileobj, 0, 12)
-    if head[:4] not in RIFF_IDS:
-        if len(head) < 4 and any(rid.startswith(head) for rid in RIFF_IDS):
-            raise RiffError(f"truncated header ({size} bytes)")
-        raise RiffError(f"not a RIFF/WAVE file (starts with {head[:4]!r}), nor FLAC, Ogg or AIFF")
-    if len(head) < 12:
-        raise RiffError(f"truncated header ({size} bytes)")
-    if head[8:12] != b"WAVE":
-        raise RiffError(f"not a RIFF/WAVE file (RIFF form type {head[8:12]!r})")
+    head = _riff_head(fileobj, size)
     big_endian = head[:4] == b"RIFX"
     e = ">" if big_endian else "<"
 
@@ -231,27 +221,10 @@ def walk(fileobj: BinaryIO) -> WaveLayout:
         if cid == b"ds64" and head[:4] in _DS64_IDS and csize >= 16 and room >= 16:
             ds64_data_size = struct.unpack("<Q", _read_at(fileobj, body + 8, 8))[0]
         if cid == b"fmt " and fmt is None:
-            if csize > room:
-                raise RiffError(
-                    f"truncated header (fmt chunk declares {csize} bytes, {max(room, 0)} remain)"
-                )
-            if csize > _MAX_FMT_SIZE:
-                raise RiffError(f"corrupt header (fmt chunk of {csize} bytes)")
-            fmt = parse_fmt(_read_at(fileobj, body, csize), big_endian=big_endian)
+            fmt = _fmt_chunk(fileobj, body, csize, room, big_endian=big_endian)
         elif cid == b"data" and data is None:
-            declared = csize
-            if csize == _U32_MAX and ds64_data_size is not None:
-                declared = ds64_data_size
-            real = declared
-            if declared > room:  # 0xFFFFFFFF placeholder, or a truncated file
-                real = room
-            elif declared == 0 and room > 0:
-                # A streaming writer that never came back to patch the size, unless what follows
-                # is a real chunk (a genuinely empty data chunk followed by e.g. LIST).
-                if not _looks_like_chunk(_read_at(fileobj, body, 8), room, e):
-                    real = room
-            data = (body, declared, real)
-            if real != declared:
+            data = _data_chunk(fileobj, body, csize, room, ds64_data_size, e)
+            if data[2] != data[1]:
                 break  # audio runs to end of file: nothing after it to walk
         elif data is None and csize > room:
             raise RiffError(
@@ -260,12 +233,7 @@ def walk(fileobj: BinaryIO) -> WaveLayout:
             )
         if fmt is not None and data is not None:
             break
-        pos = body + csize
-        if csize & 1:  # RIFF pad byte, unless the writer forgot it
-            pad = _read_at(fileobj, pos, 5)
-            if not _looks_like_chunk_id(pad[1:5]) and _looks_like_chunk_id(pad[:4]):
-                pos -= 1
-            pos += 1
+        pos = _next_chunk(fileobj, body, csize)
     else:
         if data is None:
             raise RiffError(f"no data chunk (gave up after {_MAX_CHUNKS} chunks)")
@@ -274,6 +242,65 @@ def walk(fileobj: BinaryIO) -> WaveLayout:
     if data is None:
         raise RiffError("no data chunk")
     return WaveLayout(size, fmt, data[0], data[1], data[2])
+
+
+def _riff_head(fileobj: BinaryIO, size: int) -> bytes:
+    """The file's first 12 bytes, checked to be a RIFF/RIFX/RF64 WAVE header (`walk`)."""
+    if size == 0:
+        raise RiffError("empty file")
+    head = _read_at(fileobj, 0, 12)
+    if head[:4] not in RIFF_IDS:
+        if len(head) < 4 and any(rid.startswith(head) for rid in RIFF_IDS):
+            raise RiffError(f"truncated header ({size} bytes)")
+        raise RiffError(f"not a RIFF/WAVE file (starts with {head[:4]!r}), nor FLAC, Ogg or AIFF")
+    if len(head) < 12:
+        raise RiffError(f"truncated header ({size} bytes)")
+    if head[8:12] != b"WAVE":
+        raise RiffError(f"not a RIFF/WAVE file (RIFF form type {head[8:12]!r})")
+    return head
+
+
+def _fmt_chunk(
+    fileobj: BinaryIO, body: int, csize: int, room: int, *, big_endian: bool
+) -> FmtChunk:
+    """The fmt chunk of `csize` bytes at `body`, `room` bytes before the end of the file."""
+    if csize > room:
+        raise RiffError(
+            f"truncated header (fmt chunk declares {csize} bytes, {max(room, 0)} remain)"
+        )
+    if csize > _MAX_FMT_SIZE:
+        raise RiffError(f"corrupt header (fmt chunk of {csize} bytes)")
+    return parse_fmt(_read_at(fileobj, body, csize), big_endian=big_endian)
+
+
+def _data_chunk(
+    fileobj: BinaryIO, body: int, csize: int, room: int, ds64_data_size: int | None, e: str
+) -> tuple[int, int, int]:
+    """(offset, declared size, real size) of the data chunk at `body` (`walk`): the real size
+    is the rest of the file when the declared one overruns it or is a streaming writer's 0."""
+    declared = csize
+    if csize == _U32_MAX and ds64_data_size is not None:
+        declared = ds64_data_size
+    real = declared
+    if declared > room:  # 0xFFFFFFFF placeholder, or a truncated file
+        real = room
+    elif declared == 0 and room > 0:
+        # A streaming writer that never came back to patch the size, unless what follows
+        # is a real chunk (a genuinely empty data chunk followed by e.g. LIST).
+        if not _looks_like_chunk(_read_at(fileobj, body, 8), room, e):
+            real = room
+    return (body, declared, real)
+
+
+def _next_chunk(fileobj: BinaryIO, body: int, csize: int) -> int:
+    """Where the chunk after the one of `csize` bytes at `body` starts."""
+    pos = body + csize
+    if csize & 1:  # RIFF pad byte, unless the writer forgot it
+        pad = _read_at(fileobj, pos, 5)
+        if not _looks_like_chunk_id(pad[1:5]) and _looks_like_chunk_id(pad[:4]):
+            pos -= 1
+        pos += 1
+    return pos
 
 
 def canonical_header(fmt: FmtChunk, data_size: int) -> bytes:
