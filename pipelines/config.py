@@ -29,9 +29,9 @@ from transforms.audio import dtypes, labels
 from transforms.audio import features as feats
 from transforms.audio.windows import WindowConfig
 from transforms.planning import sharding
+from transforms.planning.annotation_plan import EVENT_WINDOWS, AnnotationConfig
 from transforms.planning.compression import COMPRESSIONS
 from transforms.planning.types import CHANNEL_MODES
-from transforms.record.annotation_plan import EVENT_WINDOWS, AnnotationConfig
 
 REQUIRED = ("input_pattern", "output_dir")  # the options without a default
 _RULE = aw.LabelRule()  # the annotation rule's defaults

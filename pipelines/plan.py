@@ -36,6 +36,7 @@ from replay.manifest import MAX_VALUES_PER_KEY
 from transforms.audio import features as feats
 from transforms.audio import labels
 from transforms.audio.dtypes import resolve as resolve_signal_dtype
+from transforms.planning import annotation_plan
 from transforms.planning.layout import RecordLayout
 from transforms.planning.sharding import (
     merge_tasks,
@@ -47,7 +48,6 @@ from transforms.planning.sharding import (
     split_shard_counts,
 )
 from transforms.planning.types import InputFile, ReadConfig, ReadTask, Sharding
-from transforms.record import annotation_job, annotation_plan
 from transforms.record.file_rows import planned_rows
 
 TASK_BYTES = 32 << 20  # 32 MiB of stored elements per read task, at most ...
@@ -158,7 +158,7 @@ def scan_inputs(
         return scanned
     try:  # every file's windows and labels, from the tables
         events, table_errors = read_annotation_tables(annotated)
-        inputs, notes = annotation_job.annotate(
+        inputs, notes = annotation_plan.annotate(
             inputs,
             annotated,
             events,

@@ -36,7 +36,7 @@ from replay.info import load_info
 
 BALANCE_MODES = ("class",)
 LABELS_KEY = (
-    "labels"  # multi-hot labels of an annotated dataset (transforms.record.annotation_plan)
+    "labels"  # multi-hot labels of an annotated dataset (transforms.planning.annotation_plan)
 )
 _CYCLE_LENGTH = 16
 

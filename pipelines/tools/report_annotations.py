@@ -13,7 +13,7 @@ from replay import DatasetInfo
 from transforms.audio.annotation_stats import merge_summaries
 
 LABELS_KEY = (
-    "labels"  # transforms.record.annotation_plan.LABELS_KEY (not imported: it loads pyarrow)
+    "labels"  # transforms.planning.annotation_plan.LABELS_KEY (not imported: it loads pyarrow)
 )
 
 

@@ -16,7 +16,7 @@ import pyarrow as pa
 from tensorflow_metadata.proto.v0 import schema_pb2
 
 from replay import format as fmt
-from transforms.record.annotation_plan import EVENTS_KEY, LABELS_KEY, NUM_EVENTS_KEY
+from transforms.planning.annotation_plan import EVENTS_KEY, LABELS_KEY, NUM_EVENTS_KEY
 
 # Columns TFT never sees and their Arrow types (one value per row).
 _UNANALYSED_TYPES = {
@@ -39,7 +39,7 @@ class RecordLayout:
         statistics in the manifest; not stored).
       with_channel: carry the ``channel`` key (``--channel_mode split``).
       num_label_classes: ``--annotations``: length of the multi-hot ``labels`` (0: no
-        annotation keys; see `transforms.record.annotation_plan`).
+        annotation keys; see `transforms.planning.annotation_plan`).
       max_events: ``--annotations``: rows of ``events`` [max_events, 3].
       feature_dtype: how features are stored (``--feature_dtype``): float32, float16 or
         bfloat16 raw bytes, read back as float32.

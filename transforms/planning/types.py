@@ -14,8 +14,8 @@ from replay import format as fmt
 from transforms.audio import features as feats
 from transforms.audio import wav
 from transforms.audio.windows import WindowConfig
+from transforms.planning.annotation_plan import FileAnnotation
 from transforms.planning.layout import RecordLayout
-from transforms.record.annotation_plan import FileAnnotation
 
 CHANNEL_MODES = ("first", "mean", "split")
 

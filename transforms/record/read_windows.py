@@ -34,10 +34,10 @@ from apache_beam.io.filesystems import FileSystems
 
 from replay import format as fmt
 from transforms.audio import formats, wav
+from transforms.planning import annotation_plan
 from transforms.planning.compression import AUTO_SAMPLE_SIZE
 from transforms.planning.sharding import shard_of
 from transforms.planning.types import ReadConfig, ReadTask, Segment, Sharding
-from transforms.record import annotation_plan
 from transforms.record.examples import StoredEncoder
 from transforms.record.file_rows import (
     chunk_rows,

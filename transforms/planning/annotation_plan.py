@@ -1,7 +1,7 @@
 """Planning a record run with ``--annotations``: tables -> events -> every file's windows.
 
 At planning (launcher side, after the WAV headers are read; `pipelines.inputs` reads the tables,
-`transforms.record.annotation_job` hands them over), `plan_annotations` matches the events to
+`annotate` hands them over), `plan_annotations` matches the events to
 the input files, checks them against each file's duration and channels, and fixes every file's
 windows with their labels (`FileAnnotation`): the grid windows (without the background ones
 under ``--drop_background``) or, with ``--event_windows centered``, one window centred on each
@@ -31,7 +31,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 from math import gcd
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
@@ -41,6 +41,9 @@ from transforms.audio import annotation_windows as aw
 from transforms.audio import annotations as ann
 from transforms.audio.annotation_stats import Row, file_summary
 from transforms.audio.windows import WindowConfig, window_starts
+
+if TYPE_CHECKING:  # types.py imports FileAnnotation from here
+    from transforms.planning.types import InputFile
 
 LABELS_KEY = "labels"
 EVENTS_KEY = "events"
@@ -351,3 +354,43 @@ def _own_rows(seg: Any) -> Any:
         return seg
     held = annotation.rows(seg.row_start, seg.row_stop)
     return dataclasses.replace(seg, file=dataclasses.replace(seg.file, annotation=held))
+
+
+def annotate(
+    inputs: Sequence[InputFile],
+    config: AnnotationConfig,
+    events: Sequence[ann.Event],
+    table_errors: Sequence[ann.RowError],
+    *,
+    window: WindowConfig,
+    split_channels: bool,
+    sample_rate: int | None,
+    fixed_classes: tuple[str, ...] | None,
+    split_base: str,
+    strict: bool = False,
+) -> tuple[tuple[InputFile, ...], AnnotationPlan]:
+    """Gives every usable input its windows, from the tables' `events` (`table_errors`: their
+    bad rows).
+
+    Raises:
+      ValueError: ``--classes`` without the background class, or (`strict`) the first bad row.
+    """
+    usable = [f for f in inputs if f.error is None]
+    plan = plan_annotations(
+        [(f.path, f.info.num_frames, f.info.sample_rate, f.info.num_channels) for f in usable],
+        events,
+        table_errors,
+        config=config,
+        window=window,
+        split_channels=split_channels,
+        sample_rate=sample_rate,
+        fixed_classes=fixed_classes,
+        seed_keys={f.path: f.path.removeprefix(split_base) for f in usable},
+    )
+    if strict and plan.errors:
+        raise ValueError(f"--strict: {plan.errors[0]['path']}: {plan.errors[0]['reason']}")
+    annotated = tuple(
+        f if f.error is not None else dataclasses.replace(f, annotation=plan.files[f.path])
+        for f in inputs
+    )
+    return annotated, plan
