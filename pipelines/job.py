@@ -167,6 +167,13 @@ def resume_output_dir(plan: RecordPlan, fingerprint: dict) -> dict[int, dict] | 
             path = f"{directory}/{name.rstrip('/')}"
             if name.rstrip("/") not in names:
                 (tf.io.gfile.rmtree if tf.io.gfile.isdir(path) else tf.io.gfile.remove)(path)
+    layout = plan.read.layout
+    if layout.feature_shapes and layout.feature_dtype != "float32":  # rounded: not re-analysable
+        logging.getLogger("audiorecords").info(
+            "--resume: --feature_dtype %s stores rounded features: every task is read again",
+            layout.feature_dtype,
+        )
+        return {}
     return resume.read_commits(out, [t.task_id for t in plan.tasks])
 
 
