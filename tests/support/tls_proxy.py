@@ -192,11 +192,16 @@ class _RequestFixer:
 
     def __init__(self, faults: FaultPlan) -> None:
         self.buffer = b""
-        self.body_left = 0
+        self.body_left = 0  # bytes of the current body (or chunk, with its CRLF) still to pass
+        self.chunked = False  # in a chunked body, between chunks
         self.faults = faults
 
     def feed(self, data: bytes) -> tuple[bytes, bytes, ConnectionDropped | None]:
-        """(bytes for the server, bytes for the client, a fault that ends the connection)."""
+        """(bytes for the server, bytes for the client, a fault that ends the connection).
+
+        Bodies stream through as they come (shards are 100s of MB): by their Content-Length,
+        or chunk by chunk when chunked (TF sends an upload's data chunked *and* with its
+        Content-Length; chunked wins)."""
         self.buffer += data
         out, replies = [], []
         while self.buffer:
@@ -206,60 +211,55 @@ class _RequestFixer:
                 self.body_left -= len(take)
                 out.append(take)
                 continue
+            if self.chunked:  # the next chunk's size line ("0": the last; no trailers)
+                eol = self.buffer.find(b"\r\n")
+                if eol < 0:
+                    break
+                size = int(self.buffer[:eol].split(b";")[0], 16)
+                out.append(self.buffer[: eol + 2])
+                self.buffer = self.buffer[eol + 2 :]
+                self.body_left, self.chunked = size + 2, size > 0
+                continue
             end = self.buffer.find(b"\r\n\r\n")
             if end < 0:
                 break
-            lines = self.buffer[:end].split(b"\r\n")
-            kept = [
-                ln for ln in lines if ln.lower().replace(b" ", b"") != b"transfer-encoding:identity"
-            ]
-            fields = {}
-            for line in kept[1:]:
-                name, _, value = line.partition(b":")
-                fields[name.strip().lower()] = value.strip()
-            # TF sends an upload's data chunked *and* with its Content-Length; chunked wins.
-            chunked = b"chunked" in fields.get(b"transfer-encoding", b"").lower()
-            body_end = _chunked_end(self.buffer, end + 4) if chunked else end + 4
-            if body_end is None:
-                break  # the rest of the chunked body is still to come
-            body, self.buffer = self.buffer[end + 4 : body_end], self.buffer[body_end:]
-            length = 0 if chunked else int(fields.get(b"content-length") or 0)
-            method, target = lines[0].decode("latin-1").split()[:2]
-            query = urllib.parse.parse_qs(urllib.parse.urlsplit(target).query)
-            upload = query.get("upload_id", [""])[0]
-            if upload in self.faults.lost_uploads and fields.get(b"content-range", b"").startswith(
-                b"bytes */"
-            ):
-                self.faults.lost_uploads.discard(upload)
-                replies.append(RESUME_INCOMPLETE)
-                self.body_left = length  # (none: a status query has no body)
-                continue
-            fault = self.faults.fire()
-            if fault:
-                if upload and method == "PUT" and (length or body):
-                    self.faults.lost_uploads.add(upload)
-                reply = SERVICE_UNAVAILABLE if fault == "503" else b""
-                dropped = ConnectionDropped(b"".join(replies) + reply, reset=fault == "reset")
+            head, self.buffer = self.buffer[:end], self.buffer[end + 4 :]
+            dropped = self._request(head, out, replies)
+            if dropped:
                 return b"".join(out), b"", dropped
-            self.body_left = length
-            out.append(b"\r\n".join(kept) + b"\r\n\r\n" + body)
         return b"".join(out), b"".join(replies), None
 
-
-def _chunked_end(buffer: bytes, start: int) -> int | None:
-    """Where the chunked body that starts at `start` ends (after its last chunk and the empty
-    line; no trailers), or None if `buffer` does not hold all of it yet."""
-    pos = start
-    while True:
-        eol = buffer.find(b"\r\n", pos)
-        if eol < 0:
+    def _request(self, head: bytes, out: list, replies: list) -> ConnectionDropped | None:
+        """Passes a request's head on (to `out`), answers it here (to `replies`), or drops
+        the connection; sets up the streaming of its body."""
+        lines = head.split(b"\r\n")
+        kept = [
+            ln for ln in lines if ln.lower().replace(b" ", b"") != b"transfer-encoding:identity"
+        ]
+        fields = {}
+        for line in kept[1:]:
+            name, _, value = line.partition(b":")
+            fields[name.strip().lower()] = value.strip()
+        chunked = b"chunked" in fields.get(b"transfer-encoding", b"").lower()
+        length = 0 if chunked else int(fields.get(b"content-length") or 0)
+        method, target = lines[0].decode("latin-1").split()[:2]
+        upload = urllib.parse.parse_qs(urllib.parse.urlsplit(target).query).get("upload_id", [""])[
+            0
+        ]
+        status_query = fields.get(b"content-range", b"").startswith(b"bytes */")
+        if upload in self.faults.lost_uploads and status_query and not (length or chunked):
+            self.faults.lost_uploads.discard(upload)
+            replies.append(RESUME_INCOMPLETE)
             return None
-        size = int(buffer[pos:eol].split(b";")[0], 16)
-        if size == 0:
-            return eol + 4 if len(buffer) >= eol + 4 else None
-        pos = eol + 2 + size + 2
-        if pos > len(buffer):
-            return None
+        fault = self.faults.fire()
+        if fault:
+            if upload and method == "PUT" and (length or chunked):
+                self.faults.lost_uploads.add(upload)
+            reply = SERVICE_UNAVAILABLE if fault == "503" else b""
+            return ConnectionDropped(b"".join(replies) + reply, reset=fault == "reset")
+        self.body_left, self.chunked = length, chunked
+        out.append(b"\r\n".join(kept) + b"\r\n\r\n")
+        return None
 
 
 def _pump(a: ssl.SSLSocket, b: socket.socket, faults: FaultPlan) -> None:
