@@ -48,7 +48,7 @@ NO_BLAS_NOTICE = (
     "several threads, and features may then differ in the last bit between runners"
 )
 _lock = threading.Lock()
-_scope: dict = {"users": 0, "limits": None}  # single_threaded blocks open in this process
+_scope: dict = {"users": 0, "limits": None, "env_users": 0}  # single_threaded blocks open here
 _warned: set[str] = set()
 
 
@@ -123,11 +123,14 @@ def single_threaded(*, environ: bool = False) -> Iterator[None]:
       environ: also export `THREAD_ENV` for the block, so that processes started inside it
         (the DirectRunner's multi-processing SDK workers) start with one thread each.
     """
-    saved = export_thread_env() if environ else {}
     with _lock:
         if _scope["users"] == 0:
             _scope["limits"] = _limit(1)[0]
         _scope["users"] += 1
+        if environ:  # the same rule for the environment: first in exports, last out restores
+            if _scope["env_users"] == 0:
+                _scope["env_saved"] = export_thread_env()
+            _scope["env_users"] += 1
     try:
         yield
     finally:
@@ -135,4 +138,7 @@ def single_threaded(*, environ: bool = False) -> Iterator[None]:
             _scope["users"] -= 1
             if _scope["users"] == 0:
                 _scope.pop("limits").restore_original_limits()
-        restore_env(saved)
+            if environ:
+                _scope["env_users"] -= 1
+                if _scope["env_users"] == 0:
+                    restore_env(_scope.pop("env_saved"))

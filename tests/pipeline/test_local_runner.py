@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import logging
+import os
 
 import apache_beam as beam
 import pytest
@@ -70,3 +71,17 @@ def test_no_blas_to_limit_is_said_once(monkeypatch, caplog):
         with threads.single_threaded():
             pass
     assert [r.getMessage() for r in caplog.records] == [threads.NO_BLAS_NOTICE]
+
+
+def test_overlapping_environ_blocks_export_until_the_last_one_ends(monkeypatch):
+    """Two jobs that start worker processes overlap: the environment stays exported until the
+    last one ends (processes the second starts after the first ended still get one thread),
+    then is what it was before either."""
+    for var in threads.THREAD_ENV:
+        monkeypatch.delenv(var, raising=False)
+    first = threads.single_threaded(environ=True)
+    first.__enter__()
+    with threads.single_threaded(environ=True):
+        first.__exit__(None, None, None)
+        assert all(os.environ.get(v) == n for v, n in threads.THREAD_ENV.items())
+    assert not [v for v in threads.THREAD_ENV if v in os.environ]
