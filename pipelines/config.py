@@ -111,6 +111,13 @@ class RecordConfig:
     overwrite: bool = _option(
         False, "replace an existing dataset directory", parse=bool, manifest=None
     )
+    resume: bool = _option(
+        False,
+        "finish an unfinished run in --output_dir made from the same plan: its committed read "
+        "tasks are not read again (a finished dataset is left untouched)",
+        parse=bool,
+        manifest=None,
+    )
     strict: bool = _option(False, "fail the job on the first bad input file", parse=bool)
     splits: str | None = _option(
         None, "e.g. train=80,validation=10,test=10: whole files per split by path hash"
@@ -304,6 +311,11 @@ class RecordConfig:
         """The required options are set; --output_dir is on a file system TensorFlow writes."""
         missing = [f"--{n}" for n in REQUIRED if getattr(self, n) is None]
         require(not missing, f"the following arguments are required: {', '.join(missing)}")
+        require(
+            not (self.resume and self.overwrite),
+            "--resume and --overwrite exclude each other: --resume keeps an unfinished run's "
+            "work, --overwrite deletes it",
+        )
         output_scheme = _fs.scheme(self.output_dir or "")
         require(
             output_scheme in _fs.DATASET_SCHEMES,

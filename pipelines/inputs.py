@@ -77,16 +77,26 @@ def scan_headers(inputs: list[InputFile]) -> tuple[InputFile, ...]:
 
 
 def match_inputs(pattern: str) -> list[tuple[str, int]]:
-    """(path, size) of every file `pattern` matches, sorted by path (local, gs://, s3://...).
+    """(path, size) of every file `pattern` matches, sorted by path (local, gs://, s3://...)."""
+    return [(path, size) for path, size, _ in match_stamped(pattern)]
 
-    ``{a,b}`` alternatives are expanded (``data/**/*.{wav,flac}``); Beam's glob has none.
+
+def match_stamped(pattern: str) -> list[tuple[str, int, float]]:
+    """(path, size, modification time) of every file `pattern` matches, sorted by path.
+
+    ``{a,b}`` alternatives are expanded (``data/**/*.{wav,flac}``); Beam's glob has none. The
+    time is Beam's ``last_updated_in_seconds`` (0 when the file system gives none).
     """
     try:
         results = _filesystems().match(formats.expand_braces(pattern))
     except Exception as e:  # noqa: BLE001 - Beam raises BeamIOError / ValueError by scheme
         raise UsageError(f"--input_pattern {pattern!r}: cannot list files ({e})") from e
-    found = {m.path: m.size_in_bytes for r in results for m in r.metadata_list}
-    return sorted(found.items())
+    found = {
+        m.path: (m.size_in_bytes, float(getattr(m, "last_updated_in_seconds", 0) or 0))
+        for r in results
+        for m in r.metadata_list
+    }
+    return [(path, size, mtime) for path, (size, mtime) in sorted(found.items())]
 
 
 def output_dir_state(output_dir: str) -> str:

@@ -16,6 +16,9 @@ Stages (each a Beam step with its own counters), planned in `pipelines.plan`:
    ``target`` from the planned class list) -> its file (a hard link when it is one whole part,
    else a byte copy); it does not wait for TFT's analysis.
 4. ``Finalize``: schema.pbtxt, feature_fn/, and last the manifest.
+
+``--resume`` (`pipelines.resume`): the read tasks an unfinished run of the same plan committed
+are not read again; their outputs come from their commit records and parts.
 """
 
 from __future__ import annotations
@@ -30,13 +33,15 @@ import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
 import runners
+from pipelines import resume
 from pipelines.config import RecordConfig, UsageError
-from pipelines.inputs import RUN_MARKER
+from pipelines.inputs import RUN_MARKER, output_dir_state
 from pipelines.plan import RecordPlan, one_task, plan_record
 from pipelines.result import RecordResult
 from replay import format as fmt
 from runners.internals import JobOptions
 from transforms.planning.types import ShardSpec
+from transforms.record import atomic
 from transforms.record.progress import ProgressReporter
 from transforms.record.stages import (
     Analyze,
@@ -49,8 +54,13 @@ from transforms.record.stages import (
 )
 
 
-def build_pipeline(p: beam.Pipeline, plan: RecordPlan) -> None:
-    """Adds the record job's stages to `p` (runner-agnostic; see `transforms.record.stages`)."""
+def build_pipeline(
+    p: beam.Pipeline, plan: RecordPlan, *, reused: dict[int, dict] | None = None
+) -> None:
+    """Adds the record job's stages to `p` (runner-agnostic; see `transforms.record.stages`).
+
+    `reused`: commit records by task id (``--resume``): those tasks are not read again.
+    """
     from transforms.record.publish import WriteTransformFn  # imports TFT
 
     out = plan.output_dir
@@ -63,6 +73,7 @@ def build_pipeline(p: beam.Pipeline, plan: RecordPlan) -> None:
         classes=plan.classes,
         output_dir=out,
         analyzed_splits=plan.analyzed_splits,
+        reused=reused,
     )
     refused = [{"path": f.path, "reason": f.error} for f in plan.inputs if f.error]
     planned_errors = (  # {"path", "reason"}: files refused at planning (counted), bad table rows
@@ -129,6 +140,64 @@ def prepare_output_dir(plan: RecordPlan) -> None:
     tf.io.gfile.makedirs(f"{out}/.tmp")
 
 
+def resume_output_dir(plan: RecordPlan, fingerprint: dict) -> dict[int, dict] | None:
+    """``--resume`` on one of our unfinished runs: its commit records by task id, once
+    everything but the committed work is deleted; None when it has no fingerprint (nothing to
+    reuse: the caller starts afresh).
+
+    Raises:
+      UsageError: the run was made from another plan (the line names the first difference).
+    """
+    import tensorflow as tf
+
+    out = plan.output_dir
+    stored = resume.read_fingerprint(out)
+    if stored is None:
+        return None
+    difference = resume.first_difference(stored, fingerprint)
+    if difference is not None:
+        raise UsageError(
+            f"--resume: {out} holds an unfinished run of another plan: {difference}; "
+            "rerun with its options and inputs, or with --overwrite to start again"
+        )
+    keep = {RUN_MARKER, ".tmp"}
+    keep_tmp = {"parts", "commits", resume.FINGERPRINT_FILE.rsplit("/", 1)[-1]}
+    for directory, names in ((out, keep), (f"{out}/.tmp", keep_tmp)):
+        for name in tf.io.gfile.listdir(directory):
+            path = f"{directory}/{name.rstrip('/')}"
+            if name.rstrip("/") not in names:
+                (tf.io.gfile.rmtree if tf.io.gfile.isdir(path) else tf.io.gfile.remove)(path)
+    layout = plan.read.layout
+    if layout.feature_shapes and layout.feature_dtype != "float32":  # rounded: not re-analysable
+        logging.getLogger("audiorecords").info(
+            "--resume: --feature_dtype %s stores rounded features: every task is read again",
+            layout.feature_dtype,
+        )
+        return {}
+    return resume.read_commits(out, [t.task_id for t in plan.tasks])
+
+
+def start_output_dir(plan: RecordPlan, *, resuming: bool) -> dict[int, dict]:
+    """Prepares the output directory; returns the commit records to reuse (``--resume``).
+
+    The fingerprint is written before any work (`pipelines.resume`).
+    """
+    fingerprint = resume.fingerprint(plan.params, plan.input_stamps, derived=resume.derived(plan))
+    reused = None
+    if resuming and output_dir_state(plan.output_dir) == "ours":
+        reused = resume_output_dir(plan, fingerprint)
+        if reused is None:
+            logging.getLogger("audiorecords").info(
+                "--resume: %s holds no resume record: starting afresh", plan.output_dir
+            )
+    if reused is None:
+        prepare_output_dir(plan)
+        reused = {}
+    data = json.dumps(fingerprint, indent=1).encode("utf-8")
+    atomic.write_bytes_atomically(f"{plan.output_dir}/{resume.FINGERPRINT_FILE}", data)
+    return reused
+
+
 def run_job(
     config: RecordConfig,
     *,
@@ -154,6 +223,8 @@ def run_job(
     # Planning lists and reads inputs with Beam's FileSystems before any Pipeline exists: give it
     # the options now, as beam.Pipeline(options) does later (s3:// needs --s3_endpoint_url etc.).
     FileSystems.set_options(options)
+    if config.resume and resume.is_finished(config.output_dir.rstrip("/") or "/"):
+        return finished_result(config.output_dir.rstrip("/") or "/")
     plan = plan_record(config, shard_func=shard_func)  # validates before the runner
     try:
         runners.configure(options, input_bytes=plan.input_bytes, argv=argv)
@@ -168,15 +239,42 @@ def run_job(
         build_pipeline(p, plan)
         p.run()
         return RecordResult.job_description_only(plan.output_dir)
-    prepare_output_dir(plan)
+    reused = start_output_dir(plan, resuming=config.resume)
     start = time.monotonic()
     p = beam.Pipeline(options=options)
-    build_pipeline(p, plan)
+    build_pipeline(p, plan, reused=reused)
     with ProgressReporter(plan.output_dir, total_files=len(plan.inputs)):
         result = p.run()
         result.wait_until_finish()
     elapsed = time.monotonic() - start
-    return summarize(plan, elapsed, counters=counters(result))
+    summary = summarize(plan, elapsed, counters=counters(result))
+    return dataclasses.replace(
+        summary,
+        total_tasks=len(plan.tasks),
+        reused_tasks=len(reused),
+        reused_windows=sum(int(r["windows"]) for r in reused.values()),
+    )
+
+
+def finished_result(output_dir: str) -> RecordResult:
+    """``--resume`` on a finished dataset: left untouched; its result, from its manifest."""
+    import tensorflow as tf
+
+    with tf.io.gfile.GFile(f"{output_dir}/{fmt.MANIFEST_FILENAME}") as fh:
+        m = json.load(fh)
+    with tf.io.gfile.GFile(f"{output_dir}/{fmt.ERRORS_TABLE}", "rb") as fh:
+        errors = [json.loads(line) for line in fh.read().splitlines()]
+    logging.getLogger("audiorecords").info("--resume: %s is finished: left untouched", output_dir)
+    result = RecordResult.from_manifest(
+        m,
+        errors,
+        output_dir=output_dir,
+        elapsed=0.0,
+        audio_seconds=0.0,
+        counters={},
+        num_bad_rows=0,
+    )
+    return dataclasses.replace(result, already_complete=True)
 
 
 def counters(result: beam.runners.runner.PipelineResult) -> dict[str, int]:

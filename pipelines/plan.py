@@ -24,7 +24,8 @@ from typing import Any
 
 from pipelines.config import RecordConfig, UsageError, require
 from pipelines.inputs import (
-    match_inputs,
+    match_inputs,  # noqa: F401 - planning's listing, imported from here by tests
+    match_stamped,
     output_dir_state,
     read_annotation_tables,
     read_classes_file,
@@ -74,6 +75,7 @@ class RecordPlan:
     classes: tuple[str, ...] = ()  # the class list in `target` order (labels.run_classes)
     analyzed_splits: tuple[str, ...] = (fmt.ALL_SPLIT,)  # splits TFT's statistics come from
     annotation_errors: tuple[dict, ...] = ()  # --annotations: bad table rows (manifest errors)
+    input_stamps: tuple[tuple[str, int, float], ...] = ()  # (path, size, mtime): pipelines.resume
 
 
 @dataclasses.dataclass(frozen=True)
@@ -87,6 +89,7 @@ class ScannedInputs:
     signal_dtype: str  # resolved: holds every usable file exactly
     max_events: int | None = None  # --annotations: most events in one window (None: no tables)
     annotation_errors: tuple[dict, ...] = ()  # --annotations: bad table rows
+    stamps: tuple[tuple[str, int, float], ...] = ()  # (path, size, mtime) of every match
 
 
 def plan_record(
@@ -123,7 +126,8 @@ def scan_inputs(
         fixed_classes = labels.parse_classes(config.classes, read_text=read_classes_file)
     except ValueError as e:
         raise UsageError(str(e)) from e
-    matched = match_inputs(config.input_pattern)
+    stamps = tuple(match_stamped(config.input_pattern))
+    matched = [(path, size) for path, size, _ in stamps]
     require(bool(matched), f"--input_pattern {config.input_pattern!r} matches no file")
     _, csv_path = labels.parse_label_source(config.label_source)
     csv_labels = read_csv_labels(csv_path) if csv_path else None
@@ -152,6 +156,7 @@ def scan_inputs(
         classes=classes,
         sharding=sharding,
         signal_dtype=dtype,
+        stamps=stamps,
     )
     annotated = config.annotation_config
     if annotated is None:
@@ -232,12 +237,16 @@ def check_inputs(config: RecordConfig, inputs: tuple[InputFile, ...]) -> str:
 def check_output_dir(config: RecordConfig, output_dir: str, state: str) -> None:
     """Whether the run may write to `output_dir` in `state` (see `output_dir_state`).
 
+    With ``--resume`` one of our directories is accepted (`pipelines.resume` decides what is
+    reused).
+
     Raises:
       UsageError: it exists and ``--overwrite`` is not given, or it holds foreign files.
     """
     require(
-        state in ("missing", "empty") or config.overwrite,
-        f"--output_dir {output_dir} exists; pass --overwrite to replace it",
+        state in ("missing", "empty") or config.overwrite or (config.resume and state == "ours"),
+        f"--output_dir {output_dir} exists; pass --overwrite to replace it"
+        + (" (--resume continues only a run of ours)" if config.resume else ""),
     )
     require(
         state != "foreign",
@@ -306,6 +315,7 @@ def size_tasks(config: RecordConfig, scanned: ScannedInputs, *, cpu_count: int) 
         classes=scanned.classes,
         analyzed_splits=config.analyzed_splits,
         annotation_errors=scanned.annotation_errors,
+        input_stamps=scanned.stamps,
     )
 
 

@@ -126,13 +126,24 @@ def summary_line(result: RecordResult) -> str:
     """The command's one line about a run; library callers print nothing."""
     if result.translated:
         return "wrote the job description (--template_location); no data was processed"
+    if result.already_complete:
+        return (
+            f"{result.output_dir} is already a finished dataset ({result.num_examples} windows "
+            f"from {result.num_files} files): left untouched (--resume)"
+        )
     bad_rows = result.num_bad_rows
+    reused = ""
+    if result.reused_tasks:
+        reused = (
+            f"; resumed: {result.reused_tasks} of {result.total_tasks} read tasks "
+            f"({result.reused_windows} windows) reused"
+        )
     return (
         f"recorded {result.num_examples} windows from {result.num_files} files "
         f"({result.num_failed} failed{f', {bad_rows} bad annotation row(s)' if bad_rows else ''}) "
         f"into {result.num_shards} {result.compression} shards, "
         f"{result.num_bytes / 1e6:.1f} MB in {result.seconds:.1f} s "
-        f"({result.audio_seconds_per_second} audio-s/s) -> {result.output_dir}"
+        f"({result.audio_seconds_per_second} audio-s/s) -> {result.output_dir}{reused}"
     )
 
 

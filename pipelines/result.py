@@ -34,6 +34,10 @@ class RecordResult:
       num_bad_rows: ``--annotations`` table rows refused (also in `errors`).
       translated: only the job description was written (``--template_location``): no data
         was processed and every count is 0.
+      total_tasks: the run's read tasks.
+      reused_tasks: ``--resume``: the read tasks an unfinished run had committed, not read again.
+      reused_windows: ``--resume``: the windows of `reused_tasks`.
+      already_complete: ``--resume`` on a finished dataset: nothing was done (it is described).
     """
 
     output_dir: str
@@ -51,6 +55,10 @@ class RecordResult:
     counters: Mapping[str, int]
     num_bad_rows: int = 0
     translated: bool = False
+    total_tasks: int = 0
+    reused_tasks: int = 0
+    reused_windows: int = 0
+    already_complete: bool = False
 
     @classmethod
     def from_manifest(

@@ -31,6 +31,11 @@ PHASES: dict[str, tuple[str, str, int]] = {
     # finalising: every shard, schema.pbtxt and feature_fn/ are written; the manifest is not
     "finalising": ("transforms.record.finalize", "build_manifest", 1),
 }
+# Points of the --resume tests (tests/reliability/test_resume.py), not of every kill test:
+MORE_PHASES: dict[str, tuple[str, str, int]] = {
+    # a task committed: the first read task's commit record is written; the second's is not
+    "task committed": ("transforms.record.resume", "commit_record", 2),
+}
 _calls = {"n": 0, "done": 0}
 _lock = threading.Condition()
 
@@ -66,7 +71,7 @@ def _pausing(fn: Callable, *, marker: str, at_call: int) -> Callable:
 
 def install(phase: str, marker: str) -> None:
     """Wraps the function of `phase` wherever the record job's modules bound it."""
-    module_name, attr, at_call = PHASES[phase]
+    module_name, attr, at_call = {**PHASES, **MORE_PHASES}[phase]
     importlib.import_module("pipelines.record")  # binds every `from x import y` of the job
     owner = importlib.import_module(module_name)
     *path, name = attr.split(".")

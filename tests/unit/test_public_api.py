@@ -250,4 +250,8 @@ def test_pipelines_exports_record_dataset_and_its_result():
         "counters",
         "num_bad_rows",
         "translated",
+        "total_tasks",
+        "reused_tasks",
+        "reused_windows",
+        "already_complete",
     ]

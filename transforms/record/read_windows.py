@@ -50,11 +50,15 @@ from transforms.record.packs import packs
 from transforms.record.prefetch import ComputePool, prefetch
 from transforms.record.progress import ProgressFile
 from transforms.record.record_parts import PartWriter
+from transforms.record.resume import (  # the output tags live there (its reuse emits them)
+    ERRORS_TAG,
+    FILES_TAG,
+    PARTS_TAG,
+    SAMPLES_TAG,
+    commit_record,
+)
 
-FILES_TAG = "files"
-ERRORS_TAG = "errors"
-PARTS_TAG = "parts"
-SAMPLES_TAG = "samples"
+__all__ = ["ERRORS_TAG", "FILES_TAG", "PARTS_TAG", "SAMPLES_TAG", "ReadTaskFn"]
 _AHEAD_CHUNKS = 4  # chunks decoded / in the feature pool ahead of the writer (8 MiB each)
 # Rows for TFT's analysis leave a task in RecordBatches of about this many bytes of features or
 # more (and its last rows): TFT runs its analysis graph once per batch; a clip is one row.
@@ -143,7 +147,7 @@ class ReadTaskFn(beam.DoFn):
         self._analysis_keys = list(config.layout.analysis_keys)
         # rows per analysis batch: ANALYSIS_BATCH_BYTES of float32 features (a class is ~16 B)
         row_bytes = 16 + 4 * sum(math.prod(s) for s in config.layout.feature_shapes.values())
-        self._analysis_rows = max(1, ANALYSIS_BATCH_BYTES // row_bytes)
+        self.analysis_rows = max(1, ANALYSIS_BATCH_BYTES // row_bytes)
         self._analyze = None if analyzed_splits is None else frozenset(analyzed_splits)
         self._files = beam.metrics.Metrics.counter("record", "files_read")
         self._failed = beam.metrics.Metrics.counter("record", "files_failed")
@@ -184,8 +188,9 @@ class ReadTaskFn(beam.DoFn):
             depth=_AHEAD_CHUNKS,
         )
         stream = _SegmentStream(itertools.chain.from_iterable(groups), close=groups.close)
-        analysis = _Batcher(self._analysis_rows)
-        sampled = 0  # AUTO compression: the first row of the task's first AUTO_SAMPLE_SIZE files
+        analysis = _Batcher(self.analysis_rows)
+        sampled = []  # AUTO compression: the first row of the task's first AUTO_SAMPLE_SIZE files
+        done = {"files": [], "errors": []}  # the task's commit record (transforms.record.resume)
         try:
             for i, seg in enumerate(task.segments):
                 rows = 0
@@ -199,8 +204,8 @@ class ReadTaskFn(beam.DoFn):
                                 part = [records[j] for j in np.flatnonzero(shards == shard)]
                             path = seg.file.path
                             parts.write(seg.file.split, int(shard), path=path, records=part)
-                        if rows == 0 and sampled < AUTO_SAMPLE_SIZE:
-                            sampled += 1
+                        if rows == 0 and len(sampled) < AUTO_SAMPLE_SIZE:
+                            sampled.append(seg.file.path)
                             yield beam.pvalue.TaggedOutput(SAMPLES_TAG, _sample_bytes(batch))
                         rows += batch.num_rows
                         if self._analyze is None or seg.file.split in self._analyze:
@@ -209,13 +214,26 @@ class ReadTaskFn(beam.DoFn):
                     if self._config.strict:
                         raise
                     stream.skip(i)
-                    yield self._error(seg, e)
+                    error = self._error(seg, e)
+                    done["errors"].append(error.value)
+                    yield error
                     continue
-                yield beam.pvalue.TaggedOutput(FILES_TAG, self._summary(seg, rows))
+                done["files"].append(self._summary(seg, rows))
+                yield beam.pvalue.TaggedOutput(FILES_TAG, done["files"][-1])
         finally:
             stream.close()
         yield from analysis.flush()
-        for part in parts.commit():
+        committed = parts.commit()
+        firsts = [s.file for s in task.segments if s.row_start == 0]
+        failed = {e["path"] for e in done["errors"]}
+        counts = {
+            "files_read": sum(1 for f in firsts if f.path not in failed),
+            "audio_frames": sum(f.info.num_frames for f in firsts if f.path not in failed),
+        }
+        commit_record(
+            self._output_dir, task.task_id, parts=committed, sampled=sampled, counts=counts, **done
+        )
+        for part in committed:
             yield beam.pvalue.TaggedOutput(PARTS_TAG, part)
 
     def _task_chunks(self, task: ReadTask) -> Iterator[tuple[int, object]]:

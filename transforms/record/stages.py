@@ -23,7 +23,7 @@ from transforms.audio import features as feats
 from transforms.planning.compression import AUTO_SAMPLE_SIZE, choose_compression
 from transforms.planning.layout import RecordLayout
 from transforms.planning.types import ReadConfig, ReadTask, Sharding, ShardSpec
-from transforms.record import finalize, read_windows, write_shards
+from transforms.record import finalize, read_windows, resume, write_shards
 from transforms.record.arrow_coder import RecordBatchCoder
 from transforms.record.preprocessing import preprocessing_fn
 
@@ -51,7 +51,8 @@ class ReadWindows(beam.PTransform):
     ``files`` (per-file summary dicts), ``errors`` ({"path", "reason"} of the files that
     failed), ``parts`` (part file descriptions, for `GroupByShard`) and ``samples`` (one row's
     signal + feature bytes of each of a task's first 64 file segments, to choose the
-    compression).
+    compression). The tasks of `reused` commit records (``--resume``) are not read: their
+    outputs come from their records and committed parts (`transforms.record.resume`).
     """
 
     def __init__(
@@ -63,15 +64,24 @@ class ReadWindows(beam.PTransform):
         classes: Sequence[str],
         output_dir: str,
         analyzed_splits: Sequence[str],
+        reused: Mapping[int, Mapping[str, Any]] | None = None,
     ) -> None:
         super().__init__()
-        self._tasks = tuple(tasks)
+        reused = dict(reused or {})
+        self._tasks = tuple(t for t in tasks if t.task_id not in reused)
+        self._reused = [reused[t] for t in sorted(reused)]
         self._fn = read_windows.ReadTaskFn(
             config,
             sharding,
             classes=classes,
             output_dir=output_dir,
             analyzed_splits=analyzed_splits,
+        )
+        self._reuse_fn = resume.ReuseCommittedFn(
+            config.layout,
+            output_dir=output_dir,
+            analyzed_splits=analyzed_splits,
+            batch_rows=self._fn.analysis_rows,
         )
 
     def expand(self, pbegin: beam.pvalue.PBegin) -> dict[str, beam.PCollection]:
@@ -92,12 +102,27 @@ class ReadWindows(beam.PTransform):
                 main="rows",
             )
         )
-        return {
+        outputs = {
             "rows": out.rows,
             "files": out[read_windows.FILES_TAG],
             "errors": out[read_windows.ERRORS_TAG],
             "parts": out[read_windows.PARTS_TAG],
             "samples": out[read_windows.SAMPLES_TAG],
+        }
+        if not self._reused:
+            return outputs
+        again = (
+            pbegin
+            | "ListReused" >> beam.Create(self._reused, reshuffle=False)  # commit records
+            | "SpreadReused" >> beam.Reshuffle()
+            | "Reuse"  # as "Read" yields, from the records and committed parts
+            >> beam.ParDo(self._reuse_fn)
+            .with_output_types(pa.RecordBatch)
+            .with_outputs(*(k for k in outputs if k != "rows"), main="rows")
+        )
+        return {
+            key: (pcoll, again[key]) | f"With{key.title()}Reused" >> beam.Flatten()
+            for key, pcoll in outputs.items()
         }
 
 

@@ -1,0 +1,172 @@
+"""``--resume``: a record run that died finishes from where it stopped, byte-identical.
+
+The launcher's side (no Beam: `pipelines.job` calls it; the stage that reuses committed work is
+`transforms.record.resume`).
+
+**The fingerprint.** Every run writes, before any work, ``<out>/.tmp/resume.json``: the run's
+*plan* as far as it shapes the records (`fingerprint`): every record option (the manifest's
+``params``), the sorted input list with each file's size and modification time (Beam's
+``last_updated``: the mtime locally, the object's update time on object stores), the package
+version, and a digest of what planning derived from them (labels, splits, classes, signal dtype,
+shard counts and the read tasks' cut, which also covers a changed label CSV, class list or
+annotation table). ``--resume`` compares it with the new plan's and refuses in one line naming
+the first difference (`first_difference`): runs are never mixed.
+
+**Committed tasks.** A read task that finished renames its part files into place and then writes
+its *commit record* ``<out>/.tmp/commits/<task>.json`` atomically (`transforms.record.atomic`):
+its parts' descriptions, its files' summaries and errors, its windows. A task without a record
+is read again (its temporary parts are ignored; a retried or resumed task writes the same bytes
+under the same part names). The write and finalize stages always run in full: they are cheap
+beside reading, and they rebuild every shard, schema and manifest from the parts.
+
+**What TFT sees.** Its full pass must see every analysed row once. A reused task's rows are read
+back from its committed parts (`transforms.record.resume`): the stored records of the analysed
+splits, decoded to the same ``class`` + float32 feature RecordBatches the read stage hands to
+``Analyze`` (features are stored as raw little-endian float32: exactly the values analysed).
+With ``--feature_dtype float16`` / ``bfloat16`` the stored features are rounded, so those runs
+reuse nothing when normalising (every task is read again: still exact, not faster).
+
+**Directory states** with ``--resume``: a finished dataset is left untouched (the result says so);
+a missing, empty or foreign directory is a normal run (foreign is refused as always); one of our
+unfinished runs with the same fingerprint is resumed (everything but ``.tmp/`` and the run marker
+is deleted first: shards, schemas and ``transform_fn/`` are rewritten); without a fingerprint
+(killed before it was written) it starts afresh. ``--resume`` with ``--overwrite`` is refused by
+the config.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from replay import _fs
+from replay import format as fmt
+
+FINGERPRINT_FILE = ".tmp/resume.json"
+COMMITS_DIR = ".tmp/commits"
+FINGERPRINT_VERSION = 1
+
+
+def package_version() -> str:
+    """The installed audiorecords version ("dev" from a source tree)."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("audiorecords")
+    except metadata.PackageNotFoundError:
+        return "dev"
+
+
+def fingerprint(
+    params: Mapping[str, Any],
+    stamps: Sequence[tuple[str, int, float]],
+    *,
+    derived: Mapping[str, Any],
+    version: str | None = None,
+) -> dict[str, Any]:
+    """The plan of a run as far as it shapes the records (JSON values).
+
+    Args:
+      params: the record options (the manifest's ``params``).
+      stamps: (path, size, mtime) of every matched input.
+      derived: what planning derived (labels, splits, classes, tasks...): stored as a digest.
+      version: the package version (default: the installed one).
+    """
+    text = json.dumps(derived, sort_keys=True, separators=(",", ":"), default=str)
+    return {
+        "fingerprint_version": FINGERPRINT_VERSION,
+        "package": package_version() if version is None else version,
+        "options": json.loads(json.dumps(dict(params), sort_keys=True)),
+        "inputs": [[p, int(s), float(m)] for p, s, m in sorted(stamps)],
+        "plan": hashlib.sha256(text.encode()).hexdigest(),
+    }
+
+
+def first_difference(old: Mapping[str, Any], new: Mapping[str, Any]) -> str | None:
+    """The first way the stored fingerprint `old` differs from `new`, as a phrase; None: same."""
+    if old.get("fingerprint_version") != new["fingerprint_version"]:
+        return f"its resume record has version {old.get('fingerprint_version')!r}"
+    if old.get("package") != new["package"]:
+        return f"the package version changed ({old.get('package')} -> {new['package']})"
+    before, now = old.get("options", {}), new["options"]
+    for name in sorted(set(before) | set(now)):
+        if before.get(name) != now.get(name):
+            return f"option --{name} changed ({before.get(name)!r} -> {now.get(name)!r})"
+    was = {p: (s, m) for p, s, m in old.get("inputs", [])}
+    is_ = {p: (s, m) for p, s, m in new["inputs"]}
+    for path in sorted(set(was) | set(is_)):
+        if path not in was:
+            return f"input added: {path}"
+        if path not in is_:
+            return f"input removed: {path}"
+        (s0, m0), (s1, m1) = was[path], is_[path]
+        if s0 != s1:
+            return f"input changed: {path} (size {s0} -> {s1})"
+        if m0 != m1:
+            return f"input changed: {path} (modified since the run started)"
+    if old.get("plan") != new["plan"]:
+        return (
+            "the plan changed (labels, classes, splits or read tasks: a label CSV, class list "
+            "or annotation table, or another runner or core count)"
+        )
+    return None
+
+
+def read_fingerprint(output_dir: str) -> dict[str, Any] | None:
+    """The stored fingerprint of the run in `output_dir` (None: none, or unreadable)."""
+    path = f"{output_dir}/{FINGERPRINT_FILE}"
+    try:
+        if not _fs.exists(path):
+            return None
+        return json.loads(_fs.read_text(path))
+    except (OSError, ValueError):
+        return None
+
+
+def is_finished(output_dir: str) -> bool:
+    """Whether `output_dir` holds a complete dataset of ours (its manifest says so)."""
+    path = f"{output_dir}/{fmt.MANIFEST_FILENAME}"
+    try:
+        return bool(_fs.exists(path) and json.loads(_fs.read_text(path)).get("complete"))
+    except (OSError, ValueError):
+        return False
+
+
+def commit_path(output_dir: str, task: int) -> str:
+    return f"{output_dir}/{COMMITS_DIR}/{task:06d}.json"
+
+
+def read_commits(output_dir: str, task_ids: Sequence[int]) -> dict[int, dict[str, Any]]:
+    """The commit records of `task_ids` that exist in `output_dir` (by task id)."""
+    found = {}
+    for task in task_ids:
+        path = commit_path(output_dir, task)
+        try:
+            if _fs.exists(path):
+                record = json.loads(_fs.read_text(path))
+                if record.get("task") == task:
+                    found[task] = record
+        except (OSError, ValueError):  # a record is written atomically: unreadable = absent
+            continue
+    return found
+
+
+def derived(plan: Any) -> dict[str, Any]:
+    """What planning derived from the options and inputs (a `pipelines.plan.RecordPlan`), as
+    JSON values for the fingerprint's ``plan`` digest: labels, splits, refusals, classes, the
+    signal dtype, shard counts and the read tasks' cut."""
+    func = plan.sharding.shard_func
+    return {
+        "inputs": [[f.index, f.path, f.label, f.split, f.error] for f in plan.inputs],
+        "annotations": [repr(f.annotation) for f in plan.inputs if f.annotation is not None],
+        "classes": list(plan.classes),
+        "signal_dtype": plan.read.signal_dtype,
+        "num_shards": dict(sorted(plan.sharding.num_shards.items())),
+        "shard_func": None if func is None else getattr(func, "__qualname__", repr(func)),
+        "tasks": [
+            [t.task_id, [[s.file.index, s.row_start, s.row_stop, s.split_rank] for s in t.segments]]
+            for t in plan.tasks
+        ],
+    }

@@ -1,0 +1,141 @@
+"""``--resume`` (issue 30): a record run killed part-way finishes from where it stopped, and the
+dataset is byte-identical to an uninterrupted run's.
+
+A run of several read tasks (two in-memory workers: the single-worker in-memory runner reads in
+one task, which commits only at its end) is frozen by `tests.support.pause_points` once its
+first task committed, and SIGKILLed. A resumed run must then reuse that task (its summary says
+so), read the rest, and give the uninterrupted run's shards, schemas, manifest (apart from
+``created_utc``), source tables and ``transform_fn/``. Between the kill and the resume, a changed
+option or an added, removed or touched input is refused in one line naming it, and leaves the
+directory as it was. A finished dataset with ``--resume`` is left untouched.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from pipelines import record
+from pipelines.config import UsageError
+from tests.support import wavgen
+from tests.support.reliability import assert_same_dataset, cli, kill, wait_until_paused
+from transforms.planning.layout import RecordLayout
+from transforms.record.finalize import read_z_score_statistics
+
+pytestmark = pytest.mark.slow
+
+WIN_LEN = 1024
+FILES = 6
+WINDOWS = 40  # per file: 240 windows, read tasks of 64 (pipelines.plan.MIN_TASK_ROWS): 4 tasks
+
+
+def _corpus(directory: Path) -> str:
+    directory.mkdir(parents=True)
+    for i in range(FILES):
+        samples = wavgen.synth(WINDOWS * WIN_LEN + 5, seed=i)
+        wavgen.write_wav(
+            directory / f"f{i}_{'ab'[i % 2]}.wav", samples, sample_rate=16000, subtype="PCM_16"
+        )
+    return str(directory / "*.wav")
+
+
+def _args(pattern: str, out: Path, *extra: str) -> list[str]:
+    return [
+        "--input_pattern",
+        pattern,
+        "--output_dir",
+        str(out),
+        "--win_len",
+        str(WIN_LEN),
+        "--num_shards",
+        "3",
+        "--direct_running_mode",
+        "in_memory",
+        "--direct_num_workers",
+        "2",
+        *extra,
+    ]
+
+
+def _tree(directory: Path) -> dict[str, bytes]:
+    return {
+        str(p.relative_to(directory)): p.read_bytes()
+        for p in sorted(directory.rglob("*"))
+        if p.is_file()
+    }
+
+
+def _layout(dataset: Path) -> RecordLayout:
+    from replay import load_info
+
+    features = load_info(dataset).elements["log_mel"].shape
+    return RecordLayout(feature_shapes={"log_mel": tuple(features)})
+
+
+def _refused(args: list[str], out: Path, match: str) -> None:
+    before = _tree(out)
+    with pytest.raises(UsageError, match=match):
+        record.run(args)
+    assert _tree(out) == before
+
+
+def test_killed_after_a_committed_task_resumes_byte_identical(tmp_path):
+    pattern = _corpus(tmp_path / "corpus")
+    want, out = tmp_path / "uninterrupted", tmp_path / "out"
+    record.run(_args(pattern, want))
+    marker = tmp_path / "paused"
+    proc = cli(
+        "task committed",
+        str(marker),
+        *_args(pattern, out),
+        log=tmp_path / "run.log",
+        module="tests.support.pause_points",
+    )
+    try:
+        wait_until_paused(proc, marker)
+    finally:
+        kill(proc)
+    assert not (out / "manifest.json").exists()
+    assert len(list((out / ".tmp" / "commits").glob("*.json"))) == 1
+
+    # refused, naming the difference, the directory left as it was
+    _refused(_args(pattern, out, "--resume", "--hop_len", "512"), out, r"--hop_len changed")
+    first = sorted(Path(pattern).parent.glob("*.wav"))[0]
+    stat = first.stat()
+    os.utime(first, ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))
+    _refused(_args(pattern, out, "--resume"), out, rf"input changed: .*{first.name}")
+    os.utime(first, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    moved = tmp_path / first.name
+    shutil.move(first, moved)
+    _refused(_args(pattern, out, "--resume"), out, rf"input removed: .*{first.name}")
+    shutil.move(moved, first)
+    extra = Path(pattern).parent / "g_b.wav"
+    shutil.copy(first, extra)
+    _refused(_args(pattern, out, "--resume"), out, r"input added: .*g_b\.wav")
+    extra.unlink()
+    os.utime(first, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+
+    result = record.run(_args(pattern, out, "--resume"))
+    assert (result.reused_tasks, result.total_tasks) == (1, 4), result
+    assert 0 < result.reused_windows < FILES * WINDOWS
+    assert "resumed: 1 of 4 read tasks" in record.summary_line(result)
+    assert_same_dataset(out, want)
+    # transform_fn/: the same vocabulary and variables; its graph names TFT's temporary
+    # directory (under --output_dir), so it is compared by its statistics (also in the manifest)
+    graph = ("saved_model.pb", "fingerprint.pb")
+    for directory in ("transform_fn", "transformed_metadata", "metadata"):
+        got, expected = _tree(out / directory), _tree(want / directory)
+        assert {k: v for k, v in got.items() if k not in graph} == {
+            k: v for k, v in expected.items() if k not in graph
+        }, directory
+    layout = _layout(want)
+    assert read_z_score_statistics(str(out), layout) == read_z_score_statistics(str(want), layout)
+    assert not (out / ".tmp").exists()
+
+    finished = _tree(out)  # a finished dataset with --resume: left untouched, and said so
+    again = record.run(_args(pattern, out, "--resume"))
+    assert again.already_complete and "left untouched" in record.summary_line(again)
+    assert _tree(out) == finished

@@ -1,0 +1,47 @@
+"""``--resume``'s fingerprint (`pipelines.resume`): what a difference between the stored run and
+the new one is called, in one line; and ``--resume`` with ``--overwrite`` refused up front."""
+
+from __future__ import annotations
+
+import pytest
+
+from pipelines import resume
+from pipelines.config import RecordConfig, UsageError
+
+STAMPS = [("in/b.wav", 20, 2.0), ("in/a.wav", 10, 1.0)]
+
+
+def _fp(params=None, stamps=STAMPS, derived=None, version="1.0"):
+    return resume.fingerprint(
+        params or {"win_len": 4000}, stamps, derived=derived or {"tasks": [1]}, version=version
+    )
+
+
+def test_the_same_plan_has_no_difference_and_inputs_are_sorted():
+    assert resume.first_difference(_fp(), _fp(stamps=list(reversed(STAMPS)))) is None
+    assert [p for p, _, _ in _fp()["inputs"]] == ["in/a.wav", "in/b.wav"]
+
+
+@pytest.mark.parametrize(
+    ("new", "said"),
+    [
+        (_fp(version="1.1"), "the package version changed (1.0 -> 1.1)"),
+        (_fp(params={"win_len": 8000}), "option --win_len changed (4000 -> 8000)"),
+        (_fp(stamps=[*STAMPS, ("in/c.wav", 1, 1.0)]), "input added: in/c.wav"),
+        (_fp(stamps=STAMPS[:1]), "input removed: in/a.wav"),
+        (_fp(stamps=[STAMPS[0], ("in/a.wav", 11, 1.0)]), "input changed: in/a.wav (size 10 -> 11)"),
+        (
+            _fp(stamps=[STAMPS[0], ("in/a.wav", 10, 5.0)]),
+            "input changed: in/a.wav (modified since the run started)",
+        ),
+        (_fp(derived={"tasks": [2]}), "the plan changed"),
+    ],
+)
+def test_the_first_difference_is_named(new, said):
+    assert resume.first_difference(_fp(), new).startswith(said)
+
+
+def test_resume_and_overwrite_exclude_each_other():
+    with pytest.raises(UsageError, match="--resume and --overwrite exclude each other"):
+        RecordConfig(input_pattern="x", output_dir="y", resume=True, overwrite=True)
+    assert "resume" not in RecordConfig(input_pattern="x", output_dir="y", resume=True).params()

@@ -1,0 +1,192 @@
+"""``--resume``'s Beam side: a committed read task's outputs, from its commit record and parts.
+
+The design is in `pipelines.resume`. A read task that finished writes a *commit record*
+(`commit_record`, by `transforms.record.read_windows` once its parts are renamed); a resumed run
+does not read such a task again: `ReuseCommittedFn` turns its record into what the read stage
+would have emitted for it:
+
+- ``parts``, ``files``, ``errors``: the record's lists, as they were;
+- ``rows`` for TFT's analysis: the stored records of its parts in the analysed splits, parsed
+  back into ``class`` + float32 feature RecordBatches (`analysis_batches`), in the task's row
+  order (index, window start, channel), batched as the read stage batches. Features are stored as
+  raw little-endian float32 (``--feature_dtype float32``): the very values that were analysed.
+  Rows of a file that failed part-way were analysed as far as they were read, and are in the
+  parts as far as that too (the write stage drops them, the analysis does not): read back alike;
+- ``samples`` (AUTO compression): the first stored row of each file the task sampled, its signal
+  and float32 values as `read_windows._sample_bytes` takes them.
+
+Reading back encoded records costs a parse per record; decoding audio and computing features
+cost far more (`pipelines.resume`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+import apache_beam as beam
+import numpy as np
+import pyarrow as pa
+from apache_beam.io.filesystems import FileSystems
+
+from replay import format as fmt
+from transforms.planning.compression import AUTO_SAMPLE_SIZE
+from transforms.planning.layout import RecordLayout
+from transforms.record import atomic, record_parts
+from transforms.record.progress import ProgressFile
+
+COMMITS_DIR = ".tmp/commits"  # pipelines.resume.COMMITS_DIR
+# the read stage's output tags (`read_windows` takes them from here)
+FILES_TAG, ERRORS_TAG, PARTS_TAG, SAMPLES_TAG = "files", "errors", "parts", "samples"
+
+
+def commit_record_path(output_dir: str, task: int) -> str:
+    return f"{output_dir.rstrip('/')}/{COMMITS_DIR}/{task:06d}.json"
+
+
+def commit_record(
+    output_dir: str,
+    task: int,
+    *,
+    parts: Sequence[Mapping],
+    files: Sequence[Mapping],
+    errors: Sequence[Mapping],
+    sampled: Sequence[str],
+    counts: Mapping[str, int],
+) -> None:
+    """Writes task `task`'s commit record (after its parts are renamed), atomically.
+
+    `counts`: the task's counter increments (files_read, audio_frames), counted again on reuse.
+    """
+    record = {
+        "counts": dict(counts),
+        "task": task,
+        "parts": [{**p, "runs": [list(r) for r in p["runs"]]} for p in parts],
+        "files": list(files),
+        "errors": list(errors),
+        "sampled": list(sampled),
+        "windows": sum(int(f["num_windows"]) for f in files),
+    }
+    data = json.dumps(record).encode("utf-8")  # key order kept: the files table keeps it
+    atomic.write_bytes_atomically(commit_record_path(output_dir, task), data)
+
+
+def _records(path: str) -> Iterator[bytes]:
+    with FileSystems.open(path, compression_type="uncompressed") as fh:
+        yield from record_parts.unframe(iter(lambda: fh.read(record_parts.COPY_CHUNK_BYTES), b""))
+
+
+def _parse(record: bytes) -> Mapping[str, Any]:
+    import tensorflow as tf
+
+    return tf.train.Example.FromString(record).features.feature
+
+
+def _row_key(feature: Mapping[str, Any]) -> tuple[int, int, int]:
+    channel = feature[fmt.CHANNEL_KEY].int64_list.value[0] if fmt.CHANNEL_KEY in feature else 0
+    return (
+        feature[fmt.INDEX_KEY].int64_list.value[0],
+        feature[fmt.WIN_START_KEY].int64_list.value[0],
+        channel,
+    )
+
+
+def analysis_batches(
+    rows: Sequence[Mapping[str, Any]], layout: RecordLayout, *, batch_rows: int
+) -> Iterator[pa.RecordBatch]:
+    """Parsed stored records (Example feature maps, in row order) -> the analysis RecordBatches
+    (``layout.analysis_schema()``), `batch_rows` rows each (the last: fewer)."""
+    schema = layout.analysis_schema()
+    for start in range(0, len(rows), batch_rows):
+        chunk = rows[start : start + batch_rows]
+        offsets = np.arange(len(chunk) + 1, dtype=np.int32)
+        classes = pa.array([r[fmt.CLASS_KEY].bytes_list.value[0] for r in chunk], pa.binary())
+        columns = [pa.ListArray.from_arrays(pa.array(offsets), classes)]
+        for name, shape in layout.feature_shapes.items():
+            size = int(np.prod(shape))
+            values = np.frombuffer(
+                b"".join(r[name].bytes_list.value[0] for r in chunk), dtype="<f4"
+            ).astype(np.float32)
+            feature_offsets = pa.array(offsets * size)
+            columns.append(pa.ListArray.from_arrays(feature_offsets, pa.array(values)))
+        yield pa.RecordBatch.from_arrays(columns, schema=schema)
+
+
+def sample_bytes(feature: Mapping[str, Any], layout: RecordLayout) -> bytes:
+    """One stored row's signal and float32 values, as `read_windows._sample_bytes` joins them
+    (`layout.arrow_schema()` order)."""
+    pieces = []
+    for field in layout.arrow_schema():
+        if field.name == fmt.SIGNAL_KEY:
+            pieces.append(feature[fmt.SIGNAL_KEY].bytes_list.value[0])
+        elif field.type == pa.list_(pa.float32()):
+            pieces.append(feature[field.name].bytes_list.value[0])
+    return b"".join(pieces)
+
+
+class ReuseCommittedFn(beam.DoFn):
+    """A commit record -> the read stage's outputs for its task (rows main, the rest tagged)."""
+
+    def __init__(self, layout: RecordLayout, *, output_dir: str, analyzed_splits, batch_rows: int):
+        self._layout, self._batch_rows = layout, batch_rows
+        self._analyze = None if analyzed_splits is None else frozenset(analyzed_splits)
+        self._counters = {
+            name: beam.metrics.Metrics.counter("record", name)
+            for name in (
+                "files_read",
+                "files_failed",
+                "windows",
+                "audio_frames",
+                "tasks_reused",
+                "windows_reused",
+            )
+        }
+        self._progress = ProgressFile(output_dir)
+
+    def finish_bundle(self) -> None:
+        self._progress.flush()
+
+    def process(self, record: Mapping[str, Any]) -> Iterator:
+        sampled = list(record["sampled"])[:AUTO_SAMPLE_SIZE]
+        analysed, firsts = [], {}
+        for part in record["parts"]:
+            analyse = self._analyze is None or part["split"] in self._analyze
+            paths = {run[0] for run in part["runs"]}
+            if not analyse and not paths & set(sampled):
+                continue
+            for raw in _records(part["path"]):
+                feature = _parse(raw)
+                key = _row_key(feature)
+                path = feature[fmt.FILEPATH_KEY].bytes_list.value[0].decode("utf-8")
+                if path in sampled and (path not in firsts or key < firsts[path][0]):
+                    firsts[path] = (key, feature)
+                if analyse:
+                    analysed.append((key, feature))
+        analysed.sort(key=lambda kf: kf[0])
+        rows = [feature for _, feature in analysed]
+        yield from analysis_batches(rows, self._layout, batch_rows=self._batch_rows)
+        for path in sampled:
+            if path in firsts:
+                sample = sample_bytes(firsts[path][1], self._layout)
+                yield beam.pvalue.TaggedOutput(SAMPLES_TAG, sample)
+        yield from self._counted(record)
+
+    def _counted(self, record: Mapping[str, Any]) -> Iterator:
+        files = record["files"]
+        first = int(record["counts"].get("files_read", 0))
+        windows = int(record["windows"])
+        self._counters["files_read"].inc(first)
+        self._counters["audio_frames"].inc(int(record["counts"].get("audio_frames", 0)))
+        self._counters["files_failed"].inc(len(record["errors"]))
+        self._counters["windows"].inc(windows)
+        self._counters["tasks_reused"].inc()
+        self._counters["windows_reused"].inc(windows)
+        self._progress.add(files=first, failed=len(record["errors"]), windows=windows, reused=1)
+        for f in files:
+            yield beam.pvalue.TaggedOutput(FILES_TAG, f)
+        for e in record["errors"]:
+            yield beam.pvalue.TaggedOutput(ERRORS_TAG, e)
+        for p in record["parts"]:
+            part = {**p, "runs": [tuple(r) for r in p["runs"]]}
+            yield beam.pvalue.TaggedOutput(PARTS_TAG, part)
