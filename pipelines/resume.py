@@ -41,6 +41,8 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import numpy as np
+
 from replay import _fs
 from replay import format as fmt
 
@@ -153,6 +155,25 @@ def read_commits(output_dir: str, task_ids: Sequence[int]) -> dict[int, dict[str
     return found
 
 
+def annotation_digest(annotation: Any) -> str:
+    """A digest of a file's planned annotation (`FileAnnotation`): every array's dtype, shape
+    and bytes (numpy's repr cuts arrays over 1,000 elements to ``...``), its classes, summary,
+    channels and row offset."""
+    h = hashlib.sha256()
+    for name in ("starts", "labels", "events", "num_events"):
+        array = np.ascontiguousarray(getattr(annotation, name))
+        h.update(f"{name}:{array.dtype.str}:{array.shape}:".encode())
+        h.update(array.tobytes())
+    rest = {
+        "channels": int(annotation.channels),
+        "classes": list(annotation.classes),
+        "summary": annotation.summary,
+        "row_offset": int(annotation.row_offset),
+    }
+    h.update(json.dumps(rest, sort_keys=True, separators=(",", ":"), default=str).encode())
+    return h.hexdigest()
+
+
 def derived(plan: Any) -> dict[str, Any]:
     """What planning derived from the options and inputs (a `pipelines.plan.RecordPlan`), as
     JSON values for the fingerprint's ``plan`` digest: labels, splits, refusals, classes, the
@@ -160,7 +181,11 @@ def derived(plan: Any) -> dict[str, Any]:
     func = plan.sharding.shard_func
     return {
         "inputs": [[f.index, f.path, f.label, f.split, f.error] for f in plan.inputs],
-        "annotations": [repr(f.annotation) for f in plan.inputs if f.annotation is not None],
+        "annotations": [
+            [f.index, annotation_digest(f.annotation)]
+            for f in plan.inputs
+            if f.annotation is not None
+        ],
         "classes": list(plan.classes),
         "signal_dtype": plan.read.signal_dtype,
         "num_shards": dict(sorted(plan.sharding.num_shards.items())),

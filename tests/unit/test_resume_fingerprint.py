@@ -45,3 +45,43 @@ def test_resume_and_overwrite_exclude_each_other():
     with pytest.raises(UsageError, match="--resume and --overwrite exclude each other"):
         RecordConfig(input_pattern="x", output_dir="y", resume=True, overwrite=True)
     assert "resume" not in RecordConfig(input_pattern="x", output_dir="y", resume=True).params()
+
+
+def _annotated_plan(events):
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from transforms.planning.annotation_plan import FileAnnotation
+
+    n = len(events)
+    annotation = FileAnnotation(
+        starts=np.arange(n, dtype=np.int64),
+        channels=1,
+        classes=("a",) * n,
+        labels=np.zeros((n, 1), np.float32),
+        events=events,
+        num_events=np.ones(n, np.int64),
+    )
+    inputs = [SimpleNamespace(index=0, path="a.wav", label="a", split="train", error=None)]
+    inputs[0].annotation = annotation
+    return SimpleNamespace(
+        inputs=inputs,
+        classes=("a",),
+        read=SimpleNamespace(signal_dtype="int16"),
+        sharding=SimpleNamespace(shard_func=None, num_shards={"train": 1}),
+        tasks=[],
+    )
+
+
+def test_an_annotation_edit_past_numpys_repr_cut_changes_the_plan():
+    import numpy as np
+
+    events = np.zeros((2000, 1, 3), np.int64)  # 6,000 elements: numpy's repr shows "..."
+    edited = events.copy()
+    edited[1000, 0, 1] = 7
+    old, new = resume.derived(_annotated_plan(events)), resume.derived(_annotated_plan(edited))
+    assert old != new
+    fp_old, fp_new = _fp(derived=old), _fp(derived=new)
+    assert resume.first_difference(fp_old, fp_new).startswith("the plan changed")
+    assert resume.derived(_annotated_plan(events.copy())) == old
