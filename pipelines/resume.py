@@ -49,6 +49,9 @@ from replay import format as fmt
 FINGERPRINT_FILE = ".tmp/resume.json"
 COMMITS_DIR = ".tmp/commits"
 FINGERPRINT_VERSION = 1
+# transforms.record.resume.COMMIT_VERSION: a record of another version (an older slice's) is
+# not reused: its task is read again
+COMMIT_VERSION = 2
 
 
 def package_version() -> str:
@@ -148,7 +151,7 @@ def read_commits(output_dir: str, task_ids: Sequence[int]) -> dict[int, dict[str
         try:
             if _fs.exists(path):
                 record = json.loads(_fs.read_text(path))
-                if record.get("task") == task:
+                if record.get("task") == task and record.get("version") == COMMIT_VERSION:
                     found[task] = record
         except (OSError, ValueError):  # a record is written atomically: unreadable = absent
             continue

@@ -16,13 +16,16 @@ import os
 import shutil
 from pathlib import Path
 
+import apache_beam as beam
 import pytest
 
 from pipelines import record
 from pipelines.config import UsageError
 from tests.support import wavgen
+from tests.support.pause_points import ANALYSIS_BATCH_BYTES_ENV
 from tests.support.reliability import assert_same_dataset, cli, kill, wait_until_paused
 from transforms.planning.layout import RecordLayout
+from transforms.record import read_windows
 from transforms.record.finalize import read_z_score_statistics
 
 pytestmark = pytest.mark.slow
@@ -32,10 +35,10 @@ FILES = 6
 WINDOWS = 40  # per file: 240 windows, read tasks of 64 (pipelines.plan.MIN_TASK_ROWS): 4 tasks
 
 
-def _corpus(directory: Path) -> str:
+def _corpus(directory: Path, *, files: int = FILES, windows: int = WINDOWS) -> str:
     directory.mkdir(parents=True)
-    for i in range(FILES):
-        samples = wavgen.synth(WINDOWS * WIN_LEN + 5, seed=i)
+    for i in range(files):
+        samples = wavgen.synth(windows * WIN_LEN + 5, seed=i)
         wavgen.write_wav(
             directory / f"f{i}_{'ab'[i % 2]}.wav", samples, sample_rate=16000, subtype="PCM_16"
         )
@@ -82,10 +85,7 @@ def _refused(args: list[str], out: Path, match: str) -> None:
     assert _tree(out) == before
 
 
-def test_killed_after_a_committed_task_resumes_byte_identical(tmp_path):
-    pattern = _corpus(tmp_path / "corpus")
-    want, out = tmp_path / "uninterrupted", tmp_path / "out"
-    record.run(_args(pattern, want))
+def _killed_after_the_first_commit(pattern: str, out: Path, tmp_path: Path, env=None) -> None:
     marker = tmp_path / "paused"
     proc = cli(
         "task committed",
@@ -93,6 +93,7 @@ def test_killed_after_a_committed_task_resumes_byte_identical(tmp_path):
         *_args(pattern, out),
         log=tmp_path / "run.log",
         module="tests.support.pause_points",
+        env=env,
     )
     try:
         wait_until_paused(proc, marker)
@@ -100,6 +101,13 @@ def test_killed_after_a_committed_task_resumes_byte_identical(tmp_path):
         kill(proc)
     assert not (out / "manifest.json").exists()
     assert len(list((out / ".tmp" / "commits").glob("*.json"))) == 1
+
+
+def test_killed_after_a_committed_task_resumes_byte_identical(tmp_path):
+    pattern = _corpus(tmp_path / "corpus")
+    want, out = tmp_path / "uninterrupted", tmp_path / "out"
+    record.run(_args(pattern, want))
+    _killed_after_the_first_commit(pattern, out, tmp_path)
 
     # refused, naming the difference, the directory left as it was
     _refused(_args(pattern, out, "--resume", "--hop_len", "512"), out, r"--hop_len changed")
@@ -139,3 +147,48 @@ def test_killed_after_a_committed_task_resumes_byte_identical(tmp_path):
     again = record.run(_args(pattern, out, "--resume"))
     assert again.already_complete and "left untouched" in record.summary_line(again)
     assert _tree(out) == finished
+
+
+def _log_batch_rows(batch, path: str):
+    with open(path, "a") as fh:
+        fh.write(f"{batch.num_rows}\n")
+    return batch
+
+
+def _batch_rows(path: Path) -> list[int]:
+    return sorted(int(n) for n in path.read_text().split())
+
+
+def test_a_reused_task_reaches_tft_in_the_read_stages_batches(tmp_path, monkeypatch):
+    """TFT sums each batch in float32: a reused task must hand it the batches its read did (the
+    read stage joins whole chunks into batches of at least `analysis_rows`: 15 here, files of
+    10 windows, tasks of 60), not slices of `analysis_rows`."""
+    from transforms.record import stages
+
+    small = 15 * (16 + 4 * 4 * 64)  # 15 rows of log_mel [4, 64] (read_windows.ReadTaskFn)
+    monkeypatch.setattr(read_windows, "ANALYSIS_BATCH_BYTES", small)
+    log = {"path": ""}
+    expand = stages.Analyze.expand
+
+    def logged(self, rows):
+        path = log["path"]
+        return expand(self, rows | "LogRows" >> beam.Map(_log_batch_rows, path=path))
+
+    monkeypatch.setattr(stages.Analyze, "expand", logged)
+    pattern = _corpus(tmp_path / "corpus", files=24, windows=10)
+    want, out = tmp_path / "uninterrupted", tmp_path / "out"
+    log["path"] = str(tmp_path / "want.rows")
+    record.run(_args(pattern, want))
+    _killed_after_the_first_commit(
+        pattern, out, tmp_path, env={ANALYSIS_BATCH_BYTES_ENV: str(small)}
+    )
+    log["path"] = str(tmp_path / "resumed.rows")
+    result = record.run(_args(pattern, out, "--resume"))
+    assert (result.reused_tasks, result.total_tasks) == (1, 4), result
+    assert _batch_rows(tmp_path / "resumed.rows") == _batch_rows(tmp_path / "want.rows")
+    assert max(_batch_rows(tmp_path / "want.rows")) < 60  # several batches per task
+    assert_same_dataset(out, want)
+    layout = _layout(want)
+    assert read_z_score_statistics(str(out), layout) == read_z_score_statistics(str(want), layout)
+    variables = Path("transform_fn") / "variables"
+    assert _tree(out / variables) == _tree(want / variables)

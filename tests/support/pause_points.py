@@ -36,6 +36,8 @@ MORE_PHASES: dict[str, tuple[str, str, int]] = {
     # a task committed: the first read task's commit record is written; the second's is not
     "task committed": ("transforms.record.resume", "commit_record", 2),
 }
+# read_windows.ANALYSIS_BATCH_BYTES for this run (tests/reliability/test_resume.py: many batches)
+ANALYSIS_BATCH_BYTES_ENV = "AUDIORECORDS_TEST_ANALYSIS_BATCH_BYTES"
 _calls = {"n": 0, "done": 0}
 _lock = threading.Condition()
 
@@ -91,6 +93,10 @@ if __name__ == "__main__":
     from runners.internals import exit_now, load_one_keras
 
     phase, marker, *argv = sys.argv[1:]
+    if os.environ.get(ANALYSIS_BATCH_BYTES_ENV):  # a test's small analysis batches
+        from transforms.record import read_windows
+
+        read_windows.ANALYSIS_BATCH_BYTES = int(os.environ[ANALYSIS_BATCH_BYTES_ENV])
     load_one_keras()  # as the CLI's own __main__ does
     install(phase, marker)
     exit_now(record.main(argv))  # what `python -m pipelines.record` runs

@@ -85,3 +85,9 @@ def test_an_annotation_edit_past_numpys_repr_cut_changes_the_plan():
     fp_old, fp_new = _fp(derived=old), _fp(derived=new)
     assert resume.first_difference(fp_old, fp_new).startswith("the plan changed")
     assert resume.derived(_annotated_plan(events.copy())) == old
+
+
+def test_the_launcher_and_the_stage_agree_on_commit_records():
+    from transforms.record import resume as stage
+
+    assert (resume.COMMITS_DIR, resume.COMMIT_VERSION) == (stage.COMMITS_DIR, stage.COMMIT_VERSION)

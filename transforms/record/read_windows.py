@@ -223,6 +223,7 @@ class ReadTaskFn(beam.DoFn):
         finally:
             stream.close()
         yield from analysis.flush()
+        done["analysis_batches"] = analysis.sizes  # a reuse hands TFT the same batches
         committed = parts.commit()
         firsts = [s.file for s in task.segments if s.row_start == 0]
         failed = {e["path"] for e in done["errors"]}
@@ -343,6 +344,7 @@ class _Batcher:
         self._min_rows = min_rows
         self._pending: list[pa.RecordBatch] = []
         self._rows = 0
+        self.sizes: list[int] = []  # the row count of every batch yielded, in order
 
     def add(self, batch: pa.RecordBatch) -> Iterator[pa.RecordBatch]:
         """Takes `batch`; yields the joined batch once `min_rows` are pending."""
@@ -355,6 +357,7 @@ class _Batcher:
         """Yields what is pending as one batch (nothing when nothing is)."""
         if self._pending:
             pending, self._pending, self._rows = self._pending, [], 0
+            self.sizes.append(sum(b.num_rows for b in pending))
             if len(pending) == 1:
                 yield pending[0]
             else:

@@ -8,7 +8,9 @@ would have emitted for it:
 - ``parts``, ``files``, ``errors``: the record's lists, as they were;
 - ``rows`` for TFT's analysis: the stored records of its parts in the analysed splits, parsed
   back into ``class`` + float32 feature RecordBatches (`analysis_batches`), in the task's row
-  order (index, window start, channel), batched as the read stage batches. Features are stored as
+  order (index, window start, channel), cut into the batches the read stage emitted (their row
+  counts are in the record: TFT sums each batch in float32, so other cut points could change the
+  statistics' last bit). Features are stored as
   raw little-endian float32 (``--feature_dtype float32``): the very values that were analysed.
   Rows of a file that failed part-way were analysed as far as they were read, and are in the
   parts as far as that too (the write stage drops them, the analysis does not): read back alike;
@@ -37,6 +39,7 @@ from transforms.record import atomic, record_parts
 from transforms.record.progress import ProgressFile
 
 COMMITS_DIR = ".tmp/commits"  # pipelines.resume.COMMITS_DIR
+COMMIT_VERSION = 2  # pipelines.resume.COMMIT_VERSION: records of another version are not reused
 # the read stage's output tags (`read_windows` takes them from here)
 FILES_TAG, ERRORS_TAG, PARTS_TAG, SAMPLES_TAG = "files", "errors", "parts", "samples"
 
@@ -54,14 +57,18 @@ def commit_record(
     errors: Sequence[Mapping],
     sampled: Sequence[str],
     counts: Mapping[str, int],
+    analysis_batches: Sequence[int],
 ) -> None:
     """Writes task `task`'s commit record (after its parts are renamed), atomically.
 
     `counts`: the task's counter increments (files_read, audio_frames), counted again on reuse.
+    `analysis_batches`: the row count of each analysis batch the task emitted, in order.
     """
     record = {
+        "version": COMMIT_VERSION,
         "counts": dict(counts),
         "task": task,
+        "analysis_batches": [int(n) for n in analysis_batches],
         "parts": [{**p, "runs": [list(r) for r in p["runs"]]} for p in parts],
         "files": list(files),
         "errors": list(errors),
@@ -93,13 +100,16 @@ def _row_key(feature: Mapping[str, Any]) -> tuple[int, int, int]:
 
 
 def analysis_batches(
-    rows: Sequence[Mapping[str, Any]], layout: RecordLayout, *, batch_rows: int
+    rows: Sequence[Mapping[str, Any]], layout: RecordLayout, *, sizes: Sequence[int]
 ) -> Iterator[pa.RecordBatch]:
     """Parsed stored records (Example feature maps, in row order) -> the analysis RecordBatches
-    (``layout.analysis_schema()``), `batch_rows` rows each (the last: fewer)."""
+    (``layout.analysis_schema()``) of `sizes` rows each (the read stage's batches)."""
+    if sum(sizes) != len(rows):
+        raise ValueError(f"{len(rows)} analysed rows stored, the commit record says {sum(sizes)}")
     schema = layout.analysis_schema()
-    for start in range(0, len(rows), batch_rows):
-        chunk = rows[start : start + batch_rows]
+    start = 0
+    for size in sizes:
+        chunk, start = rows[start : start + size], start + size
         offsets = np.arange(len(chunk) + 1, dtype=np.int32)
         classes = pa.array([r[fmt.CLASS_KEY].bytes_list.value[0] for r in chunk], pa.binary())
         columns = [pa.ListArray.from_arrays(pa.array(offsets), classes)]
@@ -128,8 +138,8 @@ def sample_bytes(feature: Mapping[str, Any], layout: RecordLayout) -> bytes:
 class ReuseCommittedFn(beam.DoFn):
     """A commit record -> the read stage's outputs for its task (rows main, the rest tagged)."""
 
-    def __init__(self, layout: RecordLayout, *, output_dir: str, analyzed_splits, batch_rows: int):
-        self._layout, self._batch_rows = layout, batch_rows
+    def __init__(self, layout: RecordLayout, *, output_dir: str, analyzed_splits):
+        self._layout = layout
         self._analyze = None if analyzed_splits is None else frozenset(analyzed_splits)
         self._counters = {
             name: beam.metrics.Metrics.counter("record", name)
@@ -165,7 +175,8 @@ class ReuseCommittedFn(beam.DoFn):
                     analysed.append((key, feature))
         analysed.sort(key=lambda kf: kf[0])
         rows = [feature for _, feature in analysed]
-        yield from analysis_batches(rows, self._layout, batch_rows=self._batch_rows)
+        sizes = record["analysis_batches"]
+        yield from analysis_batches(rows, self._layout, sizes=sizes)
         for path in sampled:
             if path in firsts:
                 sample = sample_bytes(firsts[path][1], self._layout)

@@ -81,7 +81,6 @@ class ReadWindows(beam.PTransform):
             config.layout,
             output_dir=output_dir,
             analyzed_splits=analyzed_splits,
-            batch_rows=self._fn.analysis_rows,
         )
 
     def expand(self, pbegin: beam.pvalue.PBegin) -> dict[str, beam.PCollection]:
