@@ -23,8 +23,10 @@ cost far more (`pipelines.resume`).
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import apache_beam as beam
@@ -99,28 +101,46 @@ def _row_key(feature: Mapping[str, Any]) -> tuple[int, int, int]:
     )
 
 
+def _batch(chunk: Sequence[Mapping[str, Any]], layout: RecordLayout) -> pa.RecordBatch:
+    """Parsed stored records -> one analysis RecordBatch (``layout.analysis_schema()``)."""
+    offsets = np.arange(len(chunk) + 1, dtype=np.int32)
+    classes = pa.array([r[fmt.CLASS_KEY].bytes_list.value[0] for r in chunk], pa.binary())
+    columns = [pa.ListArray.from_arrays(pa.array(offsets), classes)]
+    for name, shape in layout.feature_shapes.items():
+        size = int(np.prod(shape))
+        values = np.frombuffer(
+            b"".join(r[name].bytes_list.value[0] for r in chunk), dtype="<f4"
+        ).astype(np.float32)
+        feature_offsets = pa.array(offsets * size)
+        columns.append(pa.ListArray.from_arrays(feature_offsets, pa.array(values)))
+    return pa.RecordBatch.from_arrays(columns, schema=layout.analysis_schema())
+
+
 def analysis_batches(
-    rows: Sequence[Mapping[str, Any]], layout: RecordLayout, *, sizes: Sequence[int]
+    rows: Iterable[Mapping[str, Any]], layout: RecordLayout, *, sizes: Sequence[int]
 ) -> Iterator[pa.RecordBatch]:
     """Parsed stored records (Example feature maps, in row order) -> the analysis RecordBatches
-    (``layout.analysis_schema()``) of `sizes` rows each (the read stage's batches)."""
-    if sum(sizes) != len(rows):
-        raise ValueError(f"{len(rows)} analysed rows stored, the commit record says {sum(sizes)}")
-    schema = layout.analysis_schema()
-    start = 0
+    (``layout.analysis_schema()``) of `sizes` rows each (the read stage's batches), taking
+    `rows` as it goes: one batch is held at a time.
+
+    Raises:
+      ValueError: `rows` holds another number of rows than `sizes` adds up to.
+    """
+    rows = iter(rows)
     for size in sizes:
-        chunk, start = rows[start : start + size], start + size
-        offsets = np.arange(len(chunk) + 1, dtype=np.int32)
-        classes = pa.array([r[fmt.CLASS_KEY].bytes_list.value[0] for r in chunk], pa.binary())
-        columns = [pa.ListArray.from_arrays(pa.array(offsets), classes)]
-        for name, shape in layout.feature_shapes.items():
-            size = int(np.prod(shape))
-            values = np.frombuffer(
-                b"".join(r[name].bytes_list.value[0] for r in chunk), dtype="<f4"
-            ).astype(np.float32)
-            feature_offsets = pa.array(offsets * size)
-            columns.append(pa.ListArray.from_arrays(feature_offsets, pa.array(values)))
-        yield pa.RecordBatch.from_arrays(columns, schema=schema)
+        chunk = list(itertools.islice(rows, size))
+        if len(chunk) != size:
+            raise ValueError(f"fewer analysed rows stored than the commit record's {sum(sizes)}")
+        yield _batch(chunk, layout)
+    if next(rows, None) is not None:
+        raise ValueError(f"more analysed rows stored than the commit record's {sum(sizes)}")
+
+
+def _part_rows(path: str, analyse: bool) -> Iterator[tuple[tuple[int, int, int], bool, Any]]:
+    """(row key, analysed, parsed record) of every record of the part file `path`, in order."""
+    for raw in _records(path):
+        feature = _parse(raw)
+        yield _row_key(feature), analyse, feature
 
 
 def sample_bytes(feature: Mapping[str, Any], layout: RecordLayout) -> bytes:
@@ -159,29 +179,33 @@ class ReuseCommittedFn(beam.DoFn):
 
     def process(self, record: Mapping[str, Any]) -> Iterator:
         sampled = list(record["sampled"])[:AUTO_SAMPLE_SIZE]
-        analysed, firsts = [], {}
+        wanted = frozenset(sampled)
+        streams = []  # each part is in the task's row order: merged, they are the task's rows
         for part in record["parts"]:
             analyse = self._analyze is None or part["split"] in self._analyze
-            paths = {run[0] for run in part["runs"]}
-            if not analyse and not paths & set(sampled):
-                continue
-            for raw in _records(part["path"]):
-                feature = _parse(raw)
-                key = _row_key(feature)
-                path = feature[fmt.FILEPATH_KEY].bytes_list.value[0].decode("utf-8")
-                if path in sampled and (path not in firsts or key < firsts[path][0]):
-                    firsts[path] = (key, feature)
+            if analyse or {run[0] for run in part["runs"]} & wanted:
+                streams.append(_part_rows(self._part_path(part), analyse))
+        firsts = {}  # sampled input path -> its first stored row in the task
+
+        def analysed() -> Iterator[Any]:
+            for _, analyse, feature in heapq.merge(*streams, key=lambda row: row[0]):
+                if wanted:
+                    path = feature[fmt.FILEPATH_KEY].bytes_list.value[0].decode("utf-8")
+                    if path in wanted and path not in firsts:
+                        firsts[path] = feature
                 if analyse:
-                    analysed.append((key, feature))
-        analysed.sort(key=lambda kf: kf[0])
-        rows = [feature for _, feature in analysed]
+                    yield feature
+
         sizes = record["analysis_batches"]
-        yield from analysis_batches(rows, self._layout, sizes=sizes)
+        yield from analysis_batches(analysed(), self._layout, sizes=sizes)
         for path in sampled:
             if path in firsts:
-                sample = sample_bytes(firsts[path][1], self._layout)
+                sample = sample_bytes(firsts[path], self._layout)
                 yield beam.pvalue.TaggedOutput(SAMPLES_TAG, sample)
         yield from self._counted(record)
+
+    def _part_path(self, part: Mapping[str, Any]) -> str:
+        return part["path"]
 
     def _counted(self, record: Mapping[str, Any]) -> Iterator:
         files = record["files"]

@@ -1,0 +1,83 @@
+"""``--resume``'s reuse of a committed task (`transforms.record.resume.ReuseCommittedFn`): its
+parts are streamed in row order (one analysis batch held at a time, cut as the commit record's
+sizes say), and its part paths are relative to the output directory it is resumed in."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from replay import format as fmt
+from transforms.planning.layout import RecordLayout
+from transforms.record import resume
+
+LAYOUT = RecordLayout(feature_shapes={"f": (2,)})
+
+
+def _example(index: int, start: int) -> bytes:
+    import tensorflow as tf
+
+    def b(v: bytes) -> tf.train.Feature:
+        return tf.train.Feature(bytes_list=tf.train.BytesList(value=[v]))
+
+    def i(v: int) -> tf.train.Feature:
+        return tf.train.Feature(int64_list=tf.train.Int64List(value=[v]))
+
+    features = {
+        fmt.CLASS_KEY: b(b"a"),
+        fmt.FILEPATH_KEY: b(f"in/{index}.wav".encode()),
+        fmt.INDEX_KEY: i(index),
+        fmt.WIN_START_KEY: i(start),
+        "f": b(np.array([start, -start], "<f4").tobytes()),
+    }
+    example = tf.train.Example(features=tf.train.Features(feature=features))
+    return example.SerializeToString()
+
+
+def _record(parts: dict[str, list[bytes]], sizes: list[int]) -> dict:
+    return {
+        "version": resume.COMMIT_VERSION,
+        "task": 0,
+        "counts": {},
+        "analysis_batches": sizes,
+        "parts": [
+            {"split": "train", "shard": k, "task": 0, "path": path, "rows": len(v), "runs": []}
+            for k, (path, v) in enumerate(parts.items())
+        ],
+        "files": [],
+        "errors": [],
+        "sampled": [],
+        "windows": 0,
+    }
+
+
+def test_reuse_streams_the_parts_in_row_order_in_the_recorded_batches(tmp_path, monkeypatch):
+    rows = [(0, s) for s in range(10)]  # one file's windows, alternately in two shards' parts
+    parts = {"p0": [_example(*r) for r in rows[0::2]], "p1": [_example(*r) for r in rows[1::2]]}
+    taken = []
+
+    def records(path):
+        for raw in parts[path.rsplit("/", 1)[-1]]:
+            taken.append(raw)
+            yield raw
+
+    monkeypatch.setattr(resume, "_records", records)
+    fn = resume.ReuseCommittedFn(LAYOUT, output_dir=str(tmp_path), analyzed_splits=None)
+    out = fn.process(_record(parts, [2, 3, 5]))
+    first = next(out)
+    assert first.num_rows == 2
+    assert len(taken) <= 2 + len(parts)  # not the whole task: one batch and a row per part
+    batches = [first, *(o for o in out if not hasattr(o, "tag"))]
+    assert [b.num_rows for b in batches] == [2, 3, 5]
+    values = np.concatenate([b.column(1).flatten().to_numpy() for b in batches])
+    assert values[0::2].tolist() == [float(s) for s in range(10)]
+
+
+def test_reuse_refuses_rows_the_record_does_not_count(tmp_path, monkeypatch):
+    parts = {"p0": [_example(0, s) for s in range(4)]}
+    monkeypatch.setattr(resume, "_records", lambda path: iter(parts["p0"]))
+    fn = resume.ReuseCommittedFn(LAYOUT, output_dir=str(tmp_path), analyzed_splits=None)
+    with pytest.raises(ValueError, match="more analysed rows"):
+        list(fn.process(_record(parts, [3])))
+    with pytest.raises(ValueError, match="fewer analysed rows"):
+        list(fn.process(_record(parts, [3, 2])))
