@@ -143,6 +143,20 @@ def commit_path(output_dir: str, task: int) -> str:
     return f"{output_dir}/{COMMITS_DIR}/{task:06d}.json"
 
 
+def _reusable(record: Mapping[str, Any], task: int) -> bool:
+    """Whether `record` is task `task`'s, of this version, its parts under the output directory
+    (relative paths in ``.tmp/parts/``: never another directory's parts)."""
+    if record.get("task") != task or record.get("version") != COMMIT_VERSION:
+        return False
+    for part in record.get("parts", ()):
+        path = part.get("path")
+        if not isinstance(path, str) or not path.startswith(".tmp/parts/"):
+            return False
+        if "\\" in path or ".." in path.split("/") or "://" in path:
+            return False
+    return True
+
+
 def read_commits(output_dir: str, task_ids: Sequence[int]) -> dict[int, dict[str, Any]]:
     """The commit records of `task_ids` that exist in `output_dir` (by task id)."""
     found = {}
@@ -151,7 +165,7 @@ def read_commits(output_dir: str, task_ids: Sequence[int]) -> dict[int, dict[str
         try:
             if _fs.exists(path):
                 record = json.loads(_fs.read_text(path))
-                if record.get("task") == task and record.get("version") == COMMIT_VERSION:
+                if _reusable(record, task):
                     found[task] = record
         except (OSError, ValueError):  # a record is written atomically: unreadable = absent
             continue

@@ -81,3 +81,38 @@ def test_reuse_refuses_rows_the_record_does_not_count(tmp_path, monkeypatch):
         list(fn.process(_record(parts, [3])))
     with pytest.raises(ValueError, match="fewer analysed rows"):
         list(fn.process(_record(parts, [3, 2])))
+
+
+def test_commit_records_hold_relative_part_paths_resolved_in_the_resumed_dir(tmp_path):
+    import json
+    import shutil
+
+    from pipelines.resume import read_commits
+    from transforms.record.record_parts import PartWriter
+
+    out, copy = tmp_path / "out", tmp_path / "copy"
+    with PartWriter(str(out), 0) as writer:
+        writer.write("train", 0, path="in/0.wav", records=[_example(0, s) for s in range(3)])
+        parts = writer.commit()
+    resume.commit_record(
+        str(out), 0, parts=parts, files=[], errors=[], sampled=[], counts={}, analysis_batches=[3]
+    )
+    stored = json.loads((out / ".tmp" / "commits" / "000000.json").read_text())
+    assert [p["path"] for p in stored["parts"]] == [".tmp/parts/train/00000/000000.records"]
+    shutil.copytree(out, copy)  # `cp -r out copy`, then --resume --output_dir copy
+    shutil.rmtree(out)
+    record = read_commits(str(copy), [0])[0]
+    fn = resume.ReuseCommittedFn(LAYOUT, output_dir=str(copy), analyzed_splits=None)
+    emitted = list(fn.process(record))
+    assert [b.num_rows for b in emitted if not hasattr(b, "tag")] == [3]
+    tagged = [o.value for o in emitted if getattr(o, "tag", None) == resume.PARTS_TAG]
+    assert [p["path"] for p in tagged] == [f"{copy}/{stored['parts'][0]['path']}"]
+
+    for path in (
+        f"{out}/{stored['parts'][0]['path']}",
+        ".tmp/parts/../../x/a",
+        "gs://b/.tmp/parts/a",
+    ):
+        foreign = {**stored, "parts": [{**stored["parts"][0], "path": path}]}
+        (copy / ".tmp" / "commits" / "000000.json").write_text(json.dumps(foreign))
+        assert read_commits(str(copy), [0]) == {}, path

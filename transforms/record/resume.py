@@ -5,7 +5,9 @@ The design is in `pipelines.resume`. A read task that finished writes a *commit 
 does not read such a task again: `ReuseCommittedFn` turns its record into what the read stage
 would have emitted for it:
 
-- ``parts``, ``files``, ``errors``: the record's lists, as they were;
+- ``parts``, ``files``, ``errors``: the record's lists, as they were, but for the parts' paths:
+  a record holds them relative to the output directory (`relative_part_path`), resolved against
+  the resumed run's;
 - ``rows`` for TFT's analysis: the stored records of its parts in the analysed splits, parsed
   back into ``class`` + float32 feature RecordBatches (`analysis_batches`), in the task's row
   order (index, window start, channel), cut into the batches the read stage emitted (their row
@@ -71,7 +73,14 @@ def commit_record(
         "counts": dict(counts),
         "task": task,
         "analysis_batches": [int(n) for n in analysis_batches],
-        "parts": [{**p, "runs": [list(r) for r in p["runs"]]} for p in parts],
+        "parts": [
+            {
+                **p,
+                "path": relative_part_path(output_dir, p["path"]),
+                "runs": [*map(list, p["runs"])],
+            }
+            for p in parts
+        ],
         "files": list(files),
         "errors": list(errors),
         "sampled": list(sampled),
@@ -79,6 +88,15 @@ def commit_record(
     }
     data = json.dumps(record).encode("utf-8")  # key order kept: the files table keeps it
     atomic.write_bytes_atomically(commit_record_path(output_dir, task), data)
+
+
+def relative_part_path(output_dir: str, path: str) -> str:
+    """A part's path relative to `output_dir`, as commit records store it (a copied or moved
+    output directory reuses its own parts, never the directory it was copied from)."""
+    prefix = f"{output_dir.rstrip('/')}/"
+    if not path.startswith(prefix):
+        raise ValueError(f"part {path} is not under the output directory {output_dir}")
+    return path[len(prefix) :]
 
 
 def _records(path: str) -> Iterator[bytes]:
@@ -159,7 +177,7 @@ class ReuseCommittedFn(beam.DoFn):
     """A commit record -> the read stage's outputs for its task (rows main, the rest tagged)."""
 
     def __init__(self, layout: RecordLayout, *, output_dir: str, analyzed_splits):
-        self._layout = layout
+        self._layout, self._output_dir = layout, output_dir.rstrip("/")
         self._analyze = None if analyzed_splits is None else frozenset(analyzed_splits)
         self._counters = {
             name: beam.metrics.Metrics.counter("record", name)
@@ -205,7 +223,8 @@ class ReuseCommittedFn(beam.DoFn):
         yield from self._counted(record)
 
     def _part_path(self, part: Mapping[str, Any]) -> str:
-        return part["path"]
+        """The part's file in this run's output directory (records hold relative paths)."""
+        return f"{self._output_dir}/{part['path']}"
 
     def _counted(self, record: Mapping[str, Any]) -> Iterator:
         files = record["files"]
@@ -223,5 +242,5 @@ class ReuseCommittedFn(beam.DoFn):
         for e in record["errors"]:
             yield beam.pvalue.TaggedOutput(ERRORS_TAG, e)
         for p in record["parts"]:
-            part = {**p, "runs": [tuple(r) for r in p["runs"]]}
+            part = {**p, "path": self._part_path(p), "runs": [tuple(r) for r in p["runs"]]}
             yield beam.pvalue.TaggedOutput(PARTS_TAG, part)
