@@ -28,6 +28,7 @@ import json
 import logging
 import time
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
@@ -35,7 +36,7 @@ from apache_beam.io.filesystems import FileSystems
 import runners
 from pipelines import resume
 from pipelines.config import RecordConfig, UsageError
-from pipelines.inputs import RUN_MARKER, output_dir_state
+from pipelines.inputs import RUN_MARKER, match_inputs, output_dir_state
 from pipelines.plan import RecordPlan, one_task, plan_record
 from pipelines.result import RecordResult
 from replay import format as fmt
@@ -223,8 +224,10 @@ def run_job(
     # Planning lists and reads inputs with Beam's FileSystems before any Pipeline exists: give it
     # the options now, as beam.Pipeline(options) does later (s3:// needs --s3_endpoint_url etc.).
     FileSystems.set_options(options)
-    if config.resume and resume.is_finished(config.output_dir.rstrip("/") or "/"):
-        return finished_result(config.output_dir.rstrip("/") or "/")
+    out = config.output_dir.rstrip("/") or "/"
+    finished = resume.finished_dataset(out, config.params()) if config.resume else None
+    if finished is not None:  # checked: the same options, this format, reads back
+        return finished_result(finished, config)
     plan = plan_record(config, shard_func=shard_func)  # validates before the runner
     try:
         runners.configure(options, input_bytes=plan.input_bytes, argv=argv)
@@ -256,23 +259,20 @@ def run_job(
     )
 
 
-def finished_result(output_dir: str) -> RecordResult:
-    """``--resume`` on a finished dataset: left untouched; its result, from its manifest."""
-    import tensorflow as tf
-
-    with tf.io.gfile.GFile(f"{output_dir}/{fmt.MANIFEST_FILENAME}") as fh:
-        m = json.load(fh)
-    with tf.io.gfile.GFile(f"{output_dir}/{fmt.ERRORS_TABLE}", "rb") as fh:
-        errors = [json.loads(line) for line in fh.read().splitlines()]
-    logging.getLogger("audiorecords").info("--resume: %s is finished: left untouched", output_dir)
+def finished_result(info: Any, config: RecordConfig) -> RecordResult:
+    """``--resume`` on a finished dataset (`info`: its checked `replay.DatasetInfo`): left
+    untouched; its result, from its manifest and errors table."""
+    errors = [dict(e) for e in info.errors]
+    tables = [p for p, _ in match_inputs(config.annotations)] if config.annotations else []
+    logging.getLogger("audiorecords").info("--resume: %s is finished: left untouched", info.path)
     result = RecordResult.from_manifest(
-        m,
+        json.loads(json.dumps(info.manifest, default=dict)),
         errors,
-        output_dir=output_dir,
+        output_dir=config.output_dir.rstrip("/") or "/",
         elapsed=0.0,
         audio_seconds=0.0,
         counters={},
-        num_bad_rows=0,
+        num_bad_rows=resume.bad_table_rows(errors, tables),
     )
     return dataclasses.replace(result, already_complete=True)
 

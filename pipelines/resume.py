@@ -26,7 +26,9 @@ splits, decoded to the same ``class`` + float32 feature RecordBatches the read s
 With ``--feature_dtype float16`` / ``bfloat16`` the stored features are rounded, so those runs
 reuse nothing when normalising (every task is read again: still exact, not faster).
 
-**Directory states** with ``--resume``: a finished dataset is left untouched (the result says so);
+**Directory states** with ``--resume``: a finished dataset of the same options (its manifest's
+``params``) and format is left untouched (the result says so; other options or an older format
+are refused in one line);
 a missing, empty or foreign directory is a normal run (foreign is refused as always); one of our
 unfinished runs with the same fingerprint is resumed (everything but ``.tmp/`` and the run marker
 is deleted first: shards, schemas and ``transform_fn/`` are rewritten); without a fingerprint
@@ -83,10 +85,24 @@ def fingerprint(
     return {
         "fingerprint_version": FINGERPRINT_VERSION,
         "package": package_version() if version is None else version,
-        "options": json.loads(json.dumps(dict(params), sort_keys=True)),
+        "options": json_values(params),
         "inputs": [[p, int(s), float(m)] for p, s, m in sorted(stamps)],
         "plan": hashlib.sha256(text.encode()).hexdigest(),
     }
+
+
+def option_difference(before: Mapping[str, Any], now: Mapping[str, Any]) -> str | None:
+    """The first option (by name) whose value differs, as a phrase; None: the same options."""
+    before, now = json_values(before), json_values(now)
+    for name in sorted(set(before) | set(now)):
+        if before.get(name) != now.get(name):
+            return f"option --{name} changed ({before.get(name)!r} -> {now.get(name)!r})"
+    return None
+
+
+def json_values(params: Mapping[str, Any]) -> dict[str, Any]:
+    """`params` as they read back from JSON (tuples are lists), keys sorted."""
+    return json.loads(json.dumps(dict(params), sort_keys=True))
 
 
 def first_difference(old: Mapping[str, Any], new: Mapping[str, Any]) -> str | None:
@@ -95,10 +111,9 @@ def first_difference(old: Mapping[str, Any], new: Mapping[str, Any]) -> str | No
         return f"its resume record has version {old.get('fingerprint_version')!r}"
     if old.get("package") != new["package"]:
         return f"the package version changed ({old.get('package')} -> {new['package']})"
-    before, now = old.get("options", {}), new["options"]
-    for name in sorted(set(before) | set(now)):
-        if before.get(name) != now.get(name):
-            return f"option --{name} changed ({before.get(name)!r} -> {now.get(name)!r})"
+    changed = option_difference(old.get("options", {}), new["options"])
+    if changed is not None:
+        return changed
     was = {p: (s, m) for p, s, m in old.get("inputs", [])}
     is_ = {p: (s, m) for p, s, m in new["inputs"]}
     for path in sorted(set(was) | set(is_)):
@@ -130,13 +145,54 @@ def read_fingerprint(output_dir: str) -> dict[str, Any] | None:
         return None
 
 
-def is_finished(output_dir: str) -> bool:
-    """Whether `output_dir` holds a complete dataset of ours (its manifest says so)."""
+def finished_dataset(output_dir: str, params: Mapping[str, Any]) -> Any | None:
+    """``--resume`` on a finished dataset of ours: its `replay.DatasetInfo`, once its ``params``
+    are checked to be `params`; None when `output_dir` holds no complete manifest of ours (a
+    foreign one: planning refuses it as always).
+
+    Raises:
+      UsageError: the dataset was made with other options (the line names the first), is of
+        another format version, or does not read back.
+    """
+    from pipelines.config import UsageError
+    from replay import load_info
+    from replay.errors import ReplayError
+
     path = f"{output_dir}/{fmt.MANIFEST_FILENAME}"
     try:
-        return bool(_fs.exists(path) and json.loads(_fs.read_text(path)).get("complete"))
+        manifest = json.loads(_fs.read_text(path)) if _fs.exists(path) else None
     except (OSError, ValueError):
-        return False
+        return None
+    if not isinstance(manifest, dict) or manifest.get("format") != fmt.FORMAT_NAME:
+        return None
+    if manifest.get("complete") is not True:
+        return None
+    again = "rerun with --overwrite to make it again"
+    version = manifest.get("format_version")
+    if version != fmt.FORMAT_VERSION:
+        raise UsageError(
+            f"--resume: {output_dir} is a finished dataset of format version {version!r} "
+            f"(this version writes {fmt.FORMAT_VERSION}); {again}"
+        )
+    difference = option_difference(manifest.get("params") or {}, params)
+    if difference is not None:
+        raise UsageError(
+            f"--resume: {output_dir} is a finished dataset of other options: {difference}; "
+            f"rerun with its options, or {again}"
+        )
+    try:
+        info = load_info(output_dir)
+        info.errors  # noqa: B018 - the errors table, read and checked now
+    except (ReplayError, OSError) as e:
+        raise UsageError(f"--resume: {output_dir} does not read back ({e}); {again}") from e
+    return info
+
+
+def bad_table_rows(errors: Sequence[Mapping[str, Any]], tables: Sequence[str]) -> int:
+    """The entries of `errors` that are bad annotation table rows (``<table>:<line>``, or a
+    whole table) of `tables`, not failed input files."""
+    tables = frozenset(tables)
+    return sum(1 for e in errors if e["path"] in tables or e["path"].rsplit(":", 1)[0] in tables)
 
 
 def commit_path(output_dir: str, task: int) -> str:

@@ -12,6 +12,7 @@ directory as it was. A finished dataset with ``--resume`` is left untouched.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from pathlib import Path
@@ -146,7 +147,15 @@ def test_killed_after_a_committed_task_resumes_byte_identical(tmp_path):
     finished = _tree(out)  # a finished dataset with --resume: left untouched, and said so
     again = record.run(_args(pattern, out, "--resume"))
     assert again.already_complete and "left untouched" in record.summary_line(again)
+    assert (again.num_examples, again.num_failed, again.num_bad_rows) == (FILES * WINDOWS, 0, 0)
     assert _tree(out) == finished
+    # ... but only with its own options, in this format, and ours
+    _refused(_args(pattern, out, "--resume", "--hop_len", "512"), out, r"--hop_len changed")
+    manifest = json.loads((out / "manifest.json").read_text())
+    (out / "manifest.json").write_text(json.dumps({**manifest, "format_version": 2}))
+    _refused(_args(pattern, out, "--resume"), out, r"finished dataset of format version 2")
+    (out / "manifest.json").write_text(json.dumps({"name": "a web app"}))
+    _refused(_args(pattern, out, "--resume"), out, r"continues only a run of ours")
 
 
 def _log_batch_rows(batch, path: str):

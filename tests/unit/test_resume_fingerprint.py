@@ -91,3 +91,19 @@ def test_the_launcher_and_the_stage_agree_on_commit_records():
     from transforms.record import resume as stage
 
     assert (resume.COMMITS_DIR, resume.COMMIT_VERSION) == (stage.COMMITS_DIR, stage.COMMIT_VERSION)
+
+
+def test_bad_table_rows_are_the_errors_of_annotation_tables():
+    errors = [
+        {"path": "in/a.wav", "reason": "not a WAV"},
+        {"path": "t/x.csv:3", "reason": "no label"},
+        {"path": "t/y.csv", "reason": "no header"},
+        {"path": "t/z.csv:4", "reason": "not a table of this run"},
+    ]
+    assert resume.bad_table_rows(errors, ["t/x.csv", "t/y.csv"]) == 2
+
+
+def test_options_compare_as_json_values():
+    assert resume.option_difference({"features": ["a"]}, {"features": ("a",)}) is None
+    said = resume.option_difference({"win_len": 1}, {"win_len": 2})
+    assert said == "option --win_len changed (1 -> 2)"
