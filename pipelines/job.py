@@ -141,33 +141,43 @@ def prepare_output_dir(plan: RecordPlan) -> None:
     tf.io.gfile.makedirs(f"{out}/.tmp")
 
 
-def resume_output_dir(plan: RecordPlan, fingerprint: dict) -> dict[int, dict] | None:
-    """``--resume`` on one of our unfinished runs: its commit records by task id, once
-    everything but the committed work is deleted; None when it has no fingerprint (nothing to
-    reuse: the caller starts afresh).
+def resume_output_dir(plan: RecordPlan, fingerprint: dict) -> dict[int, dict]:
+    """``--resume`` on one of our unfinished runs: its commit records by task id, once the
+    job's own outputs but the committed work are deleted (never a file the job does not write).
 
     Raises:
-      UsageError: the run was made from another plan (the line names the first difference).
+      UsageError: the run has no resume record, was made from another plan (the line names the
+        first difference), or the directory holds files the job does not write.
     """
     import tensorflow as tf
 
     out = plan.output_dir
     stored = resume.read_fingerprint(out)
     if stored is None:
-        return None
+        raise UsageError(
+            f"--resume: {out} holds an unfinished run without a resume record; "
+            "use --overwrite to start again"
+        )
     difference = resume.first_difference(stored, fingerprint)
     if difference is not None:
         raise UsageError(
             f"--resume: {out} holds an unfinished run of another plan: {difference}; "
             "rerun with its options and inputs, or with --overwrite to start again"
         )
-    keep = {RUN_MARKER, ".tmp"}
+    names = [n.rstrip("/") for n in tf.io.gfile.listdir(out) if n.rstrip("/") != RUN_MARKER]
+    unknown = resume.unknown_entries(names, resume.job_outputs(plan.name, plan.sharding.num_shards))
+    if unknown:
+        raise UsageError(
+            f"--resume: {out} holds files a record run does not write ({', '.join(unknown[:3])}"
+            f"{', ...' if len(unknown) > 3 else ''}); move them away, or use --overwrite"
+        )
     keep_tmp = {"parts", "commits", resume.FINGERPRINT_FILE.rsplit("/", 1)[-1]}
-    for directory, names in ((out, keep), (f"{out}/.tmp", keep_tmp)):
-        for name in tf.io.gfile.listdir(directory):
-            path = f"{directory}/{name.rstrip('/')}"
-            if name.rstrip("/") not in names:
-                (tf.io.gfile.rmtree if tf.io.gfile.isdir(path) else tf.io.gfile.remove)(path)
+    tmp = f"{out}/.tmp"
+    doomed = [f"{out}/{n}" for n in names if n != ".tmp"]  # rewritten: shards, schemas, ...
+    doomed += [f"{tmp}/{n.rstrip('/')}" for n in tf.io.gfile.listdir(tmp)]
+    for path in doomed:
+        if not (path.startswith(f"{tmp}/") and path.rsplit("/", 1)[-1] in keep_tmp):
+            (tf.io.gfile.rmtree if tf.io.gfile.isdir(path) else tf.io.gfile.remove)(path)
     layout = plan.read.layout
     if layout.feature_shapes and layout.feature_dtype != "float32":  # rounded: not re-analysable
         logging.getLogger("audiorecords").info(
@@ -184,14 +194,9 @@ def start_output_dir(plan: RecordPlan, *, resuming: bool) -> dict[int, dict]:
     The fingerprint is written before any work (`pipelines.resume`).
     """
     fingerprint = resume.fingerprint(plan.params, plan.input_stamps, derived=resume.derived(plan))
-    reused = None
     if resuming and output_dir_state(plan.output_dir) == "ours":
         reused = resume_output_dir(plan, fingerprint)
-        if reused is None:
-            logging.getLogger("audiorecords").info(
-                "--resume: %s holds no resume record: starting afresh", plan.output_dir
-            )
-    if reused is None:
+    else:
         prepare_output_dir(plan)
         reused = {}
     data = json.dumps(fingerprint, indent=1).encode("utf-8")

@@ -30,10 +30,11 @@ reuse nothing when normalising (every task is read again: still exact, not faste
 ``params``) and format is left untouched (the result says so; other options or an older format
 are refused in one line);
 a missing, empty or foreign directory is a normal run (foreign is refused as always); one of our
-unfinished runs with the same fingerprint is resumed (everything but ``.tmp/`` and the run marker
-is deleted first: shards, schemas and ``transform_fn/`` are rewritten); without a fingerprint
-(killed before it was written) it starts afresh. ``--resume`` with ``--overwrite`` is refused by
-the config.
+unfinished runs with the same fingerprint is resumed (the job's own outputs but ``.tmp/`` and the
+run marker are deleted first: shards, schemas and ``transform_fn/`` are rewritten; a file the job
+does not write is refused, never deleted); without a fingerprint (killed before it was written)
+it is refused: ``--resume`` never acts as ``--overwrite``. ``--resume`` with ``--overwrite`` is
+refused by the config.
 """
 
 from __future__ import annotations
@@ -193,6 +194,41 @@ def bad_table_rows(errors: Sequence[Mapping[str, Any]], tables: Sequence[str]) -
     whole table) of `tables`, not failed input files."""
     tables = frozenset(tables)
     return sum(1 for e in errors if e["path"] in tables or e["path"].rsplit(":", 1)[0] in tables)
+
+
+def job_outputs(name: str, num_shards: Mapping[str, int]) -> frozenset[str]:
+    """The top-level names a record job of dataset `name` and these shard counts writes in its
+    output directory (besides its run marker): what ``--resume`` may delete."""
+    fixed = {
+        ".tmp",
+        fmt.MANIFEST_FILENAME,
+        fmt.FILES_TABLE,
+        fmt.ERRORS_TABLE,
+        fmt.SCHEMA_FILENAME,
+        fmt.TRANSFORM_FN_DIR,
+        fmt.TRANSFORMED_METADATA_DIR,
+        fmt.RAW_METADATA_DIR,
+        fmt.FEATURE_FN_DIR,
+    }
+    shards = {
+        fmt.shard_filename(name=name, split=split, index=i, num_shards=n, compression=c)
+        for split, n in num_shards.items()
+        for i in range(n)
+        for c in fmt.COMPRESSION_SUFFIXES
+    }
+    return frozenset(fixed | shards)
+
+
+def unknown_entries(names: Sequence[str], known: frozenset[str]) -> list[str]:
+    """The entries of `names` the job did not write: neither `known` nor a temporary file of
+    one (``<name>.tmp-<8 hex>``, `transforms.record.atomic.temp_name`)."""
+    unknown = []
+    for entry in (n.rstrip("/") for n in names):
+        base, _, tag = entry.rpartition(".tmp-")
+        temp = bool(base) and len(tag) == 8 and all(c in "0123456789abcdef" for c in tag)
+        if entry not in known and not (temp and base in known):
+            unknown.append(entry)
+    return sorted(unknown)
 
 
 def commit_path(output_dir: str, task: int) -> str:

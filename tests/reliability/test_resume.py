@@ -126,6 +126,14 @@ def test_killed_after_a_committed_task_resumes_byte_identical(tmp_path):
     _refused(_args(pattern, out, "--resume"), out, r"input added: .*g_b\.wav")
     extra.unlink()
     os.utime(first, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    # --resume never acts as --overwrite: a file the job does not write, or no resume record
+    (out / "notes.txt").write_text("mine")
+    _refused(_args(pattern, out, "--resume"), out, r"files a record run does not write \(notes")
+    (out / "notes.txt").unlink()
+    bare = tmp_path / "bare"
+    shutil.copytree(out, bare)
+    (bare / ".tmp" / "resume.json").unlink()
+    _refused(_args(pattern, bare, "--resume"), bare, r"unfinished run without a resume record")
 
     result = record.run(_args(pattern, out, "--resume"))
     assert (result.reused_tasks, result.total_tasks) == (1, 4), result

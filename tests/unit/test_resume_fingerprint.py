@@ -107,3 +107,10 @@ def test_options_compare_as_json_values():
     assert resume.option_difference({"features": ["a"]}, {"features": ("a",)}) is None
     said = resume.option_difference({"win_len": 1}, {"win_len": 2})
     assert said == "option --win_len changed (1 -> 2)"
+
+
+def test_only_the_jobs_own_outputs_are_known():
+    known = resume.job_outputs("ds", {"train": 2})
+    names = ["manifest.json", "ds-train.tfrecord-00001-of-00002.gz", "transform_fn/"]
+    names += ["manifest.json.tmp-0123abcd", ".tmp", "notes.txt", "ds-train.tfrecord-00002-of-00002"]
+    assert resume.unknown_entries(names, known) == ["ds-train.tfrecord-00002-of-00002", "notes.txt"]
