@@ -253,6 +253,29 @@ def _balanced(
     )
 
 
+def _share_datasets(
+    info: DatasetInfo,
+    share: PipelineShare,
+    specs: Mapping[str, fmt.ElementSpec],
+    config: ReadConfig,
+    output: _Output,
+    *,
+    block: int | None = None,
+) -> tf.data.Dataset:
+    """`shard_datasets` of this reader's share of the shards, in its shard order (`block`:
+    records per element, None: one record)."""
+    return shard_datasets(
+        info,
+        share.shards,
+        specs,
+        element_shard=share.element_shard,
+        shuffle=output.shuffle_shards,
+        seed=config.seed,
+        reshuffle_each_iteration=config.reshuffle_each_iteration,
+        block=block,
+    )
+
+
 def _reader_func_pipeline(
     info: DatasetInfo,
     share: PipelineShare,
@@ -262,15 +285,7 @@ def _reader_func_pipeline(
 ) -> tf.data.Dataset:
     """`config.reader_func` over per-shard datasets of decoded elements, then the cardinality
     check (not under the tf.data service), shuffle, repeat, batch."""
-    datasets = shard_datasets(
-        info,
-        share.shards,
-        specs,
-        element_shard=share.element_shard,
-        shuffle=output.shuffle_shards,
-        seed=config.seed,
-        reshuffle_each_iteration=config.reshuffle_each_iteration,
-    )
+    datasets = _share_datasets(info, share, specs, config, output)
     ds = config.reader_func(datasets)
     _check_reader_output(ds, datasets.element_spec.element_spec)
     if config.service is None:  # with the service each worker reads a part: no total to assert
@@ -311,16 +326,7 @@ def _default_pipeline(
     block_length = config.block_length or (
         shuffle_block_length(shuffle_buffer) if shuffle_buffer else PARSE_BATCH
     )
-    datasets = shard_datasets(
-        info,
-        share.shards,
-        specs,
-        element_shard=share.element_shard,
-        shuffle=output.shuffle_shards,
-        seed=config.seed,
-        reshuffle_each_iteration=config.reshuffle_each_iteration,
-        block=block_length,
-    )
+    datasets = _share_datasets(info, share, specs, config, output, block=block_length)
     ds = _interleave_blocks(datasets, config, deterministic=deterministic)
     parse = batch_parser(specs, info.elements)
     total = None if config.service is not None else share.total
