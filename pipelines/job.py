@@ -56,11 +56,11 @@ from transforms.record.stages import (
 
 
 def build_pipeline(
-    p: beam.Pipeline, plan: RecordPlan, *, reused: dict[int, dict] | None = None
+    p: beam.Pipeline, plan: RecordPlan, *, reuse: resume.Reuse | None = None
 ) -> None:
     """Adds the record job's stages to `p` (runner-agnostic; see `transforms.record.stages`).
 
-    `reused`: commit records by task id (``--resume``): those tasks are not read again.
+    `reuse` (``--resume``): the committed work taken as it is, and the read tasks left to run.
     """
     from transforms.record.publish import WriteTransformFn  # imports TFT
 
@@ -68,13 +68,13 @@ def build_pipeline(
     layout = plan.read.layout
     # {"rows": RecordBatch, "files" / "errors" / "parts": dict, "samples": bytes}
     read = p | "ReadWindows" >> ReadWindows(
-        plan.tasks,
+        plan.tasks if reuse is None else reuse.tasks,
         plan.read,
         plan.sharding,
         classes=plan.classes,
         output_dir=out,
         analyzed_splits=plan.analyzed_splits,
-        reused=reused,
+        reused=() if reuse is None else reuse.records,
     )
     refused = [{"path": f.path, "reason": f.error} for f in plan.inputs if f.error]
     planned_errors = (  # {"path", "reason"}: files refused at planning (counted), bad table rows
@@ -141,8 +141,8 @@ def prepare_output_dir(plan: RecordPlan) -> None:
     tf.io.gfile.makedirs(f"{out}/.tmp")
 
 
-def resume_output_dir(plan: RecordPlan, fingerprint: dict) -> dict[int, dict]:
-    """``--resume`` on one of our unfinished runs: its commit records by task id, once the
+def resume_output_dir(plan: RecordPlan, fingerprint: dict) -> resume.Reuse:
+    """``--resume`` on one of our unfinished runs: the committed work it reuses, once the
     job's own outputs but the committed work are deleted (never a file the job does not write).
 
     Raises:
@@ -184,12 +184,12 @@ def resume_output_dir(plan: RecordPlan, fingerprint: dict) -> dict[int, dict]:
             "--resume: --feature_dtype %s stores rounded features: every task is read again",
             layout.feature_dtype,
         )
-        return {}
-    return resume.read_commits(out, [t.task_id for t in plan.tasks])
+        return resume.Reuse(tasks=plan.tasks)
+    return resume.plan_reuse(out, plan.tasks)
 
 
-def start_output_dir(plan: RecordPlan, *, resuming: bool) -> dict[int, dict]:
-    """Prepares the output directory; returns the commit records to reuse (``--resume``).
+def start_output_dir(plan: RecordPlan, *, resuming: bool) -> resume.Reuse:
+    """Prepares the output directory; returns the committed work to reuse (``--resume``).
 
     The fingerprint is written before any work (`pipelines.resume`).
     """
@@ -198,7 +198,7 @@ def start_output_dir(plan: RecordPlan, *, resuming: bool) -> dict[int, dict]:
         reused = resume_output_dir(plan, fingerprint)
     else:
         prepare_output_dir(plan)
-        reused = {}
+        reused = resume.Reuse(tasks=plan.tasks)
     data = json.dumps(fingerprint, indent=1).encode("utf-8")
     atomic.write_bytes_atomically(f"{plan.output_dir}/{resume.FINGERPRINT_FILE}", data)
     return reused
@@ -250,7 +250,7 @@ def run_job(
     reused = start_output_dir(plan, resuming=config.resume)
     start = time.monotonic()
     p = beam.Pipeline(options=options)
-    build_pipeline(p, plan, reused=reused)
+    build_pipeline(p, plan, reuse=reused)
     with ProgressReporter(plan.output_dir, total_files=len(plan.inputs)):
         result = p.run()
         result.wait_until_finish()
@@ -259,8 +259,8 @@ def run_job(
     return dataclasses.replace(
         summary,
         total_tasks=len(plan.tasks),
-        reused_tasks=len(reused),
-        reused_windows=sum(int(r["windows"]) for r in reused.values()),
+        reused_tasks=reused.whole_tasks,
+        reused_windows=reused.windows,
     )
 
 

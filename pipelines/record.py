@@ -133,10 +133,10 @@ def summary_line(result: RecordResult) -> str:
         )
     bad_rows = result.num_bad_rows
     reused = ""
-    if result.reused_tasks:
+    if result.reused_windows:
         reused = (
-            f"; resumed: {result.reused_tasks} of {result.total_tasks} read tasks "
-            f"({result.reused_windows} windows) reused"
+            f"; resumed: {result.reused_windows} windows reused ({result.reused_tasks} of "
+            f"{result.total_tasks} read tasks whole)"
         )
     return (
         f"recorded {result.num_examples} windows from {result.num_files} files "

@@ -35,8 +35,10 @@ class RecordResult:
       translated: only the job description was written (``--template_location``): no data
         was processed and every count is 0.
       total_tasks: the run's read tasks.
-      reused_tasks: ``--resume``: the read tasks an unfinished run had committed, not read again.
-      reused_windows: ``--resume``: the windows of `reused_tasks`.
+      reused_tasks: ``--resume``: the read tasks an unfinished run had committed whole, not
+        read again.
+      reused_windows: ``--resume``: the windows an unfinished run had committed (whole tasks
+        and tasks' checkpoints), not read again.
       already_complete: ``--resume`` on a finished dataset: nothing was done (it is described).
     """
 

@@ -12,12 +12,23 @@ shard counts and the read tasks' cut, which also covers a changed label CSV, cla
 annotation table). ``--resume`` compares it with the new plan's and refuses in one line naming
 the first difference (`first_difference`): runs are never mixed.
 
-**Committed tasks.** A read task that finished renames its part files into place and then writes
-its *commit record* ``<out>/.tmp/commits/<task>.json`` atomically (`transforms.record.atomic`):
-its parts' descriptions, its files' summaries and errors, its windows. A task without a record
-is read again (its temporary parts are ignored; a retried or resumed task writes the same bytes
-under the same part names). The write and finalize stages always run in full: they are cheap
-beside reading, and they rebuild every shard, schema and manifest from the parts.
+**Committed work.** A read task that finished renames its part files into place and then writes
+its *commit record* atomically (`transforms.record.atomic`): its parts' descriptions, its files'
+summaries and errors, its windows, the row counts of the analysis batches it emitted. A long task
+also *checkpoints* (local output only): at the first segment end past
+`read_windows.CHECKPOINT_BYTES` (64 MiB) of records since the last checkpoint it flushes its part
+files, flushes its analysis batch, and records the segments since the last checkpoint as a
+*piece*: byte ranges of its still-temporary part files, and the same lists for those segments.
+Records are named ``.tmp/commits/<task>-<start>-<stop>.json`` (the task's segments they cover);
+the default in-memory runner reads in one task, so there its checkpoints are what a killed run
+keeps. `plan_reuse` chains each task's records from its first segment (a task's commit, which
+covers it all, supersedes its checkpoints), checks their part bytes are on disk, and plans the
+rest of the task as a task of its own (`ReadTask.start`) whose parts sort after the pieces.
+Checkpoints fall where an uninterrupted run's do (bytes of records, deterministic), so the rest's
+analysis batches are the uninterrupted run's. A killed process loses nothing it recorded; parts
+are not fsync'ed, so after a machine crash a piece whose bytes did not reach the disk is found
+short and read again. The write and finalize stages always run in full: they are cheap beside
+reading, and they rebuild every shard, schema and manifest from the parts.
 
 **What TFT sees.** Its full pass must see every analysed row once. A reused task's rows are read
 back from its committed parts (`transforms.record.resume`): the stored records of the analysed
@@ -39,6 +50,7 @@ refused by the config.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
@@ -54,7 +66,7 @@ COMMITS_DIR = ".tmp/commits"
 FINGERPRINT_VERSION = 1
 # transforms.record.resume.COMMIT_VERSION: a record of another version (an older slice's) is
 # not reused: its task is read again
-COMMIT_VERSION = 2
+COMMIT_VERSION = 3
 
 
 def package_version() -> str:
@@ -231,14 +243,34 @@ def unknown_entries(names: Sequence[str], known: frozenset[str]) -> list[str]:
     return sorted(unknown)
 
 
-def commit_path(output_dir: str, task: int) -> str:
-    return f"{output_dir}/{COMMITS_DIR}/{task:06d}.json"
+@dataclasses.dataclass(frozen=True)
+class Reuse:
+    """What a resumed run takes from the committed work, and what it still reads.
+
+    Attributes:
+      records: the commit and checkpoint records reused (`transforms.record.resume`).
+      tasks: the read tasks to run: those with nothing reused, and the rest of each task that
+        was reused up to a checkpoint (`ReadTask.start` > 0).
+      whole_tasks: the tasks reused whole.
+      windows: the windows of `records`.
+    """
+
+    records: tuple[dict[str, Any], ...] = ()
+    tasks: tuple[Any, ...] = ()
+    whole_tasks: int = 0
+    windows: int = 0
 
 
-def _reusable(record: Mapping[str, Any], task: int) -> bool:
-    """Whether `record` is task `task`'s, of this version, its parts under the output directory
-    (relative paths in ``.tmp/parts/``: never another directory's parts)."""
-    if record.get("task") != task or record.get("version") != COMMIT_VERSION:
+def _reusable(record: Any, task: int, num_segments: int) -> bool:
+    """Whether `record` is task `task`'s, of this version, covers a non-empty range of its
+    segments, and names parts under the output directory (relative paths in ``.tmp/parts/``:
+    never another directory's parts)."""
+    if not isinstance(record, dict) or record.get("version") != COMMIT_VERSION:
+        return False
+    start, stop = record.get("start"), record.get("stop")
+    if record.get("task") != task or not isinstance(start, int) or not isinstance(stop, int):
+        return False
+    if not 0 <= start < stop <= num_segments:
         return False
     for part in record.get("parts", ()):
         path = part.get("path")
@@ -249,19 +281,67 @@ def _reusable(record: Mapping[str, Any], task: int) -> bool:
     return True
 
 
-def read_commits(output_dir: str, task_ids: Sequence[int]) -> dict[int, dict[str, Any]]:
-    """The commit records of `task_ids` that exist in `output_dir` (by task id)."""
-    found = {}
-    for task in task_ids:
-        path = commit_path(output_dir, task)
-        try:
-            if _fs.exists(path):
-                record = json.loads(_fs.read_text(path))
-                if _reusable(record, task):
-                    found[task] = record
-        except (OSError, ValueError):  # a record is written atomically: unreadable = absent
+def _parts_present(output_dir: str, record: Mapping[str, Any]) -> bool:
+    """Whether every part byte `record` names is on disk (a checkpoint's temporary part may be
+    shorter after a machine crash, or gone after a task that failed was retried)."""
+    for part in record["parts"]:
+        end = int(part.get("offset", 0)) + sum(int(run[2]) for run in part["runs"])
+        size = _fs.size(f"{output_dir}/{part['path']}")
+        if size is None or size < end:
+            return False
+    return True
+
+
+def _records(output_dir: str) -> dict[int, list[dict[str, Any]]]:
+    """The readable commit and checkpoint records in `output_dir`, by task (any order)."""
+    import tensorflow as tf  # listing local and object-store directories alike
+
+    directory = f"{output_dir}/{COMMITS_DIR}"
+    found: dict[int, list[dict[str, Any]]] = {}
+    if not _fs.isdir(directory):
+        return found
+    for name in sorted(tf.io.gfile.listdir(directory)):
+        if not name.endswith(".json"):
             continue
+        try:
+            record = json.loads(_fs.read_text(f"{directory}/{name}"))
+        except (OSError, ValueError):  # written atomically: unreadable = absent
+            continue
+        if isinstance(record, dict) and isinstance(record.get("task"), int):
+            found.setdefault(record["task"], []).append(record)
     return found
+
+
+def plan_reuse(output_dir: str, tasks: Sequence[Any]) -> Reuse:
+    """The committed work of the run in `output_dir` that the planned `tasks` (`ReadTask`s)
+    reuse: for each task, the longest chain of its records from its first segment (a record
+    that covers more is preferred: a task's commit supersedes its checkpoints), and the rest of
+    the task to read."""
+    by_task = _records(output_dir)
+    records, todo, whole, windows = [], [], 0, 0
+    for task in tasks:
+        n = len(task.segments)
+        candidates = [
+            r
+            for r in by_task.get(task.task_id, ())
+            if _reusable(r, task.task_id, n) and _parts_present(output_dir, r)
+        ]
+        at = 0
+        while True:
+            here = [r for r in candidates if r["start"] == at]
+            if not here:
+                break
+            best = max(here, key=lambda r: r["stop"])
+            records.append(best)
+            windows += int(best["windows"])
+            at = best["stop"]
+        if at == n:
+            whole += 1
+        elif at == 0:
+            todo.append(task)
+        else:
+            todo.append(dataclasses.replace(task, segments=task.segments[at:], start=at))
+    return Reuse(tuple(records), tuple(todo), whole, windows)
 
 
 def annotation_digest(annotation: Any) -> str:

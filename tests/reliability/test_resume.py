@@ -23,7 +23,7 @@ import pytest
 from pipelines import record
 from pipelines.config import UsageError
 from tests.support import wavgen
-from tests.support.pause_points import ANALYSIS_BATCH_BYTES_ENV
+from tests.support.pause_points import ANALYSIS_BATCH_BYTES_ENV, CHECKPOINT_BYTES_ENV
 from tests.support.reliability import assert_same_dataset, cli, kill, wait_until_paused
 from transforms.planning.layout import RecordLayout
 from transforms.record import read_windows
@@ -138,7 +138,7 @@ def test_killed_after_a_committed_task_resumes_byte_identical(tmp_path):
     result = record.run(_args(pattern, out, "--resume"))
     assert (result.reused_tasks, result.total_tasks) == (1, 4), result
     assert 0 < result.reused_windows < FILES * WINDOWS
-    assert "resumed: 1 of 4 read tasks" in record.summary_line(result)
+    assert "(1 of 4 read tasks whole)" in record.summary_line(result)
     assert_same_dataset(out, want)
     # transform_fn/: the same vocabulary and variables; its graph names TFT's temporary
     # directory (under --output_dir), so it is compared by its statistics (also in the manifest)
@@ -209,3 +209,71 @@ def test_a_reused_task_reaches_tft_in_the_read_stages_batches(tmp_path, monkeypa
     assert read_z_score_statistics(str(out), layout) == read_z_score_statistics(str(want), layout)
     variables = Path("transform_fn") / "variables"
     assert _tree(out / variables) == _tree(want / variables)
+
+
+# The default runner (one in-memory worker) reads in a single task; it checkpoints after each
+# CHECKPOINT records' bytes: ~40 windows of ~3.3 KB make a segment, so nearly every segment.
+CHECKPOINT = 100_000
+
+
+def _default_args(pattern: str, out: Path, *extra: str) -> list[str]:
+    args = ["--input_pattern", pattern, "--output_dir", str(out), "--win_len", str(WIN_LEN)]
+    return [*args, "--num_shards", "3", *extra]
+
+
+@pytest.fixture(scope="module")
+def checkpointed(tmp_path_factory):
+    """A corpus and its uninterrupted dataset on the default runner, small checkpoints."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(read_windows, "CHECKPOINT_BYTES", CHECKPOINT)
+        root = tmp_path_factory.mktemp("checkpointed")
+        pattern = _corpus(root / "corpus")
+        want = root / "uninterrupted"
+        result = record.run(_default_args(pattern, want))
+        assert result.total_tasks == 1
+        yield pattern, want
+
+
+@pytest.mark.parametrize("phase", ["checkpointed", "writing shards", "finalising"])
+def test_the_default_runner_resumes_from_its_checkpoints(
+    checkpointed, phase, tmp_path, monkeypatch
+):
+    """Killed in each phase on the default runner (one read task): reading half done (the
+    task's third checkpoint about to be recorded), shards half written, finalize started. The
+    resumed run reuses what was committed (the checkpointed pieces; the whole task once it
+    committed), reads the rest, and writes the uninterrupted run's dataset."""
+    pattern, want = checkpointed
+    monkeypatch.setattr(read_windows, "CHECKPOINT_BYTES", CHECKPOINT)
+    out, marker = tmp_path / "out", tmp_path / "paused"
+    proc = cli(
+        phase,
+        str(marker),
+        *_default_args(pattern, out),
+        log=tmp_path / "run.log",
+        module="tests.support.pause_points",
+        env={CHECKPOINT_BYTES_ENV: str(CHECKPOINT)},
+    )
+    try:
+        wait_until_paused(proc, marker)
+    finally:
+        kill(proc)
+    assert not (out / "manifest.json").exists()
+    records = sorted(p.name for p in (out / ".tmp" / "commits").glob("*.json"))
+    if phase == "checkpointed":  # two pieces of task 0, the second from where the first stopped
+        assert len(records) == 2 and all(r.startswith("000000-") for r in records), records
+        starts = [int(r.split("-")[1]) for r in records]
+        stops = [int(r.split("-")[2].split(".")[0]) for r in records]
+        assert starts == [0, *stops[:-1]], records
+    result = record.run(_default_args(pattern, out, "--resume"))
+    assert result.total_tasks == 1
+    if phase == "checkpointed":
+        assert result.reused_tasks == 0 and 0 < result.reused_windows < FILES * WINDOWS, result
+    else:  # the task committed: nothing is read again
+        assert (result.reused_tasks, result.reused_windows) == (1, FILES * WINDOWS), result
+    assert f"resumed: {result.reused_windows} windows reused" in record.summary_line(result)
+    assert_same_dataset(out, want)
+    layout = _layout(want)
+    assert read_z_score_statistics(str(out), layout) == read_z_score_statistics(str(want), layout)
+    variables = Path("transform_fn") / "variables"
+    assert _tree(out / variables) == _tree(want / variables)
+    assert not (out / ".tmp").exists()

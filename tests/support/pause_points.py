@@ -35,9 +35,14 @@ PHASES: dict[str, tuple[str, str, int]] = {
 MORE_PHASES: dict[str, tuple[str, str, int]] = {
     # a task committed: the first read task's commit record is written; the second's is not
     "task committed": ("transforms.record.resume", "commit_record", 2),
+    # checkpointed: a read task recorded two checkpoints; its third is about to be recorded
+    # (small checkpoints: CHECKPOINT_BYTES_ENV)
+    "checkpointed": ("transforms.record.resume", "commit_record", 3),
 }
 # read_windows.ANALYSIS_BATCH_BYTES for this run (tests/reliability/test_resume.py: many batches)
 ANALYSIS_BATCH_BYTES_ENV = "AUDIORECORDS_TEST_ANALYSIS_BATCH_BYTES"
+# read_windows.CHECKPOINT_BYTES for this run (tests/reliability/test_resume.py: many checkpoints)
+CHECKPOINT_BYTES_ENV = "AUDIORECORDS_TEST_CHECKPOINT_BYTES"
 _calls = {"n": 0, "done": 0}
 _lock = threading.Condition()
 
@@ -97,6 +102,10 @@ if __name__ == "__main__":
         from transforms.record import read_windows
 
         read_windows.ANALYSIS_BATCH_BYTES = int(os.environ[ANALYSIS_BATCH_BYTES_ENV])
+    if os.environ.get(CHECKPOINT_BYTES_ENV):  # a test's small checkpoints
+        from transforms.record import read_windows
+
+        read_windows.CHECKPOINT_BYTES = int(os.environ[CHECKPOINT_BYTES_ENV])
     load_one_keras()  # as the CLI's own __main__ does
     install(phase, marker)
     exit_now(record.main(argv))  # what `python -m pipelines.record` runs

@@ -38,6 +38,8 @@ def _record(parts: dict[str, list[bytes]], sizes: list[int]) -> dict:
     return {
         "version": resume.COMMIT_VERSION,
         "task": 0,
+        "start": 0,
+        "stop": 1,
         "counts": {},
         "analysis_batches": sizes,
         "parts": [
@@ -56,7 +58,7 @@ def test_reuse_streams_the_parts_in_row_order_in_the_recorded_batches(tmp_path, 
     parts = {"p0": [_example(*r) for r in rows[0::2]], "p1": [_example(*r) for r in rows[1::2]]}
     taken = []
 
-    def records(path):
+    def records(path, offset, size):
         for raw in parts[path.rsplit("/", 1)[-1]]:
             taken.append(raw)
             yield raw
@@ -75,7 +77,7 @@ def test_reuse_streams_the_parts_in_row_order_in_the_recorded_batches(tmp_path, 
 
 def test_reuse_refuses_rows_the_record_does_not_count(tmp_path, monkeypatch):
     parts = {"p0": [_example(0, s) for s in range(4)]}
-    monkeypatch.setattr(resume, "_records", lambda path: iter(parts["p0"]))
+    monkeypatch.setattr(resume, "_records", lambda path, offset, size: iter(parts["p0"]))
     fn = resume.ReuseCommittedFn(LAYOUT, output_dir=str(tmp_path), analyzed_splits=None)
     with pytest.raises(ValueError, match="more analysed rows"):
         list(fn.process(_record(parts, [3])))
@@ -87,21 +89,34 @@ def test_commit_records_hold_relative_part_paths_resolved_in_the_resumed_dir(tmp
     import json
     import shutil
 
-    from pipelines.resume import read_commits
+    from pipelines.resume import plan_reuse
+    from transforms.planning.types import ReadTask
     from transforms.record.record_parts import PartWriter
+
+    task = ReadTask(0, segments=(None,))  # one segment (reuse looks at its count only)
 
     out, copy = tmp_path / "out", tmp_path / "copy"
     with PartWriter(str(out), 0) as writer:
         writer.write("train", 0, path="in/0.wav", records=[_example(0, s) for s in range(3)])
         parts = writer.commit()
     resume.commit_record(
-        str(out), 0, parts=parts, files=[], errors=[], sampled=[], counts={}, analysis_batches=[3]
+        str(out),
+        0,
+        start=0,
+        stop=1,
+        parts=parts,
+        files=[],
+        errors=[],
+        sampled=[],
+        counts={},
+        analysis_batches=[3],
     )
-    stored = json.loads((out / ".tmp" / "commits" / "000000.json").read_text())
+    name = "000000-000000-000001.json"
+    stored = json.loads((out / ".tmp" / "commits" / name).read_text())
     assert [p["path"] for p in stored["parts"]] == [".tmp/parts/train/00000/000000.records"]
     shutil.copytree(out, copy)  # `cp -r out copy`, then --resume --output_dir copy
     shutil.rmtree(out)
-    record = read_commits(str(copy), [0])[0]
+    (record,) = plan_reuse(str(copy), [task]).records
     fn = resume.ReuseCommittedFn(LAYOUT, output_dir=str(copy), analyzed_splits=None)
     emitted = list(fn.process(record))
     assert [b.num_rows for b in emitted if not hasattr(b, "tag")] == [3]
@@ -114,5 +129,5 @@ def test_commit_records_hold_relative_part_paths_resolved_in_the_resumed_dir(tmp
         "gs://b/.tmp/parts/a",
     ):
         foreign = {**stored, "parts": [{**stored["parts"][0], "path": path}]}
-        (copy / ".tmp" / "commits" / "000000.json").write_text(json.dumps(foreign))
-        assert read_commits(str(copy), [0]) == {}, path
+        (copy / ".tmp" / "commits" / name).write_text(json.dumps(foreign))
+        assert plan_reuse(str(copy), [task]).records == (), path

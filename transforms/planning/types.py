@@ -94,6 +94,9 @@ class ReadTask:
 
     task_id: int
     segments: tuple[Segment, ...]
+    # the planned task's segment `segments[0]` is (> 0: the rest of a task a resumed run reads,
+    # its first `start` segments reused from the checkpoints of an earlier run)
+    start: int = 0
 
     @property
     def rows(self) -> int:

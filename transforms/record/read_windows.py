@@ -33,6 +33,7 @@ import pyarrow as pa
 from apache_beam.io.filesystems import FileSystems
 
 from replay import format as fmt
+from replay._fs import is_url
 from transforms.audio import formats, wav
 from transforms.planning import annotation_plan
 from transforms.planning.compression import AUTO_SAMPLE_SIZE
@@ -63,6 +64,10 @@ _AHEAD_CHUNKS = 4  # chunks decoded / in the feature pool ahead of the writer (8
 # Rows for TFT's analysis leave a task in RecordBatches of about this many bytes of features or
 # more (and its last rows): TFT runs its analysis graph once per batch; a clip is one row.
 ANALYSIS_BATCH_BYTES = 8 << 20  # 8 MiB
+# A read task checkpoints (`transforms.record.resume`) at the first segment end past this many
+# bytes of records since the last: what a killed run loses at most (a 64 MiB piece is ~0.3 s of
+# reading here; a checkpoint costs a flush and a small JSON file).
+CHECKPOINT_BYTES = 64 << 20  # 64 MiB
 
 
 def _route(batch: pa.RecordBatch, seg: Segment, first_row: int, sh: Sharding) -> np.ndarray:
@@ -148,6 +153,9 @@ class ReadTaskFn(beam.DoFn):
         # rows per analysis batch: ANALYSIS_BATCH_BYTES of float32 features (a class is ~16 B)
         row_bytes = 16 + 4 * sum(math.prod(s) for s in config.layout.feature_shapes.values())
         self.analysis_rows = max(1, ANALYSIS_BATCH_BYTES // row_bytes)
+        # a checkpoint after each CHECKPOINT_BYTES of records (local output only: object stores
+        # cannot append to a part in place)
+        self._checkpoint_bytes = math.inf if is_url(output_dir) else CHECKPOINT_BYTES
         self._analyze = None if analyzed_splits is None else frozenset(analyzed_splits)
         self._files = beam.metrics.Metrics.counter("record", "files_read")
         self._failed = beam.metrics.Metrics.counter("record", "files_failed")
@@ -169,8 +177,11 @@ class ReadTaskFn(beam.DoFn):
         self._progress.flush()
 
     def process(self, task: ReadTask) -> Iterator:
-        # A task that raises (strict mode, a worker error) leaves no open part behind.
-        with PartWriter(self._output_dir, task.task_id, executor=self._writes) as parts:
+        # A task that raises (strict mode, a worker error) leaves no open part behind, but for
+        # its checkpointed bytes (a resumed run reuses them).
+        with PartWriter(
+            self._output_dir, task.task_id, start=task.start, executor=self._writes
+        ) as parts:
             yield from self._read_task(task, parts)
 
     def _read_task(self, task: ReadTask, parts: PartWriter) -> Iterator:
@@ -189,23 +200,15 @@ class ReadTaskFn(beam.DoFn):
         )
         stream = _SegmentStream(itertools.chain.from_iterable(groups), close=groups.close)
         analysis = _Batcher(self.analysis_rows)
-        sampled = []  # AUTO compression: the first row of the task's first AUTO_SAMPLE_SIZE files
-        done = {"files": [], "errors": []}  # the task's commit record (transforms.record.resume)
+        done = _Done(task)  # the task's commit and checkpoint records (transforms.record.resume)
         try:
             for i, seg in enumerate(task.segments):
                 rows = 0
                 try:
                     for batch, records in stream.batches():
-                        shards = _route(batch, seg, seg.row_start + rows, self._sharding)
-                        targets = np.unique(shards)
-                        for shard in targets:
-                            part = records
-                            if len(targets) > 1:
-                                part = [records[j] for j in np.flatnonzero(shards == shard)]
-                            path = seg.file.path
-                            parts.write(seg.file.split, int(shard), path=path, records=part)
-                        if rows == 0 and len(sampled) < AUTO_SAMPLE_SIZE:
-                            sampled.append(seg.file.path)
+                        self._write(parts, seg, batch, records, first_row=seg.row_start + rows)
+                        if rows == 0 and task.start + i < AUTO_SAMPLE_SIZE:
+                            done.sampled.append(seg.file.path)
                             yield beam.pvalue.TaggedOutput(SAMPLES_TAG, _sample_bytes(batch))
                         rows += batch.num_rows
                         if self._analyze is None or seg.file.split in self._analyze:
@@ -215,27 +218,35 @@ class ReadTaskFn(beam.DoFn):
                         raise
                     stream.skip(i)
                     error = self._error(seg, e)
-                    done["errors"].append(error.value)
+                    done.errors.append(error.value)
                     yield error
-                    continue
-                done["files"].append(self._summary(seg, rows))
-                yield beam.pvalue.TaggedOutput(FILES_TAG, done["files"][-1])
+                else:
+                    done.files.append(self._summary(seg, rows))
+                    yield beam.pvalue.TaggedOutput(FILES_TAG, done.files[-1])
+                if parts.written - done.written >= self._checkpoint_bytes and i + 1 < len(
+                    task.segments
+                ):
+                    yield from analysis.flush()  # a piece's batches are its own: see resume.py
+                    done.checkpoint(self._output_dir, i + 1, parts=parts, batches=analysis.sizes)
         finally:
             stream.close()
         yield from analysis.flush()
-        done["analysis_batches"] = analysis.sizes  # a reuse hands TFT the same batches
         committed = parts.commit()
-        firsts = [s.file for s in task.segments if s.row_start == 0]
-        failed = {e["path"] for e in done["errors"]}
-        counts = {
-            "files_read": sum(1 for f in firsts if f.path not in failed),
-            "audio_frames": sum(f.info.num_frames for f in firsts if f.path not in failed),
-        }
-        commit_record(
-            self._output_dir, task.task_id, parts=committed, sampled=sampled, counts=counts, **done
-        )
+        done.commit(self._output_dir, parts=committed, batches=analysis.sizes)
         for part in committed:
             yield beam.pvalue.TaggedOutput(PARTS_TAG, part)
+
+    def _write(
+        self, parts: PartWriter, seg: Segment, batch: pa.RecordBatch, records: list, first_row: int
+    ) -> None:
+        """Routes a batch's encoded records to their shards' parts."""
+        shards = _route(batch, seg, first_row, self._sharding)
+        targets = np.unique(shards)
+        for shard in targets:
+            part = records
+            if len(targets) > 1:
+                part = [records[j] for j in np.flatnonzero(shards == shard)]
+            parts.write(seg.file.split, int(shard), path=seg.file.path, records=part)
 
     def _task_chunks(self, task: ReadTask) -> Iterator[tuple[int, object]]:
         """(segment, decoded chunk: `rows_to_batch` keyword arguments); a segment ends with
@@ -332,6 +343,61 @@ class ReadTaskFn(beam.DoFn):
             **formats.lossy_fields(info.subtype),  # Vorbis: lossy: true, lossy_reason
             **annotation_plan.manifest_fields(f),  # --annotations: per-class statistics
         }
+
+
+class _Done:
+    """What a read task has done, for its commit record and its checkpoints' records
+    (`transforms.record.resume.commit_record`): whole-task lists, and where the last checkpoint
+    cut them."""
+
+    def __init__(self, task: ReadTask):
+        self._task = task
+        self.files: list[dict] = []
+        self.errors: list[dict] = []
+        self.sampled: list[str] = []  # AUTO compression: the task's first segments' first rows
+        self.written = 0  # the part writer's bytes at the last checkpoint
+        self._at = {"segment": 0, "files": 0, "errors": 0, "sampled": 0, "batches": 0}
+
+    def checkpoint(self, output_dir: str, stop: int, *, parts: PartWriter, batches: list) -> None:
+        """Records the task's segments since the last checkpoint, up to `stop` (relative to the
+        task), as a piece a resumed run reuses; the parts go on."""
+        pieces = parts.checkpoint(self._task.start + self._at["segment"])
+        self._record(output_dir, stop, parts=pieces, batches=batches)
+        self.written = parts.written
+        self._at = {
+            "segment": stop,
+            "files": len(self.files),
+            "errors": len(self.errors),
+            "sampled": len(self.sampled),
+            "batches": len(batches),
+        }
+
+    def commit(self, output_dir: str, *, parts: list[dict], batches: list) -> None:
+        """Records the whole task (its parts renamed): supersedes its checkpoints."""
+        self._at = dict.fromkeys(self._at, 0)
+        self._record(output_dir, len(self._task.segments), parts=parts, batches=batches)
+
+    def _record(self, output_dir: str, stop: int, *, parts: list[dict], batches: list) -> None:
+        at = self._at
+        segments = self._task.segments[at["segment"] : stop]
+        errors = self.errors[at["errors"] :]
+        failed = {e["path"] for e in errors}
+        firsts = [s.file for s in segments if s.row_start == 0 and s.file.path not in failed]
+        commit_record(
+            output_dir,
+            self._task.task_id,
+            start=self._task.start + at["segment"],
+            stop=self._task.start + stop,
+            parts=parts,
+            files=self.files[at["files"] :],
+            errors=errors,
+            sampled=self.sampled[at["sampled"] :],
+            counts={
+                "files_read": len(firsts),
+                "audio_frames": sum(f.info.num_frames for f in firsts),
+            },
+            analysis_batches=batches[at["batches"] :],
+        )
 
 
 class _Batcher:

@@ -88,8 +88,16 @@ def framed_size(record: bytes) -> int:
     return len(record) + _FRAME_BYTES
 
 
-def part_path(output_dir: str, *, split: str, shard: int, task: int) -> str:
-    return f"{output_dir.rstrip('/')}/{PARTS_DIR}/{split}/{shard:05d}/{task:06d}.records"
+def part_path(output_dir: str, *, split: str, shard: int, task: int, start: int = 0) -> str:
+    """A part's final name; `start`: the task's first segment (a resumed task's rest, > 0)."""
+    name = f"{task:06d}" if start == 0 else f"{task:06d}-{start:06d}"
+    return f"{output_dir.rstrip('/')}/{PARTS_DIR}/{split}/{shard:05d}/{name}.records"
+
+
+def part_order(part: dict) -> tuple[int, int]:
+    """Where a part's records go in its shard: by task, then by the task's segment it starts
+    at (a checkpointed piece of a task, or a resumed task's rest)."""
+    return part["task"], part.get("start", 0)
 
 
 class PartWriter:
@@ -98,16 +106,24 @@ class PartWriter:
     Parts are written under a temporary name (`transforms.record.atomic`) and renamed by
     `commit`, so a retried task rewrites identical parts and a killed one leaves no part under
     its final name. Used as a context manager, a block that raises leaves no open file and no
-    temporary part behind (`abort`). With a
+    temporary part behind (`abort`), but for the checkpointed bytes of a part (`checkpoint`:
+    a resumed run reuses them). With a
     one-thread `executor`, the writes run there in order while the caller goes on (file writes
     release the GIL; the read stage's thread also runs TFT's analysis).
+
+    `start`: the task's first segment (> 0 for the rest of a task a resumed run reads).
     """
 
-    def __init__(self, output_dir: str, task: int, *, executor: Executor | None = None):
-        self._output_dir, self._task = output_dir, task
+    def __init__(
+        self, output_dir: str, task: int, *, start: int = 0, executor: Executor | None = None
+    ):
+        self._output_dir, self._task, self._start = output_dir, task, start
         self._open: dict[tuple[str, int], tuple] = {}
         self._executor = executor
         self._pending: collections.deque[Future] = collections.deque()
+        # checkpoints: (split, shard) -> (runs, bytes) of the part at the last one
+        self._marks: dict[tuple[str, int], tuple[int, int]] = {}
+        self.written = 0  # framed bytes handed to `write` (counted as written: deterministic)
 
     def __enter__(self) -> PartWriter:
         return self
@@ -122,14 +138,16 @@ class PartWriter:
         while self._pending:
             with contextlib.suppress(Exception):
                 self._pending.popleft().result()
-        for _, tmp, fh, _ in self._open.values():
+        for key, (_, tmp, fh, _) in self._open.items():
             with contextlib.suppress(Exception):
                 fh.close()
-            atomic.remove_quietly(tmp)
+            if key not in self._marks:  # a checkpointed part stays: its record names it
+                atomic.remove_quietly(tmp)
         self._open.clear()
 
     def write(self, split: str, shard: int, *, path: str, records: Sequence[bytes]) -> None:
         """Appends `records` (serialized Examples of the input file `path`) to a part."""
+        self.written += sum(len(r) for r in records) + _FRAME_BYTES * len(records)
         if self._executor is None:
             self._append(split, shard, path, records)
             return
@@ -140,23 +158,62 @@ class PartWriter:
     def _append(self, split: str, shard: int, path: str, records: Sequence[bytes]) -> None:
         key = (split, shard)
         if key not in self._open:
-            final = part_path(self._output_dir, split=split, shard=shard, task=self._task)
+            final = part_path(
+                self._output_dir, split=split, shard=shard, task=self._task, start=self._start
+            )
             tmp = atomic.temp_name(final)
             fh = atomic.open_write(tmp)
             self._open[key] = (final, tmp, fh, [])
         _, _, fh, runs = self._open[key]
         pieces = [piece for record in records for piece in frame(record)]
         size = write_pieces(fh, pieces)
-        if runs and runs[-1][0] == path:  # one run per file: its rows are consecutive
+        mark = self._marks.get(key, (0, 0))[0]
+        if len(runs) > mark and runs[-1][0] == path:  # one run per file and piece: consecutive
             runs[-1][1] += len(records)
             runs[-1][2] += size
         else:
             runs.append([path, len(records), size])
 
+    def checkpoint(self, start: int) -> list[dict]:
+        """Flushes every open part and describes what each got since the last checkpoint:
+        a *piece* of the task, from its segment `start` (`transforms.record.resume`).
+
+        A description: split, shard, task, start, path (the part's temporary file), offset
+        (where the piece's bytes begin in it), rows and runs. The files stay open and go on.
+        Raises: ValueError on an output that cannot be appended to in place (object stores).
+        """
+        while self._pending:
+            self._pending.popleft().result()
+        out = []
+        for key, (_, tmp, fh, runs) in sorted(self._open.items()):
+            if is_url(tmp):
+                raise ValueError(f"part {tmp}: no checkpoint on an object store")
+            fh.flush()
+            first, offset = self._marks.get(key, (0, 0))
+            size = sum(run[2] for run in runs)
+            if len(runs) > first:
+                piece = [tuple(run) for run in runs[first:]]
+                split, shard = key
+                out.append(
+                    {
+                        "split": split,
+                        "shard": shard,
+                        "task": self._task,
+                        "start": start,
+                        "path": tmp,
+                        "offset": offset,
+                        "rows": sum(run[1] for run in piece),
+                        "runs": piece,
+                    }
+                )
+            self._marks[key] = (len(runs), size)
+        return out
+
     def commit(self) -> list[dict]:
         """Closes and renames every part; returns their descriptions, sorted.
 
-        A description: split, shard, task, path, rows and runs ([input path, records, bytes]).
+        A description: split, shard, task, start, path, rows and runs ([input path, records,
+        bytes]).
         """
         while self._pending:
             self._pending.popleft().result()
@@ -171,6 +228,7 @@ class PartWriter:
                     "split": split,
                     "shard": shard,
                     "task": self._task,
+                    "start": self._start,
                     "path": final,
                     "rows": rows,
                     "runs": [tuple(run) for run in runs],
@@ -197,7 +255,7 @@ def kept_ranges(parts: Iterable[dict], failed: frozenset[str] | set[str]) -> Ite
     """The byte ranges of `parts` that hold records of input files not in `failed`, in order
     (adjacent runs of a part merged)."""
     for part in parts:
-        start = end = 0
+        start = end = part.get("offset", 0)  # a checkpointed piece starts inside its part file
         for path, _, size in part["runs"]:
             if path in failed:
                 if end > start:

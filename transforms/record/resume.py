@@ -1,9 +1,10 @@
 """``--resume``'s Beam side: a committed read task's outputs, from its commit record and parts.
 
 The design is in `pipelines.resume`. A read task that finished writes a *commit record*
-(`commit_record`, by `transforms.record.read_windows` once its parts are renamed); a resumed run
-does not read such a task again: `ReuseCommittedFn` turns its record into what the read stage
-would have emitted for it:
+(`commit_record`, by `transforms.record.read_windows` once its parts are renamed), and a long
+one a record of each checkpoint's piece (its segments since the last checkpoint: byte ranges of
+its temporary parts); a resumed run does not read what they cover again: `ReuseCommittedFn`
+turns each record into what the read stage emitted for its segments:
 
 - ``parts``, ``files``, ``errors``: the record's lists, as they were, but for the parts' paths:
   a record holds them relative to the output directory (`relative_part_path`), resolved against
@@ -34,7 +35,6 @@ from typing import Any
 import apache_beam as beam
 import numpy as np
 import pyarrow as pa
-from apache_beam.io.filesystems import FileSystems
 
 from replay import format as fmt
 from transforms.planning.compression import AUTO_SAMPLE_SIZE
@@ -43,19 +43,22 @@ from transforms.record import atomic, record_parts
 from transforms.record.progress import ProgressFile
 
 COMMITS_DIR = ".tmp/commits"  # pipelines.resume.COMMITS_DIR
-COMMIT_VERSION = 2  # pipelines.resume.COMMIT_VERSION: records of another version are not reused
+COMMIT_VERSION = 3  # pipelines.resume.COMMIT_VERSION: records of another version are not reused
 # the read stage's output tags (`read_windows` takes them from here)
 FILES_TAG, ERRORS_TAG, PARTS_TAG, SAMPLES_TAG = "files", "errors", "parts", "samples"
 
 
-def commit_record_path(output_dir: str, task: int) -> str:
-    return f"{output_dir.rstrip('/')}/{COMMITS_DIR}/{task:06d}.json"
+def commit_record_path(output_dir: str, task: int, start: int, stop: int) -> str:
+    """``.tmp/commits/<task>-<start>-<stop>.json``: task `task`'s segments [start, stop)."""
+    return f"{output_dir.rstrip('/')}/{COMMITS_DIR}/{task:06d}-{start:06d}-{stop:06d}.json"
 
 
 def commit_record(
     output_dir: str,
     task: int,
     *,
+    start: int,
+    stop: int,
     parts: Sequence[Mapping],
     files: Sequence[Mapping],
     errors: Sequence[Mapping],
@@ -63,15 +66,19 @@ def commit_record(
     counts: Mapping[str, int],
     analysis_batches: Sequence[int],
 ) -> None:
-    """Writes task `task`'s commit record (after its parts are renamed), atomically.
+    """Writes the record of task `task`'s segments [`start`, `stop`), atomically: the whole
+    task once its parts are renamed, or a checkpoint's piece (its parts' bytes from an offset in
+    their temporary files, flushed before this record is written).
 
-    `counts`: the task's counter increments (files_read, audio_frames), counted again on reuse.
-    `analysis_batches`: the row count of each analysis batch the task emitted, in order.
+    `counts`: the counter increments (files_read, audio_frames), counted again on reuse.
+    `analysis_batches`: the row count of each analysis batch emitted for these segments.
     """
     record = {
         "version": COMMIT_VERSION,
         "counts": dict(counts),
         "task": task,
+        "start": start,
+        "stop": stop,
         "analysis_batches": [int(n) for n in analysis_batches],
         "parts": [
             {
@@ -87,7 +94,7 @@ def commit_record(
         "windows": sum(int(f["num_windows"]) for f in files),
     }
     data = json.dumps(record).encode("utf-8")  # key order kept: the files table keeps it
-    atomic.write_bytes_atomically(commit_record_path(output_dir, task), data)
+    atomic.write_bytes_atomically(commit_record_path(output_dir, task, start, stop), data)
 
 
 def relative_part_path(output_dir: str, path: str) -> str:
@@ -99,9 +106,11 @@ def relative_part_path(output_dir: str, path: str) -> str:
     return path[len(prefix) :]
 
 
-def _records(path: str) -> Iterator[bytes]:
-    with FileSystems.open(path, compression_type="uncompressed") as fh:
-        yield from record_parts.unframe(iter(lambda: fh.read(record_parts.COPY_CHUNK_BYTES), b""))
+def _records(path: str, offset: int, size: int) -> Iterator[bytes]:
+    """The records of `size` bytes of the part file `path` from `offset`."""
+    yield from record_parts.unframe(
+        record_parts.read_ranges([record_parts.ByteRange(path, offset, size)])
+    )
 
 
 def _parse(record: bytes) -> Mapping[str, Any]:
@@ -154,9 +163,12 @@ def analysis_batches(
         raise ValueError(f"more analysed rows stored than the commit record's {sum(sizes)}")
 
 
-def _part_rows(path: str, analyse: bool) -> Iterator[tuple[tuple[int, int, int], bool, Any]]:
-    """(row key, analysed, parsed record) of every record of the part file `path`, in order."""
-    for raw in _records(path):
+def _part_rows(
+    path: str, analyse: bool, *, offset: int = 0, size: int
+) -> Iterator[tuple[tuple[int, int, int], bool, Any]]:
+    """(row key, analysed, parsed record) of every record of a part (`size` bytes of the file
+    `path` from `offset`), in order."""
+    for raw in _records(path, offset, size):
         feature = _parse(raw)
         yield _row_key(feature), analyse, feature
 
@@ -202,7 +214,9 @@ class ReuseCommittedFn(beam.DoFn):
         for part in record["parts"]:
             analyse = self._analyze is None or part["split"] in self._analyze
             if analyse or {run[0] for run in part["runs"]} & wanted:
-                streams.append(_part_rows(self._part_path(part), analyse))
+                size = sum(run[2] for run in part["runs"])
+                path = self._part_path(part)
+                streams.append(_part_rows(path, analyse, offset=part.get("offset", 0), size=size))
         firsts = {}  # sampled input path -> its first stored row in the task
 
         def analysed() -> Iterator[Any]:
@@ -236,7 +250,8 @@ class ReuseCommittedFn(beam.DoFn):
         self._counters["windows"].inc(windows)
         self._counters["tasks_reused"].inc()
         self._counters["windows_reused"].inc(windows)
-        self._progress.add(files=first, failed=len(record["errors"]), windows=windows, reused=1)
+        failed = len(record["errors"])
+        self._progress.add(files=first, failed=failed, windows=windows, reused=windows)
         for f in files:
             yield beam.pvalue.TaggedOutput(FILES_TAG, f)
         for e in record["errors"]:

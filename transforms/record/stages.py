@@ -51,8 +51,9 @@ class ReadWindows(beam.PTransform):
     ``files`` (per-file summary dicts), ``errors`` ({"path", "reason"} of the files that
     failed), ``parts`` (part file descriptions, for `GroupByShard`) and ``samples`` (one row's
     signal + feature bytes of each of a task's first 64 file segments, to choose the
-    compression). The tasks of `reused` commit records (``--resume``) are not read: their
-    outputs come from their records and committed parts (`transforms.record.resume`).
+    compression). With ``--resume``, `tasks` are what is left to read, and the outputs of the
+    `reused` commit and checkpoint records come from them and their parts
+    (`transforms.record.resume`).
     """
 
     def __init__(
@@ -64,12 +65,11 @@ class ReadWindows(beam.PTransform):
         classes: Sequence[str],
         output_dir: str,
         analyzed_splits: Sequence[str],
-        reused: Mapping[int, Mapping[str, Any]] | None = None,
+        reused: Sequence[Mapping[str, Any]] = (),
     ) -> None:
         super().__init__()
-        reused = dict(reused or {})
-        self._tasks = tuple(t for t in tasks if t.task_id not in reused)
-        self._reused = [reused[t] for t in sorted(reused)]
+        self._tasks = tuple(tasks)
+        self._reused = list(reused)
         self._fn = read_windows.ReadTaskFn(
             config,
             sharding,
