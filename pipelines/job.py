@@ -40,6 +40,7 @@ from pipelines.inputs import RUN_MARKER, match_inputs, output_dir_state
 from pipelines.plan import RecordPlan, one_task, plan_record
 from pipelines.result import RecordResult
 from replay import format as fmt
+from replay._fs import is_url
 from runners.internals import JobOptions
 from transforms.planning.types import ShardSpec
 from transforms.record import atomic
@@ -238,7 +239,10 @@ def run_job(
         runners.configure(options, input_bytes=plan.input_bytes, argv=argv)
     except runners.RunnerError as e:
         raise UsageError(str(e)) from e
-    if runners.sequential_tasks(options):  # one thread runs the tasks: one task, no copies
+    if runners.sequential_tasks(options) and not is_url(plan.output_dir):
+        # one thread runs the tasks: one task, each shard a hard link to its part, and the task
+        # checkpoints for --resume; on an object store shards are copies anyway and parts cannot
+        # be checkpointed in place: the planned tasks, each committed when done
         plan = one_task(plan)
     threads = runners.compute_threads(options)
     plan = dataclasses.replace(plan, read=dataclasses.replace(plan.read, compute_threads=threads))

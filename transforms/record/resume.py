@@ -198,7 +198,7 @@ class ReuseCommittedFn(beam.DoFn):
                 "files_failed",
                 "windows",
                 "audio_frames",
-                "tasks_reused",
+                "records_reused",
                 "windows_reused",
             )
         }
@@ -248,7 +248,7 @@ class ReuseCommittedFn(beam.DoFn):
         self._counters["audio_frames"].inc(int(record["counts"].get("audio_frames", 0)))
         self._counters["files_failed"].inc(len(record["errors"]))
         self._counters["windows"].inc(windows)
-        self._counters["tasks_reused"].inc()
+        self._counters["records_reused"].inc()
         self._counters["windows_reused"].inc(windows)
         failed = len(record["errors"])
         self._progress.add(files=first, failed=failed, windows=windows, reused=windows)
