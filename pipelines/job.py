@@ -185,8 +185,13 @@ def resume_output_dir(plan: RecordPlan, fingerprint: dict) -> resume.Reuse:
             "--resume: --feature_dtype %s stores rounded features: every task is read again",
             layout.feature_dtype,
         )
+        if tf.io.gfile.exists(f"{out}/{resume.COMMITS_DIR}"):
+            tf.io.gfile.rmtree(f"{out}/{resume.COMMITS_DIR}")
         return resume.Reuse(tasks=plan.tasks)
-    return resume.plan_reuse(out, plan.tasks)
+    reuse = resume.plan_reuse(out, plan.tasks)
+    for path in reuse.stale:  # a continued task rewrites the part bytes they name
+        tf.io.gfile.remove(path)
+    return reuse
 
 
 def start_output_dir(plan: RecordPlan, *, resuming: bool) -> resume.Reuse:

@@ -248,15 +248,21 @@ class Reuse:
     """What a resumed run takes from the committed work, and what it still reads.
 
     Attributes:
-      records: the commit and checkpoint records reused (`transforms.record.resume`).
-      tasks: the read tasks to run: those with nothing reused, and the rest of each task that
-        was reused up to a checkpoint (`ReadTask.start` > 0).
+      records: the commit and checkpoint records reused (`transforms.record.resume`); a
+        checkpoint's has ``continued``: its task goes on in its part files, which that task
+        commits whole.
+      tasks: the read tasks to run: those with nothing reused, and each task reused up to a
+        checkpoint, continued from there (`ReadTask.start` > 0, `ReadTask.resumed`).
+      stale: records of the output directory's run that are not reused (past a gap or a
+        checkpoint whose bytes are gone): deleted before the run, since a continued task
+        rewrites their part bytes.
       whole_tasks: the tasks reused whole.
       windows: the windows of `records`.
     """
 
     records: tuple[dict[str, Any], ...] = ()
     tasks: tuple[Any, ...] = ()
+    stale: tuple[str, ...] = ()
     whole_tasks: int = 0
     windows: int = 0
 
@@ -281,67 +287,93 @@ def _reusable(record: Any, task: int, num_segments: int) -> bool:
     return True
 
 
+def _part_end(part: Mapping[str, Any]) -> int:
+    return int(part.get("offset", 0)) + sum(int(run[2]) for run in part["runs"])
+
+
 def _parts_present(output_dir: str, record: Mapping[str, Any]) -> bool:
     """Whether every part byte `record` names is on disk (a checkpoint's temporary part may be
     shorter after a machine crash, or gone after a task that failed was retried)."""
     for part in record["parts"]:
-        end = int(part.get("offset", 0)) + sum(int(run[2]) for run in part["runs"])
         size = _fs.size(f"{output_dir}/{part['path']}")
-        if size is None or size < end:
+        if size is None or size < _part_end(part):
             return False
     return True
 
 
-def _records(output_dir: str) -> dict[int, list[dict[str, Any]]]:
-    """The readable commit and checkpoint records in `output_dir`, by task (any order)."""
+def _records(output_dir: str) -> dict[int, list[tuple[str, dict[str, Any]]]]:
+    """The commit and checkpoint records in `output_dir`: (path, record | None when unreadable)
+    by task (by the name's task number)."""
     import tensorflow as tf  # listing local and object-store directories alike
 
     directory = f"{output_dir}/{COMMITS_DIR}"
-    found: dict[int, list[dict[str, Any]]] = {}
+    found: dict[int, list[tuple[str, Any]]] = {}
     if not _fs.isdir(directory):
         return found
     for name in sorted(tf.io.gfile.listdir(directory)):
-        if not name.endswith(".json"):
+        task = name.split("-", 1)[0]
+        if not (name.endswith(".json") and task.isdigit()):
             continue
+        path = f"{directory}/{name}"
         try:
-            record = json.loads(_fs.read_text(f"{directory}/{name}"))
+            record = json.loads(_fs.read_text(path))
         except (OSError, ValueError):  # written atomically: unreadable = absent
-            continue
-        if isinstance(record, dict) and isinstance(record.get("task"), int):
-            found.setdefault(record["task"], []).append(record)
+            record = None
+        found.setdefault(int(task), []).append((path, record))
     return found
+
+
+def _chain(
+    output_dir: str, task: Any, records: Sequence[tuple[str, Any]]
+) -> list[tuple[str, dict]]:
+    """Task `task`'s records to reuse, from its first segment on: at each point the record that
+    covers most (a task's commit supersedes its checkpoints), while its bytes are on disk and
+    each (split, shard) stays in one part file (a task's checkpoints all write into one file a
+    shard; a retried attempt's are not mixed with another's)."""
+    n = len(task.segments)
+    candidates = [(p, r) for p, r in records if _reusable(r, task.task_id, n)]
+    chain, at, files = [], 0, {}
+    while True:
+        here = sorted((r["stop"], p, r) for p, r in candidates if r["start"] == at)
+        if not here:
+            return chain
+        stop, path, record = here[-1]
+        keys = {(part["split"], part["shard"]): part["path"] for part in record["parts"]}
+        if any(files.get(k, f) != f for k, f in keys.items()):
+            return chain
+        if not _parts_present(output_dir, record):
+            return chain
+        files.update(keys)
+        chain.append((path, record))
+        at = stop
 
 
 def plan_reuse(output_dir: str, tasks: Sequence[Any]) -> Reuse:
     """The committed work of the run in `output_dir` that the planned `tasks` (`ReadTask`s)
-    reuse: for each task, the longest chain of its records from its first segment (a record
-    that covers more is preferred: a task's commit supersedes its checkpoints), and the rest of
-    the task to read."""
+    reuse (`_chain`), the tasks to read or to continue, and the records not reused."""
     by_task = _records(output_dir)
-    records, todo, whole, windows = [], [], 0, 0
+    records, todo, stale, whole, windows = [], [], [], 0, 0
+    planned = set()
     for task in tasks:
-        n = len(task.segments)
-        candidates = [
-            r
-            for r in by_task.get(task.task_id, ())
-            if _reusable(r, task.task_id, n) and _parts_present(output_dir, r)
-        ]
-        at = 0
-        while True:
-            here = [r for r in candidates if r["start"] == at]
-            if not here:
-                break
-            best = max(here, key=lambda r: r["stop"])
-            records.append(best)
-            windows += int(best["windows"])
-            at = best["stop"]
-        if at == n:
+        planned.add(task.task_id)
+        found = by_task.get(task.task_id, [])
+        chain = _chain(output_dir, task, found)
+        used = {path for path, _ in chain}
+        stale += [path for path, _ in found if path not in used]
+        windows += sum(int(r["windows"]) for _, r in chain)
+        at = chain[-1][1]["stop"] if chain else 0
+        if at == len(task.segments):
             whole += 1
+            records += [r for _, r in chain]
         elif at == 0:
             todo.append(task)
-        else:
-            todo.append(dataclasses.replace(task, segments=task.segments[at:], start=at))
-    return Reuse(tuple(records), tuple(todo), whole, windows)
+        else:  # reused up to a checkpoint: the task goes on in its part files from there
+            continued = tuple({**r, "continued": True} for _, r in chain)
+            records += continued
+            rest = task.segments[at:]
+            todo.append(dataclasses.replace(task, segments=rest, start=at, resumed=continued))
+    stale += [p for t, found in by_task.items() if t not in planned for p, _ in found]
+    return Reuse(tuple(records), tuple(todo), tuple(stale), whole, windows)
 
 
 def annotation_digest(annotation: Any) -> str:

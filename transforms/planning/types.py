@@ -94,9 +94,10 @@ class ReadTask:
 
     task_id: int
     segments: tuple[Segment, ...]
-    # the planned task's segment `segments[0]` is (> 0: the rest of a task a resumed run reads,
-    # its first `start` segments reused from the checkpoints of an earlier run)
+    # the planned task's segment `segments[0]` is (> 0: a task a resumed run continues, its
+    # first `start` segments reused from the checkpoint records `resumed` of an earlier run)
     start: int = 0
+    resumed: tuple = ()
 
     @property
     def rows(self) -> int:

@@ -57,6 +57,7 @@ from transforms.record.resume import (  # the output tags live there (its reuse 
     PARTS_TAG,
     SAMPLES_TAG,
     commit_record,
+    continued_parts,
 )
 
 __all__ = ["ERRORS_TAG", "FILES_TAG", "PARTS_TAG", "SAMPLES_TAG", "ReadTaskFn"]
@@ -179,8 +180,9 @@ class ReadTaskFn(beam.DoFn):
     def process(self, task: ReadTask) -> Iterator:
         # A task that raises (strict mode, a worker error) leaves no open part behind, but for
         # its checkpointed bytes (a resumed run reuses them).
+        continued = continued_parts(self._output_dir, task.resumed)
         with PartWriter(
-            self._output_dir, task.task_id, start=task.start, executor=self._writes
+            self._output_dir, task.task_id, continued=continued, executor=self._writes
         ) as parts:
             yield from self._read_task(task, parts)
 
@@ -347,22 +349,46 @@ class ReadTaskFn(beam.DoFn):
 
 class _Done:
     """What a read task has done, for its commit record and its checkpoints' records
-    (`transforms.record.resume.commit_record`): whole-task lists, and where the last checkpoint
-    cut them."""
+    (`transforms.record.resume.commit_record`): whole-task lists (a continued task's begin with
+    its earlier run's, from `ReadTask.resumed`), and where the last checkpoint cut them."""
 
     def __init__(self, task: ReadTask):
         self._task = task
-        self.files: list[dict] = []
-        self.errors: list[dict] = []
-        self.sampled: list[str] = []  # AUTO compression: the task's first segments' first rows
+        prior = task.resumed
+        self.files: list[dict] = [f for r in prior for f in r["files"]]
+        self.errors: list[dict] = [e for r in prior for e in r["errors"]]
+        # AUTO compression: the first rows of the task's first segments
+        self.sampled: list[str] = [p for r in prior for p in r["sampled"]]
+        self._prior_batches = [n for r in prior for n in r["analysis_batches"]]
+        self._prior_counts = {
+            key: sum(int(r["counts"].get(key, 0)) for r in prior)
+            for key in ("files_read", "audio_frames")
+        }
         self.written = 0  # the part writer's bytes at the last checkpoint
-        self._at = {"segment": 0, "files": 0, "errors": 0, "sampled": 0, "batches": 0}
+        self._at = {
+            "segment": 0,  # of task.segments
+            "files": len(self.files),
+            "errors": len(self.errors),
+            "sampled": len(self.sampled),
+            "batches": 0,  # of this run's analysis batches
+        }
 
     def checkpoint(self, output_dir: str, stop: int, *, parts: PartWriter, batches: list) -> None:
-        """Records the task's segments since the last checkpoint, up to `stop` (relative to the
-        task), as a piece a resumed run reuses; the parts go on."""
-        pieces = parts.checkpoint(self._task.start + self._at["segment"])
-        self._record(output_dir, stop, parts=pieces, batches=batches)
+        """Records the task's segments since the last checkpoint, up to `stop` (of
+        `task.segments`), as a piece a resumed run reuses; the parts go on."""
+        at = self._at
+        errors = self.errors[at["errors"] :]
+        self._record(
+            output_dir,
+            start=self._task.start + at["segment"],
+            stop=self._task.start + stop,
+            parts=parts.checkpoint(),
+            files=self.files[at["files"] :],
+            errors=errors,
+            sampled=self.sampled[at["sampled"] :],
+            batches=batches[at["batches"] :],
+            counts=_counts(self._task.segments[at["segment"] : stop], errors),
+        )
         self.written = parts.written
         self._at = {
             "segment": stop,
@@ -374,30 +400,29 @@ class _Done:
 
     def commit(self, output_dir: str, *, parts: list[dict], batches: list) -> None:
         """Records the whole task (its parts renamed): supersedes its checkpoints."""
-        self._at = dict.fromkeys(self._at, 0)
-        self._record(output_dir, len(self._task.segments), parts=parts, batches=batches)
-
-    def _record(self, output_dir: str, stop: int, *, parts: list[dict], batches: list) -> None:
-        at = self._at
-        segments = self._task.segments[at["segment"] : stop]
-        errors = self.errors[at["errors"] :]
-        failed = {e["path"] for e in errors}
-        firsts = [s.file for s in segments if s.row_start == 0 and s.file.path not in failed]
-        commit_record(
+        counts = _counts(self._task.segments, self.errors)
+        self._record(
             output_dir,
-            self._task.task_id,
-            start=self._task.start + at["segment"],
-            stop=self._task.start + stop,
+            start=0,
+            stop=self._task.start + len(self._task.segments),
             parts=parts,
-            files=self.files[at["files"] :],
-            errors=errors,
-            sampled=self.sampled[at["sampled"] :],
-            counts={
-                "files_read": len(firsts),
-                "audio_frames": sum(f.info.num_frames for f in firsts),
-            },
-            analysis_batches=batches[at["batches"] :],
+            files=self.files,
+            errors=self.errors,
+            sampled=self.sampled,
+            batches=[*self._prior_batches, *batches],
+            counts={k: n + self._prior_counts[k] for k, n in counts.items()},
         )
+
+    def _record(self, output_dir: str, *, batches: list, **fields) -> None:
+        commit_record(output_dir, self._task.task_id, analysis_batches=batches, **fields)
+
+
+def _counts(segments: Sequence[Segment], errors: Sequence[dict]) -> dict[str, int]:
+    """The files_read / audio_frames counts of `segments`: each file that starts there and did
+    not fail."""
+    failed = {e["path"] for e in errors}
+    firsts = [s.file for s in segments if s.row_start == 0 and s.file.path not in failed]
+    return {"files_read": len(firsts), "audio_frames": sum(f.info.num_frames for f in firsts)}
 
 
 class _Batcher:

@@ -88,16 +88,8 @@ def framed_size(record: bytes) -> int:
     return len(record) + _FRAME_BYTES
 
 
-def part_path(output_dir: str, *, split: str, shard: int, task: int, start: int = 0) -> str:
-    """A part's final name; `start`: the task's first segment (a resumed task's rest, > 0)."""
-    name = f"{task:06d}" if start == 0 else f"{task:06d}-{start:06d}"
-    return f"{output_dir.rstrip('/')}/{PARTS_DIR}/{split}/{shard:05d}/{name}.records"
-
-
-def part_order(part: dict) -> tuple[int, int]:
-    """Where a part's records go in its shard: by task, then by the task's segment it starts
-    at (a checkpointed piece of a task, or a resumed task's rest)."""
-    return part["task"], part.get("start", 0)
+def part_path(output_dir: str, *, split: str, shard: int, task: int) -> str:
+    return f"{output_dir.rstrip('/')}/{PARTS_DIR}/{split}/{shard:05d}/{task:06d}.records"
 
 
 class PartWriter:
@@ -111,19 +103,35 @@ class PartWriter:
     one-thread `executor`, the writes run there in order while the caller goes on (file writes
     release the GIL; the read stage's thread also runs TFT's analysis).
 
-    `start`: the task's first segment (> 0 for the rest of a task a resumed run reads).
+    `continued`: a task a resumed run continues goes on in its earlier run's temporary parts
+    (`transforms.record.resume.continued_parts`: split, shard, path, end, runs): each is cut
+    to `end` (its last checkpoint) and appended to, so its shard is still one whole part.
     """
 
     def __init__(
-        self, output_dir: str, task: int, *, start: int = 0, executor: Executor | None = None
+        self,
+        output_dir: str,
+        task: int,
+        *,
+        continued: Sequence[dict] = (),
+        executor: Executor | None = None,
     ):
-        self._output_dir, self._task, self._start = output_dir, task, start
+        self._output_dir, self._task = output_dir, task
         self._open: dict[tuple[str, int], tuple] = {}
         self._executor = executor
         self._pending: collections.deque[Future] = collections.deque()
         # checkpoints: (split, shard) -> (runs, bytes) of the part at the last one
         self._marks: dict[tuple[str, int], tuple[int, int]] = {}
         self.written = 0  # framed bytes handed to `write` (counted as written: deterministic)
+        for part in continued:
+            key = (part["split"], part["shard"])
+            final = part_path(output_dir, split=key[0], shard=key[1], task=task)
+            fh = open(part["path"], "r+b")  # noqa: SIM115 - closed by commit / abort
+            fh.truncate(part["end"])  # what a killed run wrote past its last checkpoint
+            fh.seek(part["end"])
+            self._open[key] = (final, part["path"], fh, [list(run) for run in part["runs"]])
+            self._marks[key] = (len(part["runs"]), part["end"])
+        self._continued = frozenset(self._open)
 
     def __enter__(self) -> PartWriter:
         return self
@@ -158,9 +166,7 @@ class PartWriter:
     def _append(self, split: str, shard: int, path: str, records: Sequence[bytes]) -> None:
         key = (split, shard)
         if key not in self._open:
-            final = part_path(
-                self._output_dir, split=split, shard=shard, task=self._task, start=self._start
-            )
+            final = part_path(self._output_dir, split=split, shard=shard, task=self._task)
             tmp = atomic.temp_name(final)
             fh = atomic.open_write(tmp)
             self._open[key] = (final, tmp, fh, [])
@@ -174,11 +180,11 @@ class PartWriter:
         else:
             runs.append([path, len(records), size])
 
-    def checkpoint(self, start: int) -> list[dict]:
+    def checkpoint(self) -> list[dict]:
         """Flushes every open part and describes what each got since the last checkpoint:
-        a *piece* of the task, from its segment `start` (`transforms.record.resume`).
+        a *piece* of the task (`transforms.record.resume`).
 
-        A description: split, shard, task, start, path (the part's temporary file), offset
+        A description: split, shard, task, path (the part's temporary file), offset
         (where the piece's bytes begin in it), rows and runs. The files stay open and go on.
         Raises: ValueError on an output that cannot be appended to in place (object stores).
         """
@@ -199,7 +205,6 @@ class PartWriter:
                         "split": split,
                         "shard": shard,
                         "task": self._task,
-                        "start": start,
                         "path": tmp,
                         "offset": offset,
                         "rows": sum(run[1] for run in piece),
@@ -212,15 +217,18 @@ class PartWriter:
     def commit(self) -> list[dict]:
         """Closes and renames every part; returns their descriptions, sorted.
 
-        A description: split, shard, task, start, path, rows and runs ([input path, records,
-        bytes]).
+        A description: split, shard, task, path, rows and runs ([input path, records, bytes]).
         """
         while self._pending:
             self._pending.popleft().result()
         out = []
         for (split, shard), (final, tmp, fh, runs) in sorted(self._open.items()):
             fh.close()
-            atomic.rename(tmp, final)  # a retried task: the same content replaces it
+            if (split, shard) in self._continued:  # its checkpoints' records are read by name
+                atomic.remove_quietly(final)  # a retried task: the same content replaces it
+                os.link(tmp, final)
+            else:
+                atomic.rename(tmp, final)  # a retried task: the same content replaces it
             del self._open[(split, shard)]
             rows = sum(run[1] for run in runs)
             out.append(
@@ -228,7 +236,6 @@ class PartWriter:
                     "split": split,
                     "shard": shard,
                     "task": self._task,
-                    "start": self._start,
                     "path": final,
                     "rows": rows,
                     "runs": [tuple(run) for run in runs],
@@ -255,7 +262,7 @@ def kept_ranges(parts: Iterable[dict], failed: frozenset[str] | set[str]) -> Ite
     """The byte ranges of `parts` that hold records of input files not in `failed`, in order
     (adjacent runs of a part merged)."""
     for part in parts:
-        start = end = part.get("offset", 0)  # a checkpointed piece starts inside its part file
+        start = end = 0
         for path, _, size in part["runs"]:
             if path in failed:
                 if end > start:

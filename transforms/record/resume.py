@@ -97,6 +97,28 @@ def commit_record(
     atomic.write_bytes_atomically(commit_record_path(output_dir, task, start, stop), data)
 
 
+def continued_parts(output_dir: str, records: Sequence[Mapping[str, Any]]) -> list[dict]:
+    """The part files a continued task goes on in (`record_parts.PartWriter`): for each
+    (split, shard) of its checkpoint `records` (in order), its file, where the last of them
+    ends, and all their runs."""
+    parts: dict[tuple[str, int], dict] = {}
+    for record in records:
+        for part in record["parts"]:
+            key = (part["split"], part["shard"])
+            entry = parts.setdefault(
+                key,
+                {
+                    "split": key[0],
+                    "shard": key[1],
+                    "path": f"{output_dir.rstrip('/')}/{part['path']}",
+                    "runs": [],
+                },
+            )
+            entry["runs"] += [list(run) for run in part["runs"]]
+            entry["end"] = part.get("offset", 0) + sum(run[2] for run in part["runs"])
+    return [parts[k] for k in sorted(parts)]
+
+
 def relative_part_path(output_dir: str, path: str) -> str:
     """A part's path relative to `output_dir`, as commit records store it (a copied or moved
     output directory reuses its own parts, never the directory it was copied from)."""
@@ -256,6 +278,8 @@ class ReuseCommittedFn(beam.DoFn):
             yield beam.pvalue.TaggedOutput(FILES_TAG, f)
         for e in record["errors"]:
             yield beam.pvalue.TaggedOutput(ERRORS_TAG, e)
+        if record.get("continued"):  # its task goes on in these parts and commits them whole
+            return
         for p in record["parts"]:
             part = {**p, "path": self._part_path(p), "runs": [tuple(r) for r in p["runs"]]}
             yield beam.pvalue.TaggedOutput(PARTS_TAG, part)

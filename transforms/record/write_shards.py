@@ -60,7 +60,7 @@ class WriteShardFn(beam.DoFn):
     def process(self, element, compression: str, num_shards: dict, errors: list) -> Iterator[dict]:
         (split, shard), parts = element
         failed = frozenset(e["path"] for e in errors)
-        parts = sorted(parts, key=record_parts.part_order)
+        parts = sorted(parts, key=lambda p: p["task"])
         self._written.append(
             self._pool.submit(
                 write_shard,
