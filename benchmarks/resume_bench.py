@@ -288,12 +288,20 @@ def report(rows: list[dict], kill_at: float) -> str:
         for key in ("full_differs", "resumed_differs", "overwrite_differs"):
             if r.get(key):
                 lines.append(f"repeat {r['repeat']}: {key.split('_')[0]} dataset DIFFERS: {r[key]}")
+    fracs = [r["kill_fraction"] for r in rows if r["kill_fraction"] is not None]
+    if any(f >= 1 for f in fracs) or len(fracs) < len(rows):
+        lines.append(
+            "some kills came after every read was done (or the run ended first): the progress "
+            "files are rewritten every 2 s, longer than this corpus's reads; use a longer corpus"
+        )
     median = valid(rows, "ratio", statistics.median)
+    killed = f"{statistics.median(fracs):.0%}" if fracs else "n/a (no run was killed)"
     met = "n/a" if median is None else "met" if median <= TARGET else "not met"
     if not any(r["reused"].startswith("resumed:") for r in rows):
         met += "; but nothing was reused"
     lines.append(
-        f"ratio (resume - fixed) / (full - fixed), killed at ~{kill_at:.0%} of the reads: median "
+        f"reads done at the kill {killed} (asked {kill_at:.0%}); ratio (resume - fixed) / "
+        f"(full - fixed): median "
         f"{show(median)}, best {show(valid(rows, 'ratio', min))} (target <= {TARGET}: {met})"
     )
     return "\n".join(lines)
