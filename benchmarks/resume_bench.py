@@ -11,11 +11,11 @@ plus `--extra`), timed end to end (`_measure`), every output in a fresh director
 
 1. fixed: the job on 2 one-second files (record_bench's ``ours_tiny`` corpus);
 2. full: the job on the corpus;
-3. killed + resumed: the job started in a process group of its own; its workers' running totals
-   (``<out>/.tmp/progress/*.json``, summed) are polled every 20 ms and the whole group is
-   SIGKILLed once their "windows" reach ``--kill_at`` x the full run's windows (its manifest's
-   ``num_examples``; the files are rewritten at most every 2 s, so the fraction reached is
-   printed); then the same command with ``--resume``, timed. Its dataset must equal the full
+3. killed + resumed: the job started in a process group of its own; the bytes of records its
+   read tasks have written (its part files under ``<out>/.tmp/parts``) are polled every 20 ms and
+   the whole group is SIGKILLed once they reach ``--kill_at`` x the full run's shard bytes
+   (uncompressed shards are their parts' bytes; the fraction reached is printed); then the same
+   command with ``--resume``, timed. Its dataset must equal the full
    run's: every shard byte-identical, schema.pbtxt, metadata/, files.jsonl and errors.jsonl
    identical, manifest.json equal but for ``created_utc`` (`tests.support.reliability`);
 4. overwrite: the same command with ``--overwrite`` over the resumed directory, timed.
@@ -59,7 +59,6 @@ from tests.support.reliability import assert_same_dataset  # noqa: E402
 PY = sys.executable
 TARGET = 0.35  # issue 30: (resume - fixed) <= 0.35 x (full - fixed)
 POLL = 0.02  # seconds between two looks at the progress files
-PROGRESS_DIR = ".tmp/progress"  # transforms.record.progress.PROGRESS_DIR
 COMMITS_DIR = ".tmp/commits"  # pipelines.resume.COMMITS_DIR
 
 
@@ -81,13 +80,14 @@ def timed(cmd: list[str]) -> tuple[float, str]:
     return m.wall, summary(m.stdout)
 
 
-def progress_windows(out: Path) -> int:
-    """The windows the job's workers have reported so far (their progress files, summed)."""
+def part_bytes(out: Path) -> int:
+    """The bytes of records the job's read tasks have written so far (its part files under
+    ``.tmp/parts``, summed): read progress to the write, unlike the progress files' 2-s period."""
     total = 0
-    for path in (out / PROGRESS_DIR).glob("*.json"):
+    for path in (out / ".tmp" / "parts").rglob("*"):
         try:
-            total += int(json.loads(path.read_text()).get("windows", 0))
-        except (OSError, ValueError, AttributeError):  # being replaced, or half written
+            total += path.stat().st_size if path.is_file() else 0
+        except OSError:  # renamed or deleted meanwhile
             continue
     return total
 
@@ -107,10 +107,10 @@ def group_alive(pgid: int) -> bool:
     return False
 
 
-def run_and_kill(cmd: list[str], out: Path, kill_windows: int, log: Path) -> dict:
-    """Runs `cmd` in a new process group and SIGKILLs the group once `out`'s progress files
-    report `kill_windows` windows. Returns what was seen: windows at the kill (None: the run
-    ended first), its wall time until then, the commit records left."""
+def run_and_kill(cmd: list[str], out: Path, kill_bytes: int, log: Path) -> dict:
+    """Runs `cmd` in a new process group and SIGKILLs the group once its part files hold
+    `kill_bytes` bytes. Returns what was seen: part bytes at the kill (None: the run ended
+    first), its wall time until then, the commit records left."""
     env = {**os.environ, **QUIET}
     env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
     start = time.perf_counter()
@@ -121,7 +121,7 @@ def run_and_kill(cmd: list[str], out: Path, kill_windows: int, log: Path) -> dic
     killed = False
     try:
         while proc.poll() is None:
-            if progress_windows(out) >= kill_windows:
+            if part_bytes(out) >= kill_bytes:
                 os.killpg(proc.pid, signal.SIGKILL)
                 killed = True
                 break
@@ -138,7 +138,7 @@ def run_and_kill(cmd: list[str], out: Path, kill_windows: int, log: Path) -> dic
         sys.stderr.write(log.read_text(errors="replace")[-4000:])
         raise RuntimeError(f"command failed ({proc.returncode}): {' '.join(cmd)}")
     return {
-        "windows": progress_windows(out) if killed else None,  # after the kill: final totals
+        "bytes": part_bytes(out) if killed else None,  # after the kill: what was written
         "wall": wall,
         "commits": len(list((out / COMMITS_DIR).glob("*.json"))),
     }
@@ -198,18 +198,18 @@ def one_repeat(rep: int, source: Path, tiny: Path, work: Path, args) -> dict:
             full.rename(reference)
 
     def kill_resume_overwrite() -> None:
-        total = json.loads((reference / "manifest.json").read_text())["num_examples"]
-        kill_windows = max(1, round(args.kill_at * total))
-        seen = run_and_kill(command(source, killed, extra), killed, kill_windows, work / "kill.log")
+        total = record_bytes(reference)
+        kill_bytes = max(1, round(args.kill_at * total))
+        seen = run_and_kill(command(source, killed, extra), killed, kill_bytes, work / "kill.log")
         row["killed_wall"], row["commits"] = seen["wall"], seen["commits"]
-        if seen["windows"] is None:
+        if seen["bytes"] is None:
             row["kill_fraction"] = None
-            print(f"  not killed: the run ended before {kill_windows} windows", flush=True)
+            print(f"  not killed: the run ended before {kill_bytes} bytes of records", flush=True)
         else:
-            row["kill_fraction"] = seen["windows"] / total
+            row["kill_fraction"] = seen["bytes"] / total
             print(
-                f"  killed at {seen['wall']:.1f} s: {seen['windows']} of {total} windows read "
-                f"({row['kill_fraction']:.0%}, asked {args.kill_at:.0%}), "
+                f"  killed at {seen['wall']:.1f} s: {seen['bytes'] / 1e6:.0f} of {total / 1e6:.0f}"
+                f" MB of records written ({row['kill_fraction']:.0%}, asked {args.kill_at:.0%}), "
                 f"{seen['commits']} commit record(s)",
                 flush=True,
             )
@@ -230,6 +230,17 @@ def one_repeat(rep: int, source: Path, tiny: Path, work: Path, args) -> dict:
     row["ratio"] = ratio(row["resume"], row["full"], row["fixed"])
     row["overwrite_ratio"] = ratio(row["overwrite"], row["full"], row["fixed"])
     return row
+
+
+def record_bytes(dataset: Path) -> int:
+    """The bytes of records a run of `dataset` writes to its part files: its shards' bytes
+    (uncompressed shards are their parts' bytes).
+
+    Raises: SystemExit for a compressed dataset (its parts are not its shards' size)."""
+    manifest = json.loads((dataset / "manifest.json").read_text())
+    if manifest["compression"] != "NONE":
+        raise SystemExit(f"{dataset}: {manifest['compression']} shards; run with NONE shards")
+    return sum(s["num_bytes"] for split in manifest["splits"].values() for s in split["shards"])
 
 
 def ratio(wall: float, full: float, fixed: float) -> float | None:
@@ -291,8 +302,8 @@ def report(rows: list[dict], kill_at: float) -> str:
     fracs = [r["kill_fraction"] for r in rows if r["kill_fraction"] is not None]
     if any(f >= 1 for f in fracs) or len(fracs) < len(rows):
         lines.append(
-            "some kills came after every read was done (or the run ended first): the progress "
-            "files are rewritten every 2 s, longer than this corpus's reads; use a longer corpus"
+            "some kills came after every read was done (or the run ended first): use a longer "
+            "corpus"
         )
     median = valid(rows, "ratio", statistics.median)
     killed = f"{statistics.median(fracs):.0%}" if fracs else "n/a (no run was killed)"

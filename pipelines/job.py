@@ -75,7 +75,6 @@ def build_pipeline(
         classes=plan.classes,
         output_dir=out,
         analyzed_splits=plan.analyzed_splits,
-        reused=() if reuse is None else reuse.records,
     )
     refused = [{"path": f.path, "reason": f.error} for f in plan.inputs if f.error]
     planned_errors = (  # {"path", "reason"}: files refused at planning (counted), bad table rows

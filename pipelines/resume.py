@@ -248,19 +248,18 @@ class Reuse:
     """What a resumed run takes from the committed work, and what it still reads.
 
     Attributes:
-      records: the commit and checkpoint records reused (`transforms.record.resume`); a
-        checkpoint's has ``continued``: its task goes on in its part files, which that task
-        commits whole.
-      tasks: the read tasks to run: those with nothing reused, and each task reused up to a
-        checkpoint, continued from there (`ReadTask.start` > 0, `ReadTask.resumed`).
+      tasks: the planned read tasks, each with the records of what was committed of it
+        (`ReadTask.resumed`, `transforms.record.resume`): a task reused whole has no segment
+        left; one reused up to a checkpoint goes on from there in its part files
+        (`ReadTask.start`; its records are ``continued``: their parts are committed whole by
+        the task); one without records is read as planned.
       stale: records of the output directory's run that are not reused (past a gap or a
         checkpoint whose bytes are gone): deleted before the run, since a continued task
         rewrites their part bytes.
       whole_tasks: the tasks reused whole.
-      windows: the windows of `records`.
+      windows: the windows reused.
     """
 
-    records: tuple[dict[str, Any], ...] = ()
     tasks: tuple[Any, ...] = ()
     stale: tuple[str, ...] = ()
     whole_tasks: int = 0
@@ -350,12 +349,10 @@ def _chain(
 
 def plan_reuse(output_dir: str, tasks: Sequence[Any]) -> Reuse:
     """The committed work of the run in `output_dir` that the planned `tasks` (`ReadTask`s)
-    reuse (`_chain`), the tasks to read or to continue, and the records not reused."""
+    reuse (`_chain`): the tasks with their records, and the records not reused."""
     by_task = _records(output_dir)
-    records, todo, stale, whole, windows = [], [], [], 0, 0
-    planned = set()
+    todo, stale, whole, windows = [], [], 0, 0
     for task in tasks:
-        planned.add(task.task_id)
         found = by_task.get(task.task_id, [])
         chain = _chain(output_dir, task, found)
         used = {path for path, _ in chain}
@@ -364,16 +361,15 @@ def plan_reuse(output_dir: str, tasks: Sequence[Any]) -> Reuse:
         at = chain[-1][1]["stop"] if chain else 0
         if at == len(task.segments):
             whole += 1
-            records += [r for _, r in chain]
-        elif at == 0:
-            todo.append(task)
-        else:  # reused up to a checkpoint: the task goes on in its part files from there
-            continued = tuple({**r, "continued": True} for _, r in chain)
-            records += continued
-            rest = task.segments[at:]
-            todo.append(dataclasses.replace(task, segments=rest, start=at, resumed=continued))
+            resumed = tuple(r for _, r in chain)
+        else:  # reused up to a checkpoint (or not at all): the task goes on from there
+            resumed = tuple({**r, "continued": True} for _, r in chain)
+        todo.append(
+            dataclasses.replace(task, segments=task.segments[at:], start=at, resumed=resumed)
+        )
+    planned = {task.task_id for task in tasks}
     stale += [p for t, found in by_task.items() if t not in planned for p, _ in found]
-    return Reuse(tuple(records), tuple(todo), tuple(stale), whole, windows)
+    return Reuse(tuple(todo), tuple(stale), whole, windows)
 
 
 def annotation_digest(annotation: Any) -> str:

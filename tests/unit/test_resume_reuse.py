@@ -1,8 +1,10 @@
-"""``--resume``'s reuse of a committed task (`transforms.record.resume.ReuseCommittedFn`): its
+"""``--resume``'s reuse of a committed task (`transforms.record.resume.ReusedRecords`): its
 parts are streamed in row order (one analysis batch held at a time, cut as the commit record's
 sizes say), and its part paths are relative to the output directory it is resumed in."""
 
 from __future__ import annotations
+
+import time
 
 import numpy as np
 import pytest
@@ -34,6 +36,17 @@ def _example(index: int, start: int) -> bytes:
     return example.SerializeToString()
 
 
+def _reused(output_dir) -> resume.ReusedRecords:
+    from transforms.record.progress import ProgressFile
+
+    return resume.ReusedRecords(
+        LAYOUT,
+        output_dir=str(output_dir),
+        analyzed_splits=None,
+        progress=ProgressFile(str(output_dir)),
+    )
+
+
 def _record(parts: dict[str, list[bytes]], sizes: list[int]) -> dict:
     return {
         "version": resume.COMMIT_VERSION,
@@ -54,7 +67,7 @@ def _record(parts: dict[str, list[bytes]], sizes: list[int]) -> dict:
 
 
 def test_reuse_streams_the_parts_in_row_order_in_the_recorded_batches(tmp_path, monkeypatch):
-    rows = [(0, s) for s in range(10)]  # one file's windows, alternately in two shards' parts
+    rows = [(0, s) for s in range(40)]  # one file's windows, alternately in two shards' parts
     parts = {"p0": [_example(*r) for r in rows[0::2]], "p1": [_example(*r) for r in rows[1::2]]}
     taken = []
 
@@ -64,25 +77,29 @@ def test_reuse_streams_the_parts_in_row_order_in_the_recorded_batches(tmp_path, 
             yield raw
 
     monkeypatch.setattr(resume, "_records", records)
-    fn = resume.ReuseCommittedFn(LAYOUT, output_dir=str(tmp_path), analyzed_splits=None)
-    out = fn.process(_record(parts, [2, 3, 5]))
+    fn = _reused(tmp_path)
+    sizes = [2, 3, 5] + [3] * 10
+    out = fn.outputs(_record(parts, sizes))
     first = next(out)
     assert first.num_rows == 2
-    assert len(taken) <= 2 + len(parts)  # not the whole task: one batch and a row per part
+    time.sleep(0.5)  # the read-back thread runs ahead as far as it may
+    # not the whole task: the batch given, two waiting (the thread's depth), one being cut,
+    # and a row a part ahead
+    assert len(taken) <= 2 + 3 + 5 + 3 + len(parts) < len(rows)
     batches = [first, *(o for o in out if not hasattr(o, "tag"))]
-    assert [b.num_rows for b in batches] == [2, 3, 5]
+    assert [b.num_rows for b in batches] == sizes
     values = np.concatenate([b.column(1).flatten().to_numpy() for b in batches])
-    assert values[0::2].tolist() == [float(s) for s in range(10)]
+    assert values[0::2].tolist() == [float(s) for s in range(40)]
 
 
 def test_reuse_refuses_rows_the_record_does_not_count(tmp_path, monkeypatch):
     parts = {"p0": [_example(0, s) for s in range(4)]}
     monkeypatch.setattr(resume, "_records", lambda path, offset, size: iter(parts["p0"]))
-    fn = resume.ReuseCommittedFn(LAYOUT, output_dir=str(tmp_path), analyzed_splits=None)
+    fn = _reused(tmp_path)
     with pytest.raises(ValueError, match="more analysed rows"):
-        list(fn.process(_record(parts, [3])))
+        list(fn.outputs(_record(parts, [3])))
     with pytest.raises(ValueError, match="fewer analysed rows"):
-        list(fn.process(_record(parts, [3, 2])))
+        list(fn.outputs(_record(parts, [3, 2])))
 
 
 def test_commit_records_hold_relative_part_paths_resolved_in_the_resumed_dir(tmp_path):
@@ -116,9 +133,9 @@ def test_commit_records_hold_relative_part_paths_resolved_in_the_resumed_dir(tmp
     assert [p["path"] for p in stored["parts"]] == [".tmp/parts/train/00000/000000.records"]
     shutil.copytree(out, copy)  # `cp -r out copy`, then --resume --output_dir copy
     shutil.rmtree(out)
-    (record,) = plan_reuse(str(copy), [task]).records
-    fn = resume.ReuseCommittedFn(LAYOUT, output_dir=str(copy), analyzed_splits=None)
-    emitted = list(fn.process(record))
+    ((record,),) = [t.resumed for t in plan_reuse(str(copy), [task]).tasks]
+    fn = _reused(copy)
+    emitted = list(fn.outputs(record))
     assert [b.num_rows for b in emitted if not hasattr(b, "tag")] == [3]
     tagged = [o.value for o in emitted if getattr(o, "tag", None) == resume.PARTS_TAG]
     assert [p["path"] for p in tagged] == [f"{copy}/{stored['parts'][0]['path']}"]
@@ -130,4 +147,4 @@ def test_commit_records_hold_relative_part_paths_resolved_in_the_resumed_dir(tmp
     ):
         foreign = {**stored, "parts": [{**stored["parts"][0], "path": path}]}
         (copy / ".tmp" / "commits" / name).write_text(json.dumps(foreign))
-        assert plan_reuse(str(copy), [task]).records == (), path
+        assert plan_reuse(str(copy), [task]).tasks == (task,), path

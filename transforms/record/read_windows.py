@@ -56,6 +56,7 @@ from transforms.record.resume import (  # the output tags live there (its reuse 
     FILES_TAG,
     PARTS_TAG,
     SAMPLES_TAG,
+    ReusedRecords,
     commit_record,
     continued_parts,
 )
@@ -163,6 +164,12 @@ class ReadTaskFn(beam.DoFn):
         self._windows = beam.metrics.Metrics.counter("record", "windows")
         self._audio_frames = beam.metrics.Metrics.counter("record", "audio_frames")
         self._progress = ProgressFile(output_dir)
+        self._reused = ReusedRecords(
+            config.layout,
+            output_dir=output_dir,
+            analyzed_splits=analyzed_splits,
+            progress=self._progress,
+        )
 
     def setup(self) -> None:
         threads = self._config.compute_threads
@@ -178,6 +185,10 @@ class ReadTaskFn(beam.DoFn):
         self._progress.flush()
 
     def process(self, task: ReadTask) -> Iterator:
+        for record in task.resumed:  # --resume: what an earlier run committed of this task
+            yield from self._reused.outputs(record)
+        if task.resumed and not task.segments:  # reused whole: its record named its parts
+            return
         # A task that raises (strict mode, a worker error) leaves no open part behind, but for
         # its checkpointed bytes (a resumed run reuses them).
         continued = continued_parts(self._output_dir, task.resumed)

@@ -29,7 +29,7 @@ from __future__ import annotations
 import heapq
 import itertools
 import json
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import apache_beam as beam
@@ -40,6 +40,7 @@ from replay import format as fmt
 from transforms.planning.compression import AUTO_SAMPLE_SIZE
 from transforms.planning.layout import RecordLayout
 from transforms.record import atomic, record_parts
+from transforms.record.prefetch import prefetch
 from transforms.record.progress import ProgressFile
 
 COMMITS_DIR = ".tmp/commits"  # pipelines.resume.COMMITS_DIR
@@ -128,14 +129,13 @@ def relative_part_path(output_dir: str, path: str) -> str:
     return path[len(prefix) :]
 
 
-def _records(path: str, offset: int, size: int) -> Iterator[bytes]:
-    """The records of `size` bytes of the part file `path` from `offset`."""
-    yield from record_parts.unframe(
-        record_parts.read_ranges([record_parts.ByteRange(path, offset, size)])
-    )
+def _records(path: str, offset: int, size: int) -> Iterator[memoryview]:
+    """The records of `size` bytes of the part file `path` from `offset` (each valid until the
+    next is taken: `_parse` copies what it keeps)."""
+    return record_parts.record_views(record_parts.ByteRange(path, offset, size))
 
 
-def _parse(record: bytes) -> Mapping[str, Any]:
+def _parse(record: bytes | memoryview) -> Mapping[str, Any]:
     import tensorflow as tf
 
     return tf.train.Example.FromString(record).features.feature
@@ -157,11 +157,11 @@ def _batch(chunk: Sequence[Mapping[str, Any]], layout: RecordLayout) -> pa.Recor
     columns = [pa.ListArray.from_arrays(pa.array(offsets), classes)]
     for name, shape in layout.feature_shapes.items():
         size = int(np.prod(shape))
-        values = np.frombuffer(
-            b"".join(r[name].bytes_list.value[0] for r in chunk), dtype="<f4"
-        ).astype(np.float32)
+        values = np.empty((len(chunk), size), np.float32)
+        for i, r in enumerate(chunk):  # raw little-endian float32: the values analysed
+            values[i] = np.frombuffer(r[name].bytes_list.value[0], dtype="<f4")
         feature_offsets = pa.array(offsets * size)
-        columns.append(pa.ListArray.from_arrays(feature_offsets, pa.array(values)))
+        columns.append(pa.ListArray.from_arrays(feature_offsets, pa.array(values.reshape(-1))))
     return pa.RecordBatch.from_arrays(columns, schema=layout.analysis_schema())
 
 
@@ -207,10 +207,19 @@ def sample_bytes(feature: Mapping[str, Any], layout: RecordLayout) -> bytes:
     return b"".join(pieces)
 
 
-class ReuseCommittedFn(beam.DoFn):
-    """A commit record -> the read stage's outputs for its task (rows main, the rest tagged)."""
+class ReusedRecords:
+    """A commit or checkpoint record -> the read stage's outputs for its segments (rows untagged,
+    the rest tagged), as `read_windows.ReadTaskFn` yields them for a task a resumed run reuses:
+    in the read stage itself, so that the job's graph is an uninterrupted run's."""
 
-    def __init__(self, layout: RecordLayout, *, output_dir: str, analyzed_splits):
+    def __init__(
+        self,
+        layout: RecordLayout,
+        *,
+        output_dir: str,
+        analyzed_splits: Collection[str] | None,
+        progress: ProgressFile,
+    ):
         self._layout, self._output_dir = layout, output_dir.rstrip("/")
         self._analyze = None if analyzed_splits is None else frozenset(analyzed_splits)
         self._counters = {
@@ -224,12 +233,11 @@ class ReuseCommittedFn(beam.DoFn):
                 "windows_reused",
             )
         }
-        self._progress = ProgressFile(output_dir)
+        self._progress = progress
 
-    def finish_bundle(self) -> None:
-        self._progress.flush()
-
-    def process(self, record: Mapping[str, Any]) -> Iterator:
+    def outputs(self, record: Mapping[str, Any]) -> Iterator:
+        """The outputs of `record`'s segments; its parts only for a whole task's record (a
+        ``continued`` one's task goes on in its parts and commits them whole)."""
         sampled = list(record["sampled"])[:AUTO_SAMPLE_SIZE]
         wanted = frozenset(sampled)
         streams = []  # each part is in the task's row order: merged, they are the task's rows
@@ -250,8 +258,9 @@ class ReuseCommittedFn(beam.DoFn):
                 if analyse:
                     yield feature
 
+        # read back in a thread while TFT analyses the batches already given
         sizes = record["analysis_batches"]
-        yield from analysis_batches(analysed(), self._layout, sizes=sizes)
+        yield from prefetch(analysis_batches(analysed(), self._layout, sizes=sizes), depth=2)
         for path in sampled:
             if path in firsts:
                 sample = sample_bytes(firsts[path], self._layout)
@@ -278,7 +287,7 @@ class ReuseCommittedFn(beam.DoFn):
             yield beam.pvalue.TaggedOutput(FILES_TAG, f)
         for e in record["errors"]:
             yield beam.pvalue.TaggedOutput(ERRORS_TAG, e)
-        if record.get("continued"):  # its task goes on in these parts and commits them whole
+        if record.get("continued"):
             return
         for p in record["parts"]:
             part = {**p, "path": self._part_path(p), "runs": [tuple(r) for r in p["runs"]]}

@@ -23,7 +23,7 @@ from transforms.audio import features as feats
 from transforms.planning.compression import AUTO_SAMPLE_SIZE, choose_compression
 from transforms.planning.layout import RecordLayout
 from transforms.planning.types import ReadConfig, ReadTask, Sharding, ShardSpec
-from transforms.record import finalize, read_windows, resume, write_shards
+from transforms.record import finalize, read_windows, write_shards
 from transforms.record.arrow_coder import RecordBatchCoder
 from transforms.record.preprocessing import preprocessing_fn
 
@@ -51,9 +51,8 @@ class ReadWindows(beam.PTransform):
     ``files`` (per-file summary dicts), ``errors`` ({"path", "reason"} of the files that
     failed), ``parts`` (part file descriptions, for `GroupByShard`) and ``samples`` (one row's
     signal + feature bytes of each of a task's first 64 file segments, to choose the
-    compression). With ``--resume``, `tasks` are what is left to read, and the outputs of the
-    `reused` commit and checkpoint records come from them and their parts
-    (`transforms.record.resume`).
+    compression). With ``--resume``, a task carries the records of what an earlier run committed
+    of it (`ReadTask.resumed`): their outputs come from them and their parts, in this stage.
     """
 
     def __init__(
@@ -65,20 +64,13 @@ class ReadWindows(beam.PTransform):
         classes: Sequence[str],
         output_dir: str,
         analyzed_splits: Sequence[str],
-        reused: Sequence[Mapping[str, Any]] = (),
     ) -> None:
         super().__init__()
         self._tasks = tuple(tasks)
-        self._reused = list(reused)
         self._fn = read_windows.ReadTaskFn(
             config,
             sharding,
             classes=classes,
-            output_dir=output_dir,
-            analyzed_splits=analyzed_splits,
-        )
-        self._reuse_fn = resume.ReuseCommittedFn(
-            config.layout,
             output_dir=output_dir,
             analyzed_splits=analyzed_splits,
         )
@@ -101,27 +93,12 @@ class ReadWindows(beam.PTransform):
                 main="rows",
             )
         )
-        outputs = {
+        return {
             "rows": out.rows,
             "files": out[read_windows.FILES_TAG],
             "errors": out[read_windows.ERRORS_TAG],
             "parts": out[read_windows.PARTS_TAG],
             "samples": out[read_windows.SAMPLES_TAG],
-        }
-        if not self._reused:
-            return outputs
-        again = (
-            pbegin
-            | "ListReused" >> beam.Create(self._reused, reshuffle=False)  # commit records
-            | "SpreadReused" >> beam.Reshuffle()
-            | "Reuse"  # as "Read" yields, from the records and committed parts
-            >> beam.ParDo(self._reuse_fn)
-            .with_output_types(pa.RecordBatch)
-            .with_outputs(*(k for k in outputs if k != "rows"), main="rows")
-        )
-        return {
-            key: (pcoll, again[key]) | f"With{key.title()}Reused" >> beam.Flatten()
-            for key, pcoll in outputs.items()
         }
 
 
