@@ -187,7 +187,7 @@ def resume_output_dir(plan: RecordPlan, fingerprint: dict) -> resume.Reuse:
         if tf.io.gfile.exists(f"{out}/{resume.COMMITS_DIR}"):
             tf.io.gfile.rmtree(f"{out}/{resume.COMMITS_DIR}")
         return resume.Reuse(tasks=plan.tasks)
-    reuse = resume.plan_reuse(out, plan.tasks)
+    reuse = resume.plan_reuse(out, plan.tasks, checkpoints=not is_url(out))
     for path in reuse.stale:  # a continued task rewrites the part bytes they name
         tf.io.gfile.remove(path)
     return reuse

@@ -12,23 +12,28 @@ shard counts and the read tasks' cut, which also covers a changed label CSV, cla
 annotation table). ``--resume`` compares it with the new plan's and refuses in one line naming
 the first difference (`first_difference`): runs are never mixed.
 
-**Committed work.** A read task that finished renames its part files into place and then writes
-its *commit record* atomically (`transforms.record.atomic`): its parts' descriptions, its files'
-summaries and errors, its windows, the row counts of the analysis batches it emitted. A long task
-also *checkpoints* (local output only): at the first segment end past
-`read_windows.CHECKPOINT_BYTES` (64 MiB) of records since the last checkpoint it flushes its part
-files, flushes its analysis batch, and records the segments since the last checkpoint as a
-*piece*: byte ranges of its still-temporary part files, and the same lists for those segments.
-Records are named ``.tmp/commits/<task>-<start>-<stop>.json`` (the task's segments they cover);
-the default in-memory runner reads in one task, so there its checkpoints are what a killed run
-keeps. `plan_reuse` chains each task's records from its first segment (a task's commit, which
-covers it all, supersedes its checkpoints), checks their part bytes are on disk, and plans the
-rest of the task as a task of its own (`ReadTask.start`) whose parts sort after the pieces.
-Checkpoints fall where an uninterrupted run's do (bytes of records, deterministic), so the rest's
-analysis batches are the uninterrupted run's. A killed process loses nothing it recorded; parts
-are not fsync'ed, so after a machine crash a piece whose bytes did not reach the disk is found
-short and read again. The write and finalize stages always run in full: they are cheap beside
-reading, and they rebuild every shard, schema and manifest from the parts.
+**Committed work.** A read task that finished gives its part files their final names (a rename;
+a hard link for a part a checkpoint record names) and then writes its *commit record* atomically
+(`transforms.record.atomic`): its parts' descriptions, its files' summaries and errors, its
+windows, the row counts of the analysis batches it emitted. A long task also *checkpoints*
+(local output only): at the first segment end past `read_windows.CHECKPOINT_BYTES` (64 MiB) of
+records since the last checkpoint it flushes its part files, flushes its analysis batch, and
+records the segments since the last checkpoint as a *piece*: byte ranges of its still-temporary
+part files, and the same lists for those segments. Records are named
+``.tmp/commits/<task>-<start>-<stop>.json`` (the task's segments they cover); the default
+in-memory runner reads in one task, so there its checkpoints are what a killed run keeps.
+`plan_reuse` chains each task's records from its first segment (a task's commit, which covers it
+all, supersedes its checkpoints; each shard's part in one file; only a task's own part files),
+checks their part bytes are on disk, and hands the task its records (`ReadTask.resumed`): the
+read stage emits their outputs, then, for a task reused up to a checkpoint, goes on from there
+(`ReadTask.start`) in the same part files, cut to the checkpoint and appended to, so each shard
+is still one part (a hard link). Checkpoints fall where an uninterrupted run's do (bytes of
+records, deterministic), so the rest's analysis batches are the uninterrupted run's. On an
+object store parts cannot be continued: no checkpoints, whole tasks only (the in-memory runner
+keeps its planned tasks there). A killed process loses nothing it recorded; parts are not
+fsync'ed, so after a machine crash a piece whose bytes did not reach the disk is found short and
+read again. The write and finalize stages always run in full: they are cheap beside reading, and
+they rebuild every shard, schema and manifest from the parts.
 
 **What TFT sees.** Its full pass must see every analysed row once. A reused task's rows are read
 back from its committed parts (`transforms.record.resume`): the stored records of the analysed
@@ -39,7 +44,7 @@ reuse nothing when normalising (every task is read again: still exact, not faste
 
 **Directory states** with ``--resume``: a finished dataset of the same options (its manifest's
 ``params``) and format is left untouched (the result says so; other options or an older format
-are refused in one line);
+are refused in one line; its inputs are not compared: the fingerprint went with ``.tmp/``);
 a missing, empty or foreign directory is a normal run (foreign is refused as always); one of our
 unfinished runs with the same fingerprint is resumed (the job's own outputs but ``.tmp/`` and the
 run marker are deleted first: shards, schemas and ``transform_fn/`` are rewritten; a file the job
@@ -53,6 +58,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import marshal
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -63,10 +69,11 @@ from replay import format as fmt
 
 FINGERPRINT_FILE = ".tmp/resume.json"
 COMMITS_DIR = ".tmp/commits"
+PARTS_DIR = ".tmp/parts"  # transforms.record.record_parts.PARTS_DIR
 FINGERPRINT_VERSION = 1
 # transforms.record.resume.COMMIT_VERSION: a record of another version (an older slice's) is
 # not reused: its task is read again
-COMMIT_VERSION = 3
+COMMIT_VERSION = 4
 
 
 def package_version() -> str:
@@ -127,7 +134,10 @@ def first_difference(old: Mapping[str, Any], new: Mapping[str, Any]) -> str | No
     changed = option_difference(old.get("options", {}), new["options"])
     if changed is not None:
         return changed
-    was = {p: (s, m) for p, s, m in old.get("inputs", [])}
+    try:
+        was = {p: (s, m) for p, s, m in old.get("inputs", [])}
+    except (TypeError, ValueError):
+        return "its resume record is malformed"
     is_ = {p: (s, m) for p, s, m in new["inputs"]}
     for path in sorted(set(was) | set(is_)):
         if path not in was:
@@ -153,9 +163,10 @@ def read_fingerprint(output_dir: str) -> dict[str, Any] | None:
     try:
         if not _fs.exists(path):
             return None
-        return json.loads(_fs.read_text(path))
+        stored = json.loads(_fs.read_text(path))
     except (OSError, ValueError):
         return None
+    return stored if isinstance(stored, dict) else None
 
 
 def finished_dataset(output_dir: str, params: Mapping[str, Any]) -> Any | None:
@@ -267,23 +278,46 @@ class Reuse:
 
 
 def _reusable(record: Any, task: int, num_segments: int) -> bool:
-    """Whether `record` is task `task`'s, of this version, covers a non-empty range of its
-    segments, and names parts under the output directory (relative paths in ``.tmp/parts/``:
-    never another directory's parts)."""
+    """Whether `record` is task `task`'s, of this version, well-formed, covers a non-empty range
+    of its segments, and names only that task's own parts (``.tmp/parts/<split>/<shard>/<task>
+    .records`` or a temporary name of one: never another task's or directory's file, which a
+    continued task would cut and append to)."""
     if not isinstance(record, dict) or record.get("version") != COMMIT_VERSION:
         return False
-    start, stop = record.get("start"), record.get("stop")
+    start, stop, parts = record.get("start"), record.get("stop"), record.get("parts")
     if record.get("task") != task or not isinstance(start, int) or not isinstance(stop, int):
         return False
-    if not 0 <= start < stop <= num_segments:
+    if not 0 <= start < stop <= num_segments or not isinstance(parts, list):
         return False
-    for part in record.get("parts", ()):
-        path = part.get("path")
-        if not isinstance(path, str) or not path.startswith(".tmp/parts/"):
+    lists = ("files", "errors", "sampled", "analysis_batches")
+    if not all(isinstance(record.get(k), list) for k in lists):
+        return False
+    if not isinstance(record.get("counts"), dict) or not isinstance(record.get("windows"), int):
+        return False
+    return all(_own_part(part, task) for part in parts)
+
+
+def _own_part(part: Any, task: int) -> bool:
+    """Whether `part` is a well-formed description of one of task `task`'s part files."""
+    if not isinstance(part, dict) or not isinstance(part.get("path"), str):
+        return False
+    split, shard, runs = part.get("split"), part.get("shard"), part.get("runs")
+    if not isinstance(split, str) or not isinstance(shard, int) or not isinstance(runs, list):
+        return False
+    if not isinstance(part.get("offset", 0), int) or part.get("offset", 0) < 0:
+        return False
+    for run in runs:
+        if not (isinstance(run, list) and len(run) == 3 and isinstance(run[0], str)):
             return False
-        if "\\" in path or ".." in path.split("/") or "://" in path:
+        if not all(isinstance(n, int) and n >= 0 for n in run[1:]):
             return False
-    return True
+    own = f"{PARTS_DIR}/{split}/{shard:05d}/{task:06d}.records"
+    path = part["path"]
+    if path == own:
+        return "/" not in split and split not in ("", ".", "..")
+    base, _, tag = path.rpartition(".tmp-")
+    temp = base == own and len(tag) == 8 and all(c in "0123456789abcdef" for c in tag)
+    return temp and "/" not in split and split not in ("", ".", "..")
 
 
 def _part_end(part: Mapping[str, Any]) -> int:
@@ -347,14 +381,19 @@ def _chain(
         at = stop
 
 
-def plan_reuse(output_dir: str, tasks: Sequence[Any]) -> Reuse:
+def plan_reuse(output_dir: str, tasks: Sequence[Any], *, checkpoints: bool = True) -> Reuse:
     """The committed work of the run in `output_dir` that the planned `tasks` (`ReadTask`s)
-    reuse (`_chain`): the tasks with their records, and the records not reused."""
+    reuse (`_chain`): the tasks with their records, and the records not reused.
+
+    `checkpoints`: False for an output on an object store (a part there cannot be continued in
+    place): only whole tasks' records are reused."""
     by_task = _records(output_dir)
     todo, stale, whole, windows = [], [], 0, 0
     for task in tasks:
         found = by_task.get(task.task_id, [])
         chain = _chain(output_dir, task, found)
+        if not checkpoints and chain and chain[-1][1]["stop"] < len(task.segments):
+            chain = []
         used = {path for path, _ in chain}
         stale += [path for path, _ in found if path not in used]
         windows += sum(int(r["windows"]) for _, r in chain)
@@ -391,6 +430,27 @@ def annotation_digest(annotation: Any) -> str:
     return h.hexdigest()
 
 
+def function_digest(func: Any) -> str:
+    """A digest of what a `shard_func` computes: its name, its code (nested code included:
+    `marshal`), defaults and closure values (their repr); an object without code, its repr."""
+    h = hashlib.sha256(getattr(func, "__qualname__", type(func).__qualname__).encode())
+    code = getattr(func, "__code__", None)
+    if code is None:
+        h.update(repr(func).encode())
+        return h.hexdigest()
+    h.update(marshal.dumps(code))
+    cells = []
+    for cell in func.__closure__ or ():
+        try:
+            value = cell.cell_contents
+        except ValueError:  # an empty cell
+            value = None
+        cells.append(None if value is func else value)
+    # a value whose repr holds its address differs run to run: refused (conservative)
+    h.update(repr((func.__defaults__, func.__kwdefaults__, cells)).encode())
+    return h.hexdigest()
+
+
 def derived(plan: Any) -> dict[str, Any]:
     """What planning derived from the options and inputs (a `pipelines.plan.RecordPlan`), as
     JSON values for the fingerprint's ``plan`` digest: labels, splits, refusals, classes, the
@@ -406,7 +466,7 @@ def derived(plan: Any) -> dict[str, Any]:
         "classes": list(plan.classes),
         "signal_dtype": plan.read.signal_dtype,
         "num_shards": dict(sorted(plan.sharding.num_shards.items())),
-        "shard_func": None if func is None else getattr(func, "__qualname__", repr(func)),
+        "shard_func": None if func is None else function_digest(func),
         "tasks": [
             [t.task_id, [[s.file.index, s.row_start, s.row_stop, s.split_rank] for s in t.segments]]
             for t in plan.tasks

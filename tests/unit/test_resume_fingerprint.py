@@ -114,3 +114,15 @@ def test_only_the_jobs_own_outputs_are_known():
     names = ["manifest.json", "ds-train.tfrecord-00001-of-00002.gz", "transform_fn/"]
     names += ["manifest.json.tmp-0123abcd", ".tmp", "notes.txt", "ds-train.tfrecord-00002-of-00002"]
     assert resume.unknown_entries(names, known) == ["ds-train.tfrecord-00002-of-00002", "notes.txt"]
+
+
+def test_a_changed_shard_func_changes_the_digest():
+    def by(k):
+        return lambda e: (e["index"] + k) % 4
+
+    digests = {
+        resume.function_digest(f)
+        for f in (lambda e: e["index"] % 4, lambda e: (e["index"] + 1) % 4, by(0), by(1))
+    }
+    assert len(digests) == 4
+    assert resume.function_digest(by(2)) == resume.function_digest(by(2))

@@ -30,6 +30,7 @@ def _example(index: int, start: int) -> bytes:
         fmt.FILEPATH_KEY: b(f"in/{index}.wav".encode()),
         fmt.INDEX_KEY: i(index),
         fmt.WIN_START_KEY: i(start),
+        fmt.SIGNAL_KEY: b(np.array([start, start], "<i2").tobytes()),
         "f": b(np.array([start, -start], "<f4").tobytes()),
     }
     example = tf.train.Example(features=tf.train.Features(feature=features))
@@ -71,7 +72,7 @@ def test_reuse_streams_the_parts_in_row_order_in_the_recorded_batches(tmp_path, 
     parts = {"p0": [_example(*r) for r in rows[0::2]], "p1": [_example(*r) for r in rows[1::2]]}
     taken = []
 
-    def records(path, offset, size):
+    def records(path, offset, size, **_):
         for raw in parts[path.rsplit("/", 1)[-1]]:
             taken.append(raw)
             yield raw
@@ -94,7 +95,7 @@ def test_reuse_streams_the_parts_in_row_order_in_the_recorded_batches(tmp_path, 
 
 def test_reuse_refuses_rows_the_record_does_not_count(tmp_path, monkeypatch):
     parts = {"p0": [_example(0, s) for s in range(4)]}
-    monkeypatch.setattr(resume, "_records", lambda path, offset, size: iter(parts["p0"]))
+    monkeypatch.setattr(resume, "_records", lambda path, offset, size, **_: iter(parts["p0"]))
     fn = _reused(tmp_path)
     with pytest.raises(ValueError, match="more analysed rows"):
         list(fn.outputs(_record(parts, [3])))
@@ -148,3 +149,90 @@ def test_commit_records_hold_relative_part_paths_resolved_in_the_resumed_dir(tmp
         foreign = {**stored, "parts": [{**stored["parts"][0], "path": path}]}
         (copy / ".tmp" / "commits" / name).write_text(json.dumps(foreign))
         assert plan_reuse(str(copy), [task]).tasks == (task,), path
+
+
+def test_samples_are_the_rows_the_read_stage_sampled_two_segments_of_one_file(
+    tmp_path, monkeypatch
+):
+    """The read stage samples the first row of each segment: a file cut into two segments of
+    one task has two samples, found back by their row keys (not the file's first row twice)."""
+    parts = {"p0": [_example(0, s) for s in range(6)]}
+    monkeypatch.setattr(resume, "_records", lambda path, offset, size, **_: iter(parts["p0"]))
+    record = {**_record(parts, [6]), "sampled": [[0, 0, 0], [0, 3, 0]]}
+    samples = [
+        o.value
+        for o in _reused(tmp_path).outputs(record)
+        if getattr(o, "tag", None) == resume.SAMPLES_TAG
+    ]
+    rows = [resume._parse(_example(0, s)) for s in (0, 3)]
+    assert samples == [resume.sample_bytes(row, LAYOUT) for row in rows]
+    assert samples[0] != samples[1]
+
+
+def test_read_back_buffers_share_a_budget(tmp_path, monkeypatch):
+    blocks = []
+
+    def records(path, offset, size, *, block_bytes):
+        blocks.append(block_bytes)
+        return iter([])
+
+    monkeypatch.setattr(resume, "_records", records)
+    parts = {f"p{k}": [] for k in range(256)}
+    list(_reused(tmp_path).outputs(_record(parts, [])))
+    assert len(blocks) == 256 and max(blocks) * 256 <= max(resume.READ_BACK_BYTES, 256 << 16)
+
+
+def test_a_checkpointed_part_keeps_its_temporary_name_when_committed(tmp_path):
+    """Checkpoint records name a part's temporary file: the commit links its final name to it
+    (a copy without hard links), so a kill between the commit and its record loses nothing."""
+    from transforms.record.record_parts import PartWriter
+
+    with PartWriter(str(tmp_path), 0) as writer:
+        writer.write("train", 0, path="in/0.wav", records=[_example(0, 0)])
+        (piece,) = writer.checkpoint()
+        writer.write("train", 0, path="in/0.wav", records=[_example(0, 1)])
+        (part,) = writer.commit()
+    assert piece["offset"] == 0 and piece["path"] != part["path"]
+    with open(piece["path"], "rb") as a, open(part["path"], "rb") as b:
+        assert a.read() == b.read()
+
+
+def _task_records(tmp_path, task, *records):
+    import json
+
+    commits = tmp_path / ".tmp" / "commits"
+    commits.mkdir(parents=True, exist_ok=True)
+    for r in records:
+        name = f"{r['task']:06d}-{r['start']:06d}-{r['stop']:06d}.json"
+        (commits / name).write_text(json.dumps(r))
+
+
+def _part_file(tmp_path, rel: str, size: int) -> None:
+    path = tmp_path / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(b"x" * size)
+
+
+def test_records_naming_another_tasks_part_or_malformed_are_not_reused(tmp_path):
+    from pipelines.resume import plan_reuse
+    from transforms.planning.types import ReadTask
+
+    task = ReadTask(1, segments=(None, None))
+    mine = ".tmp/parts/train/00000/000001.records.tmp-0123abcd"
+    theirs = ".tmp/parts/train/00000/000000.records"
+    for rel in (mine, theirs):
+        _part_file(tmp_path, rel, 100)
+
+    def piece(path, **extra):
+        part = {"split": "train", "shard": 0, "path": path, "offset": 0, "runs": [["a", 1, 10]]}
+        return {**_record({}, [1]), "task": 1, "start": 0, "stop": 1, "parts": [part], **extra}
+
+    _task_records(tmp_path, task, piece(mine))
+    assert plan_reuse(str(tmp_path), [task]).tasks[0].start == 1
+    for bad in (piece(theirs), piece(mine, parts=["x"]), piece(mine, files=None)):
+        _task_records(tmp_path, task, bad)
+        (reuse_task,) = plan_reuse(str(tmp_path), [task]).tasks
+        assert (reuse_task.start, reuse_task.resumed) == (0, ()), bad
+    # a chain up to a checkpoint is not reused where parts cannot be continued (object stores)
+    _task_records(tmp_path, task, piece(mine))
+    assert plan_reuse(str(tmp_path), [task], checkpoints=False).tasks == (task,)

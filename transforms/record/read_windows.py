@@ -5,8 +5,9 @@ computes features and encodes the stored Examples once per chunk (in the compute
 
 - streams every record to a *part* file of the shard it belongs to (TFRecord framing under
   ``<output_dir>/.tmp/parts/<split>/<shard>/<task>.records``, `transforms.record.record_parts`:
-  written under a temporary name and renamed when the task is done, so a retried task rewrites
-  identical parts, and concatenated into shards by the write stage);
+  written under a temporary name and renamed when the task is done (linked, once a checkpoint
+  named it), so a retried task rewrites identical parts, and concatenated into shards by the
+  write stage);
 - emits the rows of the analysed splits (`transforms.planning.sharding.analyzed_splits`:
   ``train`` by default when there are splits, so test windows never shape the statistics) as
   RecordBatches for tensorflow-transform's analysis (fused in this stage); every row is written
@@ -57,7 +58,7 @@ from transforms.record.resume import (  # the output tags live there (its reuse 
     PARTS_TAG,
     SAMPLES_TAG,
     ReusedRecords,
-    commit_record,
+    TaskRecords,
     continued_parts,
 )
 
@@ -213,7 +214,7 @@ class ReadTaskFn(beam.DoFn):
         )
         stream = _SegmentStream(itertools.chain.from_iterable(groups), close=groups.close)
         analysis = _Batcher(self.analysis_rows)
-        done = _Done(task)  # the task's commit and checkpoint records (transforms.record.resume)
+        done = TaskRecords(self._output_dir, task)  # its commit and checkpoint records
         try:
             for i, seg in enumerate(task.segments):
                 rows = 0
@@ -221,7 +222,7 @@ class ReadTaskFn(beam.DoFn):
                     for batch, records in stream.batches():
                         self._write(parts, seg, batch, records, first_row=seg.row_start + rows)
                         if rows == 0 and task.start + i < AUTO_SAMPLE_SIZE:
-                            done.sampled.append(seg.file.path)
+                            done.sampled.append(_first_key(batch, seg))
                             yield beam.pvalue.TaggedOutput(SAMPLES_TAG, _sample_bytes(batch))
                         rows += batch.num_rows
                         if self._analyze is None or seg.file.split in self._analyze:
@@ -234,18 +235,18 @@ class ReadTaskFn(beam.DoFn):
                     done.errors.append(error.value)
                     yield error
                 else:
-                    done.files.append(self._summary(seg, rows))
+                    done.file_done(self._summary(seg, rows), seg)
                     yield beam.pvalue.TaggedOutput(FILES_TAG, done.files[-1])
                 if parts.written - done.written >= self._checkpoint_bytes and i + 1 < len(
                     task.segments
                 ):
                     yield from analysis.flush()  # a piece's batches are its own: see resume.py
-                    done.checkpoint(self._output_dir, i + 1, parts=parts, batches=analysis.sizes)
+                    done.checkpoint(i + 1, parts=parts, batches=analysis.sizes)
         finally:
             stream.close()
         yield from analysis.flush()
         committed = parts.commit()
-        done.commit(self._output_dir, parts=committed, batches=analysis.sizes)
+        done.commit(parts=committed, batches=analysis.sizes)
         for part in committed:
             yield beam.pvalue.TaggedOutput(PARTS_TAG, part)
 
@@ -358,84 +359,6 @@ class ReadTaskFn(beam.DoFn):
         }
 
 
-class _Done:
-    """What a read task has done, for its commit record and its checkpoints' records
-    (`transforms.record.resume.commit_record`): whole-task lists (a continued task's begin with
-    its earlier run's, from `ReadTask.resumed`), and where the last checkpoint cut them."""
-
-    def __init__(self, task: ReadTask):
-        self._task = task
-        prior = task.resumed
-        self.files: list[dict] = [f for r in prior for f in r["files"]]
-        self.errors: list[dict] = [e for r in prior for e in r["errors"]]
-        # AUTO compression: the first rows of the task's first segments
-        self.sampled: list[str] = [p for r in prior for p in r["sampled"]]
-        self._prior_batches = [n for r in prior for n in r["analysis_batches"]]
-        self._prior_counts = {
-            key: sum(int(r["counts"].get(key, 0)) for r in prior)
-            for key in ("files_read", "audio_frames")
-        }
-        self.written = 0  # the part writer's bytes at the last checkpoint
-        self._at = {
-            "segment": 0,  # of task.segments
-            "files": len(self.files),
-            "errors": len(self.errors),
-            "sampled": len(self.sampled),
-            "batches": 0,  # of this run's analysis batches
-        }
-
-    def checkpoint(self, output_dir: str, stop: int, *, parts: PartWriter, batches: list) -> None:
-        """Records the task's segments since the last checkpoint, up to `stop` (of
-        `task.segments`), as a piece a resumed run reuses; the parts go on."""
-        at = self._at
-        errors = self.errors[at["errors"] :]
-        self._record(
-            output_dir,
-            start=self._task.start + at["segment"],
-            stop=self._task.start + stop,
-            parts=parts.checkpoint(),
-            files=self.files[at["files"] :],
-            errors=errors,
-            sampled=self.sampled[at["sampled"] :],
-            batches=batches[at["batches"] :],
-            counts=_counts(self._task.segments[at["segment"] : stop], errors),
-        )
-        self.written = parts.written
-        self._at = {
-            "segment": stop,
-            "files": len(self.files),
-            "errors": len(self.errors),
-            "sampled": len(self.sampled),
-            "batches": len(batches),
-        }
-
-    def commit(self, output_dir: str, *, parts: list[dict], batches: list) -> None:
-        """Records the whole task (its parts renamed): supersedes its checkpoints."""
-        counts = _counts(self._task.segments, self.errors)
-        self._record(
-            output_dir,
-            start=0,
-            stop=self._task.start + len(self._task.segments),
-            parts=parts,
-            files=self.files,
-            errors=self.errors,
-            sampled=self.sampled,
-            batches=[*self._prior_batches, *batches],
-            counts={k: n + self._prior_counts[k] for k, n in counts.items()},
-        )
-
-    def _record(self, output_dir: str, *, batches: list, **fields) -> None:
-        commit_record(output_dir, self._task.task_id, analysis_batches=batches, **fields)
-
-
-def _counts(segments: Sequence[Segment], errors: Sequence[dict]) -> dict[str, int]:
-    """The files_read / audio_frames counts of `segments`: each file that starts there and did
-    not fail."""
-    failed = {e["path"] for e in errors}
-    firsts = [s.file for s in segments if s.row_start == 0 and s.file.path not in failed]
-    return {"files_read": len(firsts), "audio_frames": sum(f.info.num_frames for f in firsts)}
-
-
 class _Batcher:
     """Joins RecordBatches of one schema into batches of at least `min_rows` (the last: fewer).
 
@@ -464,6 +387,14 @@ class _Batcher:
                 yield pending[0]
             else:
                 yield pa.Table.from_batches(pending).combine_chunks().to_batches()[0]
+
+
+def _first_key(batch: pa.RecordBatch, seg: Segment) -> list[int]:
+    """The row key (index, window start, channel) of the first row of `batch`, of `seg`."""
+    start = batch.column(batch.schema.get_field_index(fmt.WIN_START_KEY)).flatten()[0].as_py()
+    i = batch.schema.get_field_index(fmt.CHANNEL_KEY)
+    channel = batch.column(i).flatten()[0].as_py() if i >= 0 else 0
+    return [seg.file.index, int(start), int(channel)]
 
 
 def _sample_bytes(batch: pa.RecordBatch) -> bytes:

@@ -24,6 +24,7 @@ import contextlib
 import dataclasses
 import itertools
 import os
+import shutil
 import struct
 from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import Executor, Future
@@ -123,15 +124,24 @@ class PartWriter:
         # checkpoints: (split, shard) -> (runs, bytes) of the part at the last one
         self._marks: dict[tuple[str, int], tuple[int, int]] = {}
         self.written = 0  # framed bytes handed to `write` (counted as written: deterministic)
-        for part in continued:
-            key = (part["split"], part["shard"])
-            final = part_path(output_dir, split=key[0], shard=key[1], task=task)
-            fh = open(part["path"], "r+b")  # noqa: SIM115 - closed by commit / abort
-            fh.truncate(part["end"])  # what a killed run wrote past its last checkpoint
-            fh.seek(part["end"])
-            self._open[key] = (final, part["path"], fh, [list(run) for run in part["runs"]])
-            self._marks[key] = (len(part["runs"]), part["end"])
-        self._continued = frozenset(self._open)
+        try:
+            for part in continued:
+                self._continue(part)
+        except BaseException:
+            self.abort()
+            raise
+
+    def _continue(self, part: dict) -> None:
+        """Opens a continued task's part file, cut to its last checkpoint, for appending."""
+        if is_url(part["path"]):
+            raise ValueError(f"part {part['path']}: no checkpoint on an object store")
+        key = (part["split"], part["shard"])
+        final = part_path(self._output_dir, split=key[0], shard=key[1], task=self._task)
+        fh = open(part["path"], "r+b")  # noqa: SIM115 - closed by commit / abort
+        self._open[key] = (final, part["path"], fh, [list(run) for run in part["runs"]])
+        self._marks[key] = (len(part["runs"]), part["end"])
+        fh.truncate(part["end"])  # what a killed run wrote past its last checkpoint
+        fh.seek(part["end"])
 
     def __enter__(self) -> PartWriter:
         return self
@@ -215,7 +225,9 @@ class PartWriter:
         return out
 
     def commit(self) -> list[dict]:
-        """Closes and renames every part; returns their descriptions, sorted.
+        """Closes every part and gives it its final name (a rename; a hard link for a part a
+        checkpoint record names, which keeps its temporary name); returns their descriptions,
+        sorted.
 
         A description: split, shard, task, path, rows and runs ([input path, records, bytes]).
         """
@@ -224,9 +236,8 @@ class PartWriter:
         out = []
         for (split, shard), (final, tmp, fh, runs) in sorted(self._open.items()):
             fh.close()
-            if (split, shard) in self._continued:  # its checkpoints' records are read by name
-                atomic.remove_quietly(final)  # a retried task: the same content replaces it
-                os.link(tmp, final)
+            if (split, shard) in self._marks:  # checkpoint records name it: keep that name
+                _link_or_copy(tmp, final)
             else:
                 atomic.rename(tmp, final)  # a retried task: the same content replaces it
             del self._open[(split, shard)]
@@ -242,6 +253,18 @@ class PartWriter:
                 }
             )
         return out
+
+
+def _link_or_copy(src: str, dst: str) -> None:
+    """`dst` the same bytes as the local file `src`, which keeps its name: a hard link, or a copy
+    where the filesystem has none. A retried task: the same content replaces `dst`."""
+    atomic.remove_quietly(dst)
+    try:
+        os.link(src, dst)
+    except OSError:
+        tmp = atomic.temp_name(dst)
+        shutil.copyfile(src, tmp)
+        atomic.rename(tmp, dst)
 
 
 def kept_records(parts: Iterable[dict], failed: frozenset[str] | set[str]) -> int:

@@ -39,12 +39,14 @@ import pyarrow as pa
 from replay import format as fmt
 from transforms.planning.compression import AUTO_SAMPLE_SIZE
 from transforms.planning.layout import RecordLayout
+from transforms.planning.types import ReadTask
 from transforms.record import atomic, record_parts
 from transforms.record.prefetch import prefetch
 from transforms.record.progress import ProgressFile
 
 COMMITS_DIR = ".tmp/commits"  # pipelines.resume.COMMITS_DIR
-COMMIT_VERSION = 3  # pipelines.resume.COMMIT_VERSION: records of another version are not reused
+READ_BACK_BYTES = 64 << 20  # 64 MiB: read buffers of a record's parts, shared among them
+COMMIT_VERSION = 4  # pipelines.resume.COMMIT_VERSION: records of another version are not reused
 # the read stage's output tags (`read_windows` takes them from here)
 FILES_TAG, ERRORS_TAG, PARTS_TAG, SAMPLES_TAG = "files", "errors", "parts", "samples"
 
@@ -129,10 +131,11 @@ def relative_part_path(output_dir: str, path: str) -> str:
     return path[len(prefix) :]
 
 
-def _records(path: str, offset: int, size: int) -> Iterator[memoryview]:
-    """The records of `size` bytes of the part file `path` from `offset` (each valid until the
-    next is taken: `_parse` copies what it keeps)."""
-    return record_parts.record_views(record_parts.ByteRange(path, offset, size))
+def _records(path: str, offset: int, size: int, *, block_bytes: int) -> Iterator[memoryview]:
+    """The records of `size` bytes of the part file `path` from `offset`, read `block_bytes` at a
+    time (each valid until the next is taken: `_parse` copies what it keeps)."""
+    r = record_parts.ByteRange(path, offset, size)
+    return record_parts.record_views(r, block_bytes=block_bytes)
 
 
 def _parse(record: bytes | memoryview) -> Mapping[str, Any]:
@@ -186,11 +189,11 @@ def analysis_batches(
 
 
 def _part_rows(
-    path: str, analyse: bool, *, offset: int = 0, size: int
+    path: str, analyse: bool, *, offset: int = 0, size: int, block_bytes: int
 ) -> Iterator[tuple[tuple[int, int, int], bool, Any]]:
     """(row key, analysed, parsed record) of every record of a part (`size` bytes of the file
     `path` from `offset`), in order."""
-    for raw in _records(path, offset, size):
+    for raw in _records(path, offset, size, block_bytes=block_bytes):
         feature = _parse(raw)
         yield _row_key(feature), analyse, feature
 
@@ -238,33 +241,46 @@ class ReusedRecords:
     def outputs(self, record: Mapping[str, Any]) -> Iterator:
         """The outputs of `record`'s segments; its parts only for a whole task's record (a
         ``continued`` one's task goes on in its parts and commits them whole)."""
-        sampled = list(record["sampled"])[:AUTO_SAMPLE_SIZE]
+        sampled = [tuple(k) for k in record["sampled"]][:AUTO_SAMPLE_SIZE]
         wanted = frozenset(sampled)
+        last = max(wanted, default=None)
+        read = [  # (part, analysed): the parts read back
+            (part, analyse)
+            for part in record["parts"]
+            if (analyse := self._analyze is None or part["split"] in self._analyze) or wanted
+        ]
+        # every part is open at once (merged): READ_BACK_BYTES of buffers in all
+        block = min(
+            max(READ_BACK_BYTES // max(1, len(read)), 64 << 10), record_parts.COPY_CHUNK_BYTES
+        )
         streams = []  # each part is in the task's row order: merged, they are the task's rows
-        for part in record["parts"]:
-            analyse = self._analyze is None or part["split"] in self._analyze
-            if analyse or {run[0] for run in part["runs"]} & wanted:
-                size = sum(run[2] for run in part["runs"])
-                path = self._part_path(part)
-                streams.append(_part_rows(path, analyse, offset=part.get("offset", 0), size=size))
-        firsts = {}  # sampled input path -> its first stored row in the task
+        for part, analyse in read:
+            size = sum(run[2] for run in part["runs"])
+            rows = _part_rows(
+                self._part_path(part),
+                analyse,
+                offset=part.get("offset", 0),
+                size=size,
+                block_bytes=block,
+            )
+            if not analyse:  # read only as far as the last sampled row (rows are in key order)
+                rows = itertools.takewhile(lambda row: row[0] <= last, rows)
+            streams.append(rows)
+        firsts = {}  # sampled row key -> its stored row
 
         def analysed() -> Iterator[Any]:
-            for _, analyse, feature in heapq.merge(*streams, key=lambda row: row[0]):
-                if wanted:
-                    path = feature[fmt.FILEPATH_KEY].bytes_list.value[0].decode("utf-8")
-                    if path in wanted and path not in firsts:
-                        firsts[path] = feature
+            for key, analyse, feature in heapq.merge(*streams, key=lambda row: row[0]):
+                if key in wanted:
+                    firsts[key] = feature
                 if analyse:
                     yield feature
 
         # read back in a thread while TFT analyses the batches already given
         sizes = record["analysis_batches"]
         yield from prefetch(analysis_batches(analysed(), self._layout, sizes=sizes), depth=2)
-        for path in sampled:
-            if path in firsts:
-                sample = sample_bytes(firsts[path], self._layout)
-                yield beam.pvalue.TaggedOutput(SAMPLES_TAG, sample)
+        for key in sampled:
+            if key in firsts:
+                yield beam.pvalue.TaggedOutput(SAMPLES_TAG, sample_bytes(firsts[key], self._layout))
         yield from self._counted(record)
 
     def _part_path(self, part: Mapping[str, Any]) -> str:
@@ -292,3 +308,75 @@ class ReusedRecords:
         for p in record["parts"]:
             part = {**p, "path": self._part_path(p), "runs": [tuple(r) for r in p["runs"]]}
             yield beam.pvalue.TaggedOutput(PARTS_TAG, part)
+
+
+class TaskRecords:
+    """What a read task has done, for its commit record and its checkpoints' records
+    (`commit_record`): whole-task lists (a continued task's begin with its earlier run's, from
+    `ReadTask.resumed`), counts as the read stage's counters count, and where the last
+    checkpoint cut them."""
+
+    def __init__(self, output_dir: str, task: ReadTask):
+        self._output_dir, self._task = output_dir, task
+        prior = task.resumed
+        self.files: list[dict] = [f for r in prior for f in r["files"]]
+        self.errors: list[dict] = [e for r in prior for e in r["errors"]]
+        # AUTO compression: row keys of the first rows of the task's first segments
+        self.sampled: list[list[int]] = [list(k) for r in prior for k in r["sampled"]]
+        self._prior_batches = [n for r in prior for n in r["analysis_batches"]]
+        self._counts = {  # files_read, audio_frames: as read_windows' counters count them
+            key: sum(int(r["counts"].get(key, 0)) for r in prior)
+            for key in ("files_read", "audio_frames")
+        }
+        self.written = 0  # the part writer's bytes at the last checkpoint
+        self._at = self._mark(segment=0, batches=0)
+
+    def _mark(self, *, segment: int, batches: int) -> dict[str, Any]:
+        return {
+            "segment": segment,  # of task.segments
+            "files": len(self.files),
+            "errors": len(self.errors),
+            "sampled": len(self.sampled),
+            "batches": batches,  # of this run's analysis batches
+            "counts": dict(self._counts),
+        }
+
+    def file_done(self, summary: dict, seg: Any) -> None:
+        """A segment read: its summary; a file counts once its first segment is read."""
+        self.files.append(summary)
+        if seg.row_start == 0:
+            self._counts["files_read"] += 1
+            self._counts["audio_frames"] += seg.file.info.num_frames
+
+    def checkpoint(self, stop: int, *, parts: record_parts.PartWriter, batches: list) -> None:
+        """Records the task's segments since the last checkpoint, up to `stop` (of
+        `task.segments`), as a piece a resumed run reuses; the parts go on."""
+        at = self._at
+        self._record(
+            start=self._task.start + at["segment"],
+            stop=self._task.start + stop,
+            parts=parts.checkpoint(),
+            files=self.files[at["files"] :],
+            errors=self.errors[at["errors"] :],
+            sampled=self.sampled[at["sampled"] :],
+            analysis_batches=batches[at["batches"] :],
+            counts={k: n - at["counts"][k] for k, n in self._counts.items()},
+        )
+        self.written = parts.written
+        self._at = self._mark(segment=stop, batches=len(batches))
+
+    def commit(self, *, parts: list[dict], batches: list) -> None:
+        """Records the whole task (its parts committed): supersedes its checkpoints."""
+        self._record(
+            start=0,
+            stop=self._task.start + len(self._task.segments),
+            parts=parts,
+            files=self.files,
+            errors=self.errors,
+            sampled=self.sampled,
+            analysis_batches=[*self._prior_batches, *batches],
+            counts=self._counts,
+        )
+
+    def _record(self, **fields: Any) -> None:
+        commit_record(self._output_dir, self._task.task_id, **fields)
