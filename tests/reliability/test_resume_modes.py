@@ -16,13 +16,19 @@ state every time, whatever the machine's speed; the tests wait only for the hold
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
+import signal
+import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from pipelines import record
+from tests.engines import clusters
 from tests.support import wavgen
 from tests.support.reliability import assert_same_dataset, cli, kill
 
@@ -112,6 +118,84 @@ def test_multi_processing_killed_after_a_commit_resumes_byte_identical(tmp_path)
     assert not (out / "manifest.json").exists()
 
     result = record.run(_args(pattern, out, *MULTI, "--resume"))
+    assert result.total_tasks == 4 and 0 < result.reused_tasks < 4, result
+    assert 0 < result.reused_windows < FILES * WINDOWS, result
+    assert result.num_examples == FILES * WINDOWS
+    assert_same_dataset(out, want)
+    assert not (out / ".tmp").exists()
+
+
+def _job_service(directory: Path, name: str) -> tuple[clusters.Process, int]:
+    """Beam's local job service (`local_job_service_main`: runs the job's stages, handing bundles
+    to the EXTERNAL worker pool) on 127.0.0.1, in its own process group."""
+    port = clusters.free_port()
+    command = [sys.executable, "-m", "apache_beam.runners.portability.local_job_service_main"]
+    service = clusters.Process(
+        f"job service ({name})", [*command, "--port", str(port)], directory / f"{name}.log"
+    )
+    service.wait_listening(port)
+    return service, port
+
+
+def _sigkill(process: clusters.Process) -> None:
+    """SIGKILL to `process`'s process group (a crash); reaped."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)
+    process.proc.wait(timeout=30)
+
+
+@contextlib.contextmanager
+def _worker_pool(directory: Path) -> Iterator[int]:
+    """``python -m runners.worker_pool`` (tests/engines' fixture, which this package cannot
+    use): yields its port."""
+    pool, port = clusters.start_worker_pool(directory)
+    try:
+        yield port
+    finally:
+        pool.stop()
+
+
+def _portable(job_port: int, pool_port: int) -> tuple[str, ...]:
+    return (
+        "--runner", "PortableRunner", "--job_endpoint", f"localhost:{job_port}",
+        "--environment_type", "EXTERNAL", "--environment_config", f"localhost:{pool_port}",
+    )  # fmt: skip
+
+
+def test_portable_runner_killed_after_a_commit_resumes_byte_identical(tmp_path):
+    """A local job service runs the job, our worker pool its bundles: the kill is SIGKILL to the
+    launcher and to the job service (which runs the job: the job dies with it; the pool's
+    workers, a cluster's, outlive it); the resume goes to a new job service, same pool."""
+    pattern = _corpus(tmp_path / "corpus")
+    want, out, hold = tmp_path / "uninterrupted", tmp_path / "out", tmp_path / "hold"
+    with _worker_pool(tmp_path) as pool:
+        service, port = _job_service(tmp_path, "job_service_1")
+        try:
+            record.run(_args(pattern, want, *_portable(port, pool)))
+            hold.mkdir()
+            proc = cli(
+                str(hold),
+                *_args(pattern, out, *_portable(port, pool)),
+                log=tmp_path / "killed.log",
+                module="tests.support.resume_hold",
+            )
+            try:
+                held = _wait_for_hold(hold, lambda: proc.poll() is None)
+                assert int(held.split()[0]) != proc.pid, "a read task ran in the launcher"
+                _assert_unfinished_with_commits(out)
+            finally:
+                kill(proc)  # the launcher's process group
+        finally:
+            _sigkill(service)  # the job service, and with it the job
+            service.stop()
+            (hold / "release").touch()
+        assert not (out / "manifest.json").exists()
+
+        service, port = _job_service(tmp_path, "job_service_2")
+        try:
+            result = record.run(_args(pattern, out, *_portable(port, pool), "--resume"))
+        finally:
+            service.stop()
     assert result.total_tasks == 4 and 0 < result.reused_tasks < 4, result
     assert 0 < result.reused_windows < FILES * WINDOWS, result
     assert result.num_examples == FILES * WINDOWS
