@@ -17,11 +17,13 @@ state every time, whatever the machine's speed; the tests wait only for the hold
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import signal
 import sys
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -39,6 +41,7 @@ FILES = 6
 WINDOWS = 40  # per file: 240 windows, read tasks of 64 (pipelines.plan.MIN_TASK_ROWS): 4 tasks
 HOLD_TIMEOUT_S = 300.0  # only stops a hung test: whether the hold is reached is not timing
 MULTI = ("--direct_running_mode", "multi_processing", "--direct_num_workers", "2")
+IN_MEMORY = ("--direct_running_mode", "in_memory", "--direct_num_workers", "2")
 RESUMED = re.compile(r"; resumed: (\d+) of (\d+) read tasks \((\d+) windows\) reused")
 
 
@@ -196,6 +199,89 @@ def test_portable_runner_killed_after_a_commit_resumes_byte_identical(tmp_path):
             result = record.run(_args(pattern, out, *_portable(port, pool), "--resume"))
         finally:
             service.stop()
+    assert result.total_tasks == 4 and 0 < result.reused_tasks < 4, result
+    assert 0 < result.reused_windows < FILES * WINDOWS, result
+    assert result.num_examples == FILES * WINDOWS
+    assert_same_dataset(out, want)
+    assert not (out / ".tmp").exists()
+
+
+@pytest.fixture
+def flink_cluster(tmp_path) -> Iterator[clusters.FlinkCluster]:
+    """tests/engines' session cluster (a JobManager and two TaskManager JVMs on 127.0.0.1),
+    made here with the same settings: that fixture is not visible from this package."""
+    from runners import jobserver
+
+    clusters.job_server_jar("flink")  # skips without java / the jar, as the engine tests do
+    cluster = clusters.FlinkCluster(tmp_path / "flink", jobserver.lib_dir("flink"), taskmanagers=2)
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+def _flink(master: str, pool_port: int) -> tuple[str, ...]:
+    from runners import jobserver
+
+    return (
+        "--runner", "FlinkRunner", "--flink_master", master, "--parallelism", "2",
+        "--flink_version", jobserver.FLINK_VERSION,
+        "--flink_job_server_jar", str(jobserver.jar_path("flink")),
+        "--environment_type", "EXTERNAL", "--environment_config", f"127.0.0.1:{pool_port}",
+    )  # fmt: skip
+
+
+def _rest(master: str, path: str, *, method: str = "GET") -> dict:
+    request = urllib.request.Request(f"http://{master}{path}", method=method)
+    with urllib.request.urlopen(request, timeout=10) as response:
+        body = response.read()
+    return json.loads(body) if body else {}
+
+
+def _flink_jobs(master: str) -> list[dict]:
+    return _rest(master, "/jobs/overview")["jobs"]
+
+
+def _launch(directory: Path, name: str, module: str, *argv: str) -> clusters.Process:
+    """``python -m module argv`` in its own process group (its job server joins it)."""
+    return clusters.Process(name, [sys.executable, "-m", module, *argv], directory / f"{name}.log")
+
+
+def test_flink_job_cancelled_after_a_commit_resumes_byte_identical(flink_cluster, tmp_path):
+    """On the session cluster the kill hits the Flink job, not a TaskManager: it is cancelled
+    through Flink's REST API while held (every TaskManager stays up); the launcher, told its job
+    was cancelled, exits and its job server is stopped. The resume runs on the DirectRunner
+    (multi_processing: the plan, and so the fingerprint, is the same on both: read tasks are cut
+    by the launcher's cores); a Flink job costs minutes on this machine. The reference is the
+    in-memory DirectRunner's (two workers: the same read tasks); tests/engines/test_engines.py
+    shows that Flink records the DirectRunner's bytes."""
+    pattern = _corpus(tmp_path / "corpus")
+    want, out, hold = tmp_path / "uninterrupted", tmp_path / "out", tmp_path / "hold"
+    record.run(_args(pattern, want, *IN_MEMORY))
+    master = flink_cluster.master
+    with _worker_pool(tmp_path) as pool:
+        hold.mkdir()
+        argv = _args(pattern, out, *_flink(master, pool))
+        job = _launch(tmp_path, "killed", "tests.support.resume_hold", str(hold), *argv)
+        try:
+            _wait_for_hold(hold, lambda: job.proc.poll() is None)
+            _assert_unfinished_with_commits(out)
+            (running,) = [j for j in _flink_jobs(master) if j["state"] == "RUNNING"]
+            _rest(master, f"/jobs/{running['jid']}?mode=cancel", method="PATCH")
+            deadline = time.monotonic() + HOLD_TIMEOUT_S
+            while _rest(master, f"/jobs/{running['jid']}")["state"] != "CANCELED":
+                (hold / "release").touch()  # once cancelling: held tasks end, no restart
+                assert time.monotonic() < deadline, "the Flink job was not cancelled"
+                time.sleep(0.2)
+            job.proc.wait(timeout=120)  # the launcher sees its job cancelled
+            assert job.proc.returncode != 0, job.tail()
+        finally:
+            job.stop()
+            (hold / "release").touch()
+    assert not (out / "manifest.json").exists()
+    assert all(tm.proc.poll() is None for tm in flink_cluster.taskmanagers)
+
+    result = record.run(_args(pattern, out, *MULTI, "--resume"))
     assert result.total_tasks == 4 and 0 < result.reused_tasks < 4, result
     assert 0 < result.reused_windows < FILES * WINDOWS, result
     assert result.num_examples == FILES * WINDOWS
