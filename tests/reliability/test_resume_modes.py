@@ -287,3 +287,76 @@ def test_flink_job_cancelled_after_a_commit_resumes_byte_identical(flink_cluster
     assert result.num_examples == FILES * WINDOWS
     assert_same_dataset(out, want)
     assert not (out / ".tmp").exists()
+
+
+@pytest.fixture
+def gcs(tmp_path):
+    """tests/pipeline/test_gcs.py's emulator (fake-gcs-server behind its fronts), with bucket
+    ``out``; no request may leave 127.0.0.1."""
+    from tests.support.gcs_server import running_gcs_server
+
+    (tmp_path / "gcs-tls").mkdir()
+    with running_gcs_server(tmp_path / "gcs-tls") as server:
+        server.create_bucket("out")
+        yield server
+        assert server.refused == [], "requests to other hosts than the emulator's"
+
+
+def _gs_cli(gcs, tmp_path: Path, name: str, *argv: str) -> str:
+    """``python -m pipelines.record argv`` with the emulator's environment (the test process's
+    own clients stay unredirected), which must succeed; its output."""
+    proc = cli(*argv, log=tmp_path / f"{name}.log", env={**gcs.env(), "TF_CPP_MIN_LOG_LEVEL": "2"})
+    try:
+        proc.wait(timeout=600)
+    finally:
+        kill(proc)
+    text = (tmp_path / f"{name}.log").read_text(errors="replace")
+    assert proc.returncode == 0, text[-4000:]
+    return text
+
+
+def _download(gcs, prefix: str, directory: Path) -> Path:
+    """The objects under ``gs://out/<prefix>`` as files under `directory`."""
+    for name in gcs.list_names("out", prefix):
+        if name.endswith("/"):  # a folder placeholder
+            continue
+        path = directory / name.removeprefix(prefix)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(gcs.read_object("out", name))
+    return directory
+
+
+def test_gs_output_killed_after_a_commit_resumes_byte_identical(gcs, tmp_path):
+    """The dataset on gs:// (the emulator), the job on the in-memory DirectRunner with two
+    workers (its read tasks in the launcher's threads): SIGKILL to the launcher's process group
+    while held; resumed into the same gs:// directory."""
+    pattern = _corpus(tmp_path / "corpus")
+    hold = tmp_path / "hold"
+    gs_args = ("--no_auth", *IN_MEMORY)
+    _gs_cli(gcs, tmp_path, "reference", *_args(pattern, "gs://out/reference", *gs_args))
+
+    hold.mkdir()
+    env = {**gcs.env(), "TF_CPP_MIN_LOG_LEVEL": "2"}
+    argv = _args(pattern, "gs://out/ds", *gs_args)
+    proc = cli(str(hold), *argv, log=tmp_path / "killed.log", env=env,
+               module="tests.support.resume_hold")  # fmt: skip
+    try:
+        _wait_for_hold(hold, lambda: proc.poll() is None)
+        names = gcs.list_names("out", "ds/")
+        assert "ds/manifest.json" not in names, "the killed run finished: nothing to resume"
+        commits = [n for n in names if n.startswith("ds/.tmp/commits/") and n.endswith(".json")]
+        assert commits, names
+    finally:
+        kill(proc)
+        (hold / "release").touch()
+    assert "ds/manifest.json" not in gcs.list_names("out", "ds/")
+
+    text = _gs_cli(gcs, tmp_path, "resumed", *_args(pattern, "gs://out/ds", *gs_args, "--resume"))
+    reused_tasks, total_tasks, reused_windows = _reused(text)
+    assert total_tasks == 4 and 0 < reused_tasks < 4, text[-2000:]
+    assert 0 < reused_windows < FILES * WINDOWS
+    names = gcs.list_names("out", "ds/")
+    assert not [n for n in names if n.startswith("ds/.tmp/")], names
+    got = _download(gcs, "ds/", tmp_path / "got")
+    want = _download(gcs, "reference/", tmp_path / "want")
+    assert_same_dataset(got, want)
