@@ -42,7 +42,8 @@ WINDOWS = 40  # per file: 240 windows, read tasks of 64 (pipelines.plan.MIN_TASK
 HOLD_TIMEOUT_S = 300.0  # only stops a hung test: whether the hold is reached is not timing
 MULTI = ("--direct_running_mode", "multi_processing", "--direct_num_workers", "2")
 IN_MEMORY = ("--direct_running_mode", "in_memory", "--direct_num_workers", "2")
-RESUMED = re.compile(r"; resumed: (\d+) of (\d+) read tasks \((\d+) windows\) reused")
+# the summary line of a resumed run (pipelines.record.summary_line): its reused windows
+RESUMED = re.compile(r"; resumed: .*\((\d+) windows\) reused")
 
 
 def _corpus(directory: Path) -> str:
@@ -77,7 +78,6 @@ def _wait_for_hold(hold: Path, alive) -> str:
         assert alive(), "the job ended before any read task committed and held it"
         assert time.monotonic() - start < HOLD_TIMEOUT_S, "no read task held the job (hung?)"
         time.sleep(0.05)
-    time.sleep(0.2)  # the holder writes its pid right after creating the file
     return (hold / "held").read_text()
 
 
@@ -90,11 +90,11 @@ def _assert_unfinished_with_commits(out: Path) -> None:
     assert _commits(out), "the killed run committed nothing"
 
 
-def _reused(summary: str) -> tuple[int, int, int]:
-    """(reused tasks, total tasks, reused windows) from the record command's summary line."""
+def _reused_windows(summary: str) -> int:
+    """The windows a resumed run reused, from the record command's summary line."""
     found = RESUMED.search(summary)
     assert found, f"the resumed run reused nothing: {summary[-2000:]}"
-    return tuple(int(n) for n in found.groups())
+    return int(found.group(1))
 
 
 def test_multi_processing_killed_after_a_commit_resumes_byte_identical(tmp_path):
@@ -121,7 +121,6 @@ def test_multi_processing_killed_after_a_commit_resumes_byte_identical(tmp_path)
     assert not (out / "manifest.json").exists()
 
     result = record.run(_args(pattern, out, *MULTI, "--resume"))
-    assert result.total_tasks == 4 and 0 < result.reused_tasks < 4, result
     assert 0 < result.reused_windows < FILES * WINDOWS, result
     assert result.num_examples == FILES * WINDOWS
     assert_same_dataset(out, want)
@@ -199,7 +198,6 @@ def test_portable_runner_killed_after_a_commit_resumes_byte_identical(tmp_path):
             result = record.run(_args(pattern, out, *_portable(port, pool), "--resume"))
         finally:
             service.stop()
-    assert result.total_tasks == 4 and 0 < result.reused_tasks < 4, result
     assert 0 < result.reused_windows < FILES * WINDOWS, result
     assert result.num_examples == FILES * WINDOWS
     assert_same_dataset(out, want)
@@ -282,7 +280,6 @@ def test_flink_job_cancelled_after_a_commit_resumes_byte_identical(flink_cluster
     assert all(tm.proc.poll() is None for tm in flink_cluster.taskmanagers)
 
     result = record.run(_args(pattern, out, *MULTI, "--resume"))
-    assert result.total_tasks == 4 and 0 < result.reused_tasks < 4, result
     assert 0 < result.reused_windows < FILES * WINDOWS, result
     assert result.num_examples == FILES * WINDOWS
     assert_same_dataset(out, want)
@@ -352,9 +349,7 @@ def test_gs_output_killed_after_a_commit_resumes_byte_identical(gcs, tmp_path):
     assert "ds/manifest.json" not in gcs.list_names("out", "ds/")
 
     text = _gs_cli(gcs, tmp_path, "resumed", *_args(pattern, "gs://out/ds", *gs_args, "--resume"))
-    reused_tasks, total_tasks, reused_windows = _reused(text)
-    assert total_tasks == 4 and 0 < reused_tasks < 4, text[-2000:]
-    assert 0 < reused_windows < FILES * WINDOWS
+    assert 0 < _reused_windows(text) < FILES * WINDOWS, text[-2000:]
     names = gcs.list_names("out", "ds/")
     assert not [n for n in names if n.startswith("ds/.tmp/")], names
     got = _download(gcs, "ds/", tmp_path / "got")

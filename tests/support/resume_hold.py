@@ -14,8 +14,9 @@ it.
 
 `HeldReadTaskFn`, wherever it runs:
 
-- a task that finished (its parts renamed, its commit record written) writes
-  ``HOLD_DIR/held`` (the first to get there; it holds the pid) and then waits;
+- a task that finished (its parts renamed, its commit record written) then waits; the first
+  to get there creates ``HOLD_DIR/held`` (its pid and task id, written before the file
+  appears);
 - a task that starts once ``HOLD_DIR/held`` exists waits before reading anything;
 
 so at least one task is committed, the job can never finish (a waiting task's bundle never
@@ -28,6 +29,7 @@ with threads waiting forever), or after `HOLD_TIMEOUT_S`; either way they raise.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import sys
@@ -64,13 +66,11 @@ class HeldReadTaskFn(read_windows.ReadTaskFn):
         if os.path.exists(held):
             _wait(self._hold_dir)
         yield from super().process(task)  # ends once the task's commit record is written
-        try:
-            fd = os.open(held, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
-        except FileExistsError:
-            pass
-        else:
-            os.write(fd, f"{os.getpid()} task {task.task_id}".encode())
-            os.close(fd)
+        mine = f"{held}.{os.getpid()}.{task.task_id}"
+        with open(mine, "w") as fh:
+            fh.write(f"{os.getpid()} task {task.task_id}")
+        with contextlib.suppress(FileExistsError):  # the first task to commit holds the job
+            os.link(mine, held)  # atomic: ``held`` appears with its pid in it
         _wait(self._hold_dir)
 
 
