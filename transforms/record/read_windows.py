@@ -155,7 +155,7 @@ class ReadTaskFn(beam.DoFn):
         self._analysis_keys = list(config.layout.analysis_keys)
         # rows per analysis batch: ANALYSIS_BATCH_BYTES of float32 features (a class is ~16 B)
         row_bytes = 16 + 4 * sum(math.prod(s) for s in config.layout.feature_shapes.values())
-        self.analysis_rows = max(1, ANALYSIS_BATCH_BYTES // row_bytes)
+        self._analysis_rows = max(1, ANALYSIS_BATCH_BYTES // row_bytes)
         # a checkpoint after each CHECKPOINT_BYTES of records (local output only: object stores
         # cannot append to a part in place)
         self._checkpoint_bytes = math.inf if is_url(output_dir) else CHECKPOINT_BYTES
@@ -213,7 +213,7 @@ class ReadTaskFn(beam.DoFn):
             depth=_AHEAD_CHUNKS,
         )
         stream = _SegmentStream(itertools.chain.from_iterable(groups), close=groups.close)
-        analysis = _Batcher(self.analysis_rows)
+        analysis = _Batcher(self._analysis_rows)
         done = TaskRecords(self._output_dir, task)  # its commit and checkpoint records
         try:
             for i, seg in enumerate(task.segments):
