@@ -17,8 +17,9 @@ Stages (each a Beam step with its own counters), planned in `pipelines.plan`:
    else a byte copy); it does not wait for TFT's analysis.
 4. ``Finalize``: schema.pbtxt, feature_fn/, and last the manifest.
 
-``--resume`` (`pipelines.resume`): the read tasks an unfinished run of the same plan committed
-are not read again; their outputs come from their commit records and parts.
+``--resume`` (`pipelines.resume`): what an unfinished run of the same plan committed (finished
+read tasks, checkpoints inside a task) is not read again; the read stage emits its outputs from
+its records and parts, then reads the rest.
 """
 
 from __future__ import annotations
