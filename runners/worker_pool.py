@@ -11,7 +11,8 @@ is Beam's ``python -m apache_beam.runners.worker.worker_pool_main`` with two dif
   apache_beam (``ModuleNotFoundError``, visible only in the pool's output);
 - `runners.threads`'s environment is exported first, so every worker gets one numpy/BLAS/TF
   thread; a worker's output goes to the pool's output, and a worker that exits with an error is
-  logged there with its exit code;
+  logged there with its exit code (a runner that cancels a worker's control stream, as Flink
+  does when it releases the worker, ends it cleanly: `run_harness`);
 - a pool may serve several runners (e.g. two TaskManagers on one host): each starts workers
   with the same ids (Flink: ``1-1``, ``2-1``, ...), and Beam's pool keeps one process per id and
   kills it on ``StopWorker``, i.e. it killed the other runner's live worker. This pool keeps
@@ -57,10 +58,10 @@ class WorkerPool(worker_pool_main.BeamFnExternalWorkerPoolServicer):
             return super().StartWorker(start_worker_request, unused_context)
         worker_id = start_worker_request.worker_id
         code = (
-            "from apache_beam.runners.worker.sdk_worker import SdkHarness; "
-            f"SdkHarness({start_worker_request.control_endpoint.url!r}, worker_id={worker_id!r}, "
+            "from runners.worker_pool import run_harness; "
+            f"run_harness({start_worker_request.control_endpoint.url!r}, worker_id={worker_id!r}, "
             f"state_cache_size={self._state_cache_size:d}, "
-            f"data_buffer_time_limit_ms={self._data_buffer_time_limit_ms:d}).run()"
+            f"data_buffer_time_limit_ms={self._data_buffer_time_limit_ms:d})"
         )
         try:
             process = subprocess.Popen([sys.executable, "-c", code], close_fds=True)
@@ -114,9 +115,28 @@ class WorkerPool(worker_pool_main.BeamFnExternalWorkerPoolServicer):
         return [p for p in self._processes.get(worker_id, ()) if p.poll() is None]
 
 
+def run_harness(control_url: str, **options) -> None:
+    """An SDK worker process: Beam's ``SdkHarness(control_url, **options).run()``, which ends
+    when its runner closes the control stream. A runner that cancels the stream (Flink's
+    ``FnApiControlClient.close``: ``CANCELLED: Runner closed connection``) makes `run` raise, so
+    every worker a job released would exit with code 1 and a traceback; that end is a clean one
+    here (code 0). Any other error still ends the process with it."""
+    import grpc
+    from apache_beam.runners.worker.sdk_worker import SdkHarness
+
+    try:
+        SdkHarness(control_url, **options).run()
+    except grpc.RpcError as e:
+        code = getattr(e, "code", None)
+        if not callable(code) or code() != grpc.StatusCode.CANCELLED:
+            raise
+
+
 def _report_exit(worker_id: str, process: subprocess.Popen) -> None:
     code = process.wait()
-    if code not in (0, -15):  # -15: stopped by StopWorker
+    if code in (0, -15):  # -15: stopped by StopWorker
+        _LOGGER.info("SDK worker %s (pid %d) ended (code %d)", worker_id, process.pid, code)
+    else:
         _LOGGER.error("SDK worker %s (pid %d) exited with code %d", worker_id, process.pid, code)
 
 

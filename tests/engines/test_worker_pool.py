@@ -30,8 +30,8 @@ WORKER_ID = "1-1"
 
 class _Runner(beam_fn_api_pb2_grpc.BeamFnControlServicer):
     """A runner's control endpoint: holds the control stream of the one harness that connects
-    until `close` (the runner's end of the stream, as Beam's runners close it before
-    ``StopWorker``); notes whether the stream was lost from the harness's side instead."""
+    until `close`, which cancels it as Flink's runner does before ``StopWorker`` (``CANCELLED:
+    Runner closed connection``); notes whether the stream was lost from the harness's side."""
 
     def __init__(self):
         self.connected, self.closed, self.lost = threading.Event(), threading.Event(), False
@@ -48,7 +48,8 @@ class _Runner(beam_fn_api_pb2_grpc.BeamFnControlServicer):
             if not context.is_active():  # the harness's end went away: its process died
                 self.lost = True
                 return
-        yield from ()  # a stream that ends without a request: the runner closed it
+        context.abort(grpc.StatusCode.CANCELLED, "Runner closed connection")
+        yield  # never reached: a generator, as a stream of requests
 
     def close(self) -> None:
         self.closed.set()
@@ -94,6 +95,8 @@ def test_a_stop_from_one_runner_does_not_kill_the_other_runners_worker_of_the_sa
         # the first harness ends by itself (its control stream closed); the second one lives on
         _wait(lambda: len(pool.live_pids(WORKER_ID)) == 1, "the first harness did not end")
         (survivor,) = pool.live_pids(WORKER_ID)
+        (ended,) = set(pids) - {survivor}
+        _wait(lambda: f"(pid {ended}) ended (code 0)" in caplog.text, "no clean end logged")
         assert _alive(survivor)
         assert not second.lost and not second.closed.is_set()
 
@@ -102,7 +105,8 @@ def test_a_stop_from_one_runner_does_not_kill_the_other_runners_worker_of_the_sa
         assert not _alive(survivor)  # stopped and reaped before StopWorker returned
         _wait(lambda: second.lost, "the second harness's control stream was not lost")
         assert pool.live_pids(WORKER_ID) == []
-        assert "exited with code" not in caplog.text  # the first ended cleanly, the second by -15
+        _wait(lambda: f"(pid {survivor}) ended (code -15)" in caplog.text, "no stop logged")
+        assert "exited with code" not in caplog.text
     finally:
         for runner in (first, second):
             runner.close()
