@@ -248,11 +248,12 @@ def _launch(directory: Path, name: str, module: str, *argv: str) -> clusters.Pro
 def test_flink_job_cancelled_after_a_commit_resumes_byte_identical(flink_cluster, tmp_path):
     """On the session cluster the kill hits the Flink job, not a TaskManager: it is cancelled
     through Flink's REST API while held (every TaskManager stays up); the launcher, told its job
-    was cancelled, exits and its job server is stopped. The resume runs on the DirectRunner
-    (multi_processing: the plan, and so the fingerprint, is the same on both: read tasks are cut
-    by the launcher's cores); a Flink job costs minutes on this machine. The reference is the
-    in-memory DirectRunner's (two workers: the same read tasks); tests/engines/test_engines.py
-    shows that Flink records the DirectRunner's bytes."""
+    was cancelled, exits and its job server is stopped. The resume is a new Flink job on the
+    same cluster, its workers from the same pool, which serves both TaskManagers: their workers
+    share ids, and a stop from one must not kill the other's (`runners.worker_pool`). The
+    reference is the in-memory DirectRunner's (two workers: the same read tasks; a third Flink
+    job would cost minutes more): tests/engines/test_engines.py shows that Flink records the
+    DirectRunner's bytes."""
     pattern = _corpus(tmp_path / "corpus")
     want, out, hold = tmp_path / "uninterrupted", tmp_path / "out", tmp_path / "hold"
     record.run(_args(pattern, want, *IN_MEMORY))
@@ -276,10 +277,10 @@ def test_flink_job_cancelled_after_a_commit_resumes_byte_identical(flink_cluster
         finally:
             job.stop()
             (hold / "release").touch()
-    assert not (out / "manifest.json").exists()
-    assert all(tm.proc.poll() is None for tm in flink_cluster.taskmanagers)
+        assert not (out / "manifest.json").exists()
+        assert all(tm.proc.poll() is None for tm in flink_cluster.taskmanagers)
 
-    result = record.run(_args(pattern, out, *MULTI, "--resume"))
+        result = record.run(_args(pattern, out, *_flink(master, pool), "--resume"))
     assert 0 < result.reused_windows < FILES * WINDOWS, result
     assert result.num_examples == FILES * WINDOWS
     assert_same_dataset(out, want)
