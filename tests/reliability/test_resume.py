@@ -37,13 +37,7 @@ WINDOWS = 40  # per file: 240 windows, read tasks of 64 (pipelines.plan.MIN_TASK
 
 
 def _corpus(directory: Path, *, files: int = FILES, windows: int = WINDOWS) -> str:
-    directory.mkdir(parents=True)
-    for i in range(files):
-        samples = wavgen.synth(windows * WIN_LEN + 5, seed=i)
-        wavgen.write_wav(
-            directory / f"f{i}_{'ab'[i % 2]}.wav", samples, sample_rate=16000, subtype="PCM_16"
-        )
-    return str(directory / "*.wav")
+    return wavgen.two_class_corpus(directory, files=files, num_frames=windows * WIN_LEN + 5)
 
 
 def _args(pattern: str, out: Path, *extra: str) -> list[str]:

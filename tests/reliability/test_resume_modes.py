@@ -46,14 +46,8 @@ IN_MEMORY = ("--direct_running_mode", "in_memory", "--direct_num_workers", "2")
 RESUMED = re.compile(r"; resumed: (\d+) windows reused")
 
 
-def _corpus(directory: Path) -> str:
-    directory.mkdir(parents=True)
-    for i in range(FILES):
-        samples = wavgen.synth(WINDOWS * WIN_LEN + 5, seed=i)
-        wavgen.write_wav(
-            directory / f"f{i}_{'ab'[i % 2]}.wav", samples, sample_rate=16000, subtype="PCM_16"
-        )
-    return str(directory / "*.wav")
+def _corpus(directory: Path, *, files: int = FILES, windows: int = WINDOWS) -> str:
+    return wavgen.two_class_corpus(directory, files=files, num_frames=windows * WIN_LEN + 5)
 
 
 def _args(pattern: str, out: Path | str, *extra: str) -> list[str]:

@@ -401,3 +401,15 @@ def expected_samples(path: str | os.PathLike) -> np.ndarray:
         v = lo | (b[:, 1] << 8) | (hi << 16)
         return ((v ^ 0x800000) - 0x800000).reshape(frames, channels)
     return np.frombuffer(data, f"{e}i{width}").astype(f"i{width}").reshape(frames, channels)
+
+
+def two_class_corpus(directory: Path, *, files: int, num_frames: int) -> str:
+    """`files` seeded 16 kHz PCM_16 WAVs of `num_frames` frames in a new `directory`, named
+    ``f<i>_<a|b>.wav`` (classes a and b alternately); returns their glob pattern."""
+    directory.mkdir(parents=True)
+    for i in range(files):
+        samples = synth(num_frames, seed=i)
+        write_wav(
+            directory / f"f{i}_{'ab'[i % 2]}.wav", samples, sample_rate=16000, subtype="PCM_16"
+        )
+    return str(directory / "*.wav")
