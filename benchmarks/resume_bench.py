@@ -324,7 +324,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--pcm16", action="store_true", help="corpus without the 24-bit file")
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument(
-        "--kill_at", type=float, default=0.8, help="kill once this fraction of windows is read"
+        "--kill_at",
+        type=float,
+        default=0.8,
+        help="kill once the part files hold this fraction of the full run's record bytes",
     )
     parser.add_argument(
         "--extra", default="", help="more record flags for every run, e.g. '--direct_num_workers 2'"
