@@ -1,14 +1,16 @@
-"""``--resume``'s Beam side: a committed read task's outputs, from its commit record and parts.
+"""``--resume``'s Beam side: commit and checkpoint records, and a reused record's outputs.
 
 The design is in `pipelines.resume`. A read task that finished writes a *commit record*
-(`commit_record`, by `transforms.record.read_windows` once its parts are renamed), and a long
-one a record of each checkpoint's piece (its segments since the last checkpoint: byte ranges of
-its temporary parts); a resumed run does not read what they cover again: `ReuseCommittedFn`
-turns each record into what the read stage emitted for its segments:
+(`commit_record`, by `transforms.record.read_windows` once its parts have their final names),
+and a long one a record of each checkpoint's piece (its segments since the last checkpoint: byte
+ranges of its temporary parts); `TaskRecords` keeps what they list. A resumed run does not read
+what they cover again: the read task, handed its records, has `ReusedRecords` emit what the read
+stage emitted for their segments:
 
 - ``parts``, ``files``, ``errors``: the record's lists, as they were, but for the parts' paths:
   a record holds them relative to the output directory (`relative_part_path`), resolved against
-  the resumed run's;
+  the resumed run's; a checkpoint's parts only through the task that goes on in them
+  (`continued_parts`), which commits them whole;
 - ``rows`` for TFT's analysis: the stored records of its parts in the analysed splits, parsed
   back into ``class`` + float32 feature RecordBatches (`analysis_batches`), in the task's row
   order (index, window start, channel), cut into the batches the read stage emitted (their row
@@ -17,11 +19,11 @@ turns each record into what the read stage emitted for its segments:
   raw little-endian float32 (``--feature_dtype float32``): the very values that were analysed.
   Rows of a file that failed part-way were analysed as far as they were read, and are in the
   parts as far as that too (the write stage drops them, the analysis does not): read back alike;
-- ``samples`` (AUTO compression): the first stored row of each file the task sampled, its signal
-  and float32 values as `read_windows._sample_bytes` takes them.
+- ``samples`` (AUTO compression): the stored rows the read stage sampled (found by their row
+  keys), their signal and float32 values as `read_windows._sample_bytes` takes them.
 
-Reading back encoded records costs a parse per record; decoding audio and computing features
-cost far more (`pipelines.resume`).
+Reading back encoded records costs a parse per record, ~1/3 of decoding audio and computing
+log-mel features here (benchmarks/RESULTS.md "Issue 30").
 """
 
 from __future__ import annotations
