@@ -247,11 +247,17 @@ def unknown_entries(names: Sequence[str], known: frozenset[str]) -> list[str]:
     one (``<name>.tmp-<8 hex>``, `transforms.record.atomic.temp_name`)."""
     unknown = []
     for entry in (n.rstrip("/") for n in names):
-        base, _, tag = entry.rpartition(".tmp-")
-        temp = bool(base) and len(tag) == 8 and all(c in "0123456789abcdef" for c in tag)
-        if entry not in known and not (temp and base in known):
+        if entry not in known and _temp_of(entry) not in known:
             unknown.append(entry)
     return sorted(unknown)
+
+
+def _temp_of(name: str) -> str | None:
+    """The name `name` is a temporary file of (``<name>.tmp-<8 hex>``,
+    `transforms.record.atomic.temp_name`); None: not one."""
+    base, _, tag = name.rpartition(".tmp-")
+    temp = bool(base) and len(tag) == 8 and all(c in "0123456789abcdef" for c in tag)
+    return base if temp else None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -312,12 +318,8 @@ def _own_part(part: Any, task: int) -> bool:
         if not all(isinstance(n, int) and n >= 0 for n in run[1:]):
             return False
     own = f"{PARTS_DIR}/{split}/{shard:05d}/{task:06d}.records"
-    path = part["path"]
-    if path == own:
-        return "/" not in split and split not in ("", ".", "..")
-    base, _, tag = path.rpartition(".tmp-")
-    temp = base == own and len(tag) == 8 and all(c in "0123456789abcdef" for c in tag)
-    return temp and "/" not in split and split not in ("", ".", "..")
+    plain_split = "/" not in split and split not in ("", ".", "..")
+    return plain_split and own in (part["path"], _temp_of(part["path"]))
 
 
 def _part_end(part: Mapping[str, Any]) -> int:
