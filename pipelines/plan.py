@@ -260,9 +260,9 @@ def one_task(plan: RecordPlan) -> RecordPlan:
     read tasks one at a time in one thread (`runners.sequential_tasks`): each shard is then one
     part file, which becomes the shard without a copy (`record_parts.copy_ranges`).
 
-    The segments (where files are cut) stay those of the parallel plan: features are computed
-    per chunk of a segment, and BLAS rounds a chunk's rows depending on its length, so the same
-    segments keep every runner's output byte-identical.
+    The segments (where files are cut) stay those of the parallel plan, so every runner reads
+    and summarises the same pieces; a window's features do not depend on how windows are
+    chunked or packed (`transforms.audio.features`).
     """
     return dataclasses.replace(plan, tasks=merge_tasks(plan.tasks))
 

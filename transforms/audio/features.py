@@ -3,11 +3,14 @@
 Two implementations of the same computation:
 
 - `compute_features_numpy`: frames are strided views of the windows
-  (`np.lib.stride_tricks.sliding_window_view`), `scipy.fft.rfft` in float32, BLAS matmuls with
-  the mel matrix and a DCT-II matrix; blocks of ~`_BLOCK_FRAMES` frames through preallocated
-  buffers, so memory stays bounded for any chunk size. No tensorflow import. The matmuls use
-  the BLAS threads the process allows: the record job allows one in every process that runs its
-  DoFns (`runners.threads`), so their float32 rounding is the same on every runner.
+  (`np.lib.stride_tricks.sliding_window_view`), `scipy.fft.rfft` in float32, products with the
+  mel matrix and a DCT-II matrix; blocks of ~`_BLOCK_FRAMES` frames through preallocated
+  buffers, so memory stays bounded for any chunk size. No tensorflow import. Every window's
+  values are computed alone, whatever windows share the call: the products go through
+  `_RowProduct` (scipy.sparse: each output value one fixed sequence of multiply-adds), not BLAS,
+  whose float32 rounding of a row depends on how many rows the call has and where the row sits
+  in it (OpenBLAS 0.3.31 on AMD EPYC: 826 of 1,000 clips' log_mel differed between a run that
+  computed them one file at a time and one that packed files; measured the same speed).
 - `compute_features_tf`: `tf.signal.stft` / `tf.signal.mfccs_from_log_mel_spectrograms` in the
   graph of `tf_feature_module` (the exported serving graph: raw audio -> features).
 
@@ -49,6 +52,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import scipy.fft
+import scipy.sparse
 
 if TYPE_CHECKING:
     import tensorflow as tf
@@ -242,6 +246,35 @@ def mfcc_dct_matrix(*, num_mel_bins: int, num_mfccs: int) -> np.ndarray:
     return _read_only(dct.astype(np.float32))
 
 
+class _RowProduct:
+    """``x @ matrix`` for float32 [rows, k] `x`, each row's values computed alone.
+
+    Each output value is one sequence of multiply-adds over the matrix column's nonzeros, in
+    their order (scipy.sparse's CSR product: ``y[i] += w * x[j]``, element by element), so a
+    row's result does not depend on the other rows in the call; a BLAS product's does (its
+    kernels and blocking change with the row count and a row's place in the block). The mel
+    matrix is ~97% zeros, so this is as fast as BLAS here (0.71 ms against 0.73 ms for 1,024
+    frames of 257 bins to 64 mel bands, one thread).
+    """
+
+    def __init__(self, matrix: np.ndarray):
+        self._t = scipy.sparse.csr_array(np.ascontiguousarray(matrix.T, dtype=np.float32))
+
+    def __call__(self, x: np.ndarray, *, out: np.ndarray) -> None:
+        """out[...] = x @ matrix; `x` float32 [rows, k], `out` float32 [rows, n]."""
+        out[...] = (self._t @ np.ascontiguousarray(x.T)).T
+
+
+@functools.lru_cache(maxsize=32)
+def _mel_product(config: FeatureConfig, sample_rate: float) -> _RowProduct:
+    return _RowProduct(_mel_matrix_for(config, sample_rate))
+
+
+@functools.lru_cache(maxsize=32)
+def _dct_product(*, num_mel_bins: int, num_mfccs: int) -> _RowProduct:
+    return _RowProduct(mfcc_dct_matrix(num_mel_bins=num_mel_bins, num_mfccs=num_mfccs))
+
+
 def _mel_matrix_for(config: FeatureConfig, sample_rate: float) -> np.ndarray:
     return mel_weight_matrix(
         num_mel_bins=config.num_mel_bins,
@@ -294,10 +327,10 @@ def compute_features_numpy(
     num_frames, num_bins = 1 + (win_len - length) // step, fft_length // 2 + 1
     need_mel = LOG_MEL in out or MFCC in out
     window = periodic_hann_window(length)
-    mel_matrix = _mel_matrix_for(config, sample_rate) if need_mel else None
+    mel = _mel_product(config, float(sample_rate)) if need_mel else None
     dct = None
     if MFCC in out:
-        dct = mfcc_dct_matrix(num_mel_bins=config.num_mel_bins, num_mfccs=config.num_mfccs)
+        dct = _dct_product(num_mel_bins=config.num_mel_bins, num_mfccs=config.num_mfccs)
 
     block = min(n, max(1, _BLOCK_FRAMES // num_frames))
     padded = np.zeros((block, num_frames, fft_length), dtype=np.float32)  # tail stays zero
@@ -322,12 +355,12 @@ def compute_features_numpy(
             continue
         log_mel = out[LOG_MEL][start:stop] if LOG_MEL in out else log_mel_buf[:rows]
         log_mel_2d = log_mel.reshape(-1, config.num_mel_bins)  # a view: both are C-contiguous
-        np.matmul(magnitude.reshape(-1, num_bins), mel_matrix, out=log_mel_2d)
+        mel(magnitude.reshape(-1, num_bins), out=log_mel_2d)
         log_mel_2d += np.float32(config.log_offset)
         np.log(log_mel_2d, out=log_mel_2d)
         if MFCC in out:
             mfcc_2d = out[MFCC][start:stop].reshape(-1, config.num_mfccs)
-            np.matmul(log_mel_2d, dct, out=mfcc_2d)
+            dct(log_mel_2d, out=mfcc_2d)
     return out
 
 
