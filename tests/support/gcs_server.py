@@ -9,6 +9,11 @@ proxy (Go is on the machine; ~1-3 min once, then cached under the repository's `
   endpoints are compiled in; libcurl honours ``https_proxy`` and ``CURL_CA_BUNDLE``).
   ``GOOGLE_AUTH_TOKEN_FOR_TESTING`` gives TF a token without any OAuth request;
   ``NO_GCE_CHECK`` keeps both clients off the metadata server.
+- Beam's client gets the same token as Application Default Credentials
+  (``GOOGLE_APPLICATION_CREDENTIALS``, `make_adc_file`): without any, Beam's credential lookup
+  (``apache_beam.internal.gcp.auth``) takes "none found" for a transient failure and retries it
+  4 times, sleeping 2, 4, 8 and 16 s less up to half (15-30 s), in every process that opens a
+  gs:// path (``--no_auth`` notwithstanding) before it connects anonymously.
 - Beam's client reaches it through `BatchShim` (JSON-API batches, which the server mishandles).
 
 `GcsServer.env` is what a process needs to use the server: the tests run the record job and the
@@ -164,6 +169,27 @@ class BatchShim:
         return 200, [("Content-Type", f"multipart/mixed; boundary={boundary}")], b"".join(out)
 
 
+TEST_TOKEN = "audiorecords-test-token"  # what both clients send; the server takes any
+
+
+def make_adc_file(directory: Path) -> Path:
+    """An Application Default Credentials file (google-auth's ``authorized_user`` type, as
+    ``Credentials.to_json`` writes it) holding `TEST_TOKEN` as an access token valid until 2999:
+    google-auth loads it at once and never refreshes it (a refresh would go to Google's token
+    endpoint, which the TLS proxy refuses and lists: the tests would see it)."""
+    path = directory / "adc.json"
+    info = {
+        "type": "authorized_user",
+        "client_id": "audiorecords-test",
+        "client_secret": "unused",
+        "refresh_token": "unused",
+        "token": TEST_TOKEN,
+        "expiry": "2999-12-31T00:00:00Z",
+    }
+    path.write_text(json.dumps(info))
+    return path
+
+
 @dataclasses.dataclass(frozen=True)
 class GcsServer:
     """A running fake-gcs-server and the proxy in front of it."""
@@ -172,6 +198,7 @@ class GcsServer:
     beam_endpoint: str  # http://127.0.0.1:<port>: the `BatchShim` in front of it
     proxy: str  # http://127.0.0.1:<port>: `TlsProxy`, TensorFlow's way in
     ca_file: Path
+    adc_file: Path  # `make_adc_file`: Beam's client's credentials
     refused: list[str]  # CONNECTs the proxy refused (any host but TF_GCS_HOSTS), as they come
     beam_faults: FaultPlan  # transient 503s injected into what Beam's client sends
     tf_faults: FaultPlan  # ... and into what TensorFlow's sends
@@ -185,7 +212,8 @@ class GcsServer:
             "no_proxy": "127.0.0.1,localhost",
             "NO_PROXY": "127.0.0.1,localhost",
             "CURL_CA_BUNDLE": str(self.ca_file),
-            "GOOGLE_AUTH_TOKEN_FOR_TESTING": "audiorecords-test-token",
+            "GOOGLE_AUTH_TOKEN_FOR_TESTING": TEST_TOKEN,
+            "GOOGLE_APPLICATION_CREDENTIALS": str(self.adc_file),
             "NO_GCE_CHECK": "true",
             "GCE_METADATA_HOST": "127.0.0.1:9",  # nothing listens: no metadata server
             "GOOGLE_CLOUD_PROJECT": "audiorecords-test",
@@ -253,6 +281,7 @@ def running_gcs_server(directory: Path) -> Iterator[GcsServer]:
                 beam_endpoint=f"http://127.0.0.1:{shim.port}",
                 proxy=f"http://127.0.0.1:{proxy.port}",
                 ca_file=ca,
+                adc_file=make_adc_file(directory),
                 refused=proxy.refused,
                 beam_faults=shim.faults,
                 tf_faults=proxy.faults,
