@@ -170,12 +170,24 @@ class TlsProxy:
                 conn.sendall(b"HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\n\r\n")
                 return
             conn.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
+            _no_delay(conn)
             try:
                 tls = self.context.wrap_socket(conn, server_side=True)
             except (ssl.SSLError, OSError):
                 return
             with contextlib.closing(tls), socket.create_connection(self.upstream) as up:
+                _no_delay(up)
                 _pump(tls, up, self.faults)
+
+
+def _no_delay(sock: socket.socket) -> None:
+    """TCP_NODELAY: a relay passes each piece on as it comes. With Nagle's algorithm a small
+    write waits while an earlier one is unacknowledged, and the peer delays its ACK by up to
+    40 ms: every response to the client (sent after TLS 1.3's session tickets, which the client
+    does not answer) and every upload's body to the server (sent after its head) waited so,
+    ~45 ms a request (a 100-byte ``tf.io.gfile`` write: 150 ms -> 16 ms, an ``exists``: 95 ms
+    -> 10 ms)."""
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
 
 class _RequestFixer:
