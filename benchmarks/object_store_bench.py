@@ -8,9 +8,10 @@ on 127.0.0.1 (fake-gcs-server, objects in memory, started as the tests start it:
 `tests.support.gcs_server`, which also builds it with ``go install`` on first use), alternating,
 each a whole process timed end to end. With ``--gs_inputs`` also gs:// -> gs:// (the corpus
 uploaded to the server first, untimed). Each target also runs on 2 one-second files: the job's
-fixed cost there (start-up, and for gs:// Beam's credential lookup, which retries for ~20 s
-when there are none, as on this machine), so the table shows wall time, fixed cost, and the
-ratio of the rest: what every extra minute of audio costs when it goes to an object store.
+fixed cost there (start-up; both GCS clients have the server's test credentials, as a user's
+would have theirs: without any, Beam's credential lookup alone retries for 15-30 s), so the
+table shows wall time, fixed cost, and the ratio of the rest: what every extra minute of audio
+costs when it goes to an object store.
 
 What this cannot show: a real store's latency (30-100 ms a request, here <1 ms) and bandwidth,
 nor IAM; the emulator keeps objects in memory.
