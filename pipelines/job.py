@@ -43,26 +43,26 @@ from pipelines.result import RecordResult
 from replay import format as fmt
 from replay._fs import is_url
 from runners.internals import JobOptions
-from transforms.planning.types import ShardSpec
+from transforms.planning.types import ReadTask, ShardSpec
 from transforms.record import atomic
+from transforms.record import staged as staged_lists
 from transforms.record.progress import ProgressReporter
 from transforms.record.stages import (
     Analyze,
     ChooseCompression,
     Finalize,
     GroupByShard,
+    PlannedErrors,
     ReadWindows,
     WriteShards,
-    count_refused,
 )
 
 
-def build_pipeline(
-    p: beam.Pipeline, plan: RecordPlan, *, reuse: resume.Reuse | None = None
-) -> None:
+def build_pipeline(p: beam.Pipeline, plan: RecordPlan, *, staged: StagedPlan) -> None:
     """Adds the record job's stages to `p` (runner-agnostic; see `transforms.record.stages`).
 
-    `reuse` (``--resume``): the committed work taken as it is, and the read tasks left to run.
+    `staged`: the read tasks (with ``--resume``, what they reuse of the committed work) and the
+    errors planning found, as `stage_plan` wrote them for the job.
     """
     from transforms.record.publish import WriteTransformFn  # imports TFT
 
@@ -70,19 +70,15 @@ def build_pipeline(
     layout = plan.read.layout
     # {"rows": RecordBatch, "files" / "errors" / "parts": dict, "samples": bytes}
     read = p | "ReadWindows" >> ReadWindows(
-        plan.tasks if reuse is None else reuse.tasks,
+        staged.tasks,
         plan.read,
         plan.sharding,
         classes=plan.classes,
         output_dir=out,
         analyzed_splits=plan.analyzed_splits,
     )
-    refused = [{"path": f.path, "reason": f.error} for f in plan.inputs if f.error]
-    planned_errors = (  # {"path", "reason"}: files refused at planning (counted), bad table rows
-        p
-        | "PlannedErrors" >> beam.Create(refused + list(plan.annotation_errors))
-        | "CountRefused" >> beam.Map(count_refused, paths=frozenset(e["path"] for e in refused))
-    )
+    # {"path", "reason"}: files refused at planning (counted), bad table rows
+    planned_errors = p | "PlannedErrors" >> PlannedErrors(staged.errors)
     errors = (  # {"path", "reason"}: files failed in planning or reading, bad table rows
         (read["errors"], planned_errors) | "AllErrors" >> beam.Flatten()
     )
@@ -120,6 +116,26 @@ def build_pipeline(
         errors=errors,
         compression=compression,
         transform_written=transform_written,
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class StagedPlan:
+    """The plan's lists that grow with the corpus, staged for the job (`stage_plan`)."""
+
+    tasks: staged_lists.Staged  # ReadTask
+    errors: staged_lists.Staged  # ({"path", "reason"}, is a file): planning's errors
+
+
+def stage_plan(plan: RecordPlan, tasks: Sequence[ReadTask]) -> StagedPlan:
+    """Writes `tasks` and the errors planning found beside the output (`transforms.record.
+    staged`), so that the submitted job holds references to them, not the lists: its size does
+    not grow with the number of files."""
+    refused = [({"path": f.path, "reason": f.error}, True) for f in plan.inputs if f.error]
+    errors = refused + [(e, False) for e in plan.annotation_errors]
+    return StagedPlan(
+        tasks=staged_lists.stage(plan.output_dir, "tasks", tasks),
+        errors=staged_lists.stage(plan.output_dir, "errors", errors),
     )
 
 
@@ -253,13 +269,13 @@ def run_job(
     plan = dataclasses.replace(plan, read=dataclasses.replace(plan.read, compute_threads=threads))
     if runners.translation_only(options):  # Dataflow template: write the job description only
         p = beam.Pipeline(options=options)
-        build_pipeline(p, plan)
+        build_pipeline(p, plan, staged=stage_plan(plan, plan.tasks))
         p.run()
         return RecordResult.job_description_only(plan.output_dir)
     reused = start_output_dir(plan, resuming=config.resume)
     start = time.monotonic()
     p = beam.Pipeline(options=options)
-    build_pipeline(p, plan, reuse=reused)
+    build_pipeline(p, plan, staged=stage_plan(plan, reused.tasks))
     with ProgressReporter(plan.output_dir, total_files=len(plan.inputs)):
         result = p.run()
         result.wait_until_finish()

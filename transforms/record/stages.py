@@ -13,7 +13,7 @@ and ``WriteShards`` copies (or, for a shard that is one whole part, hard-links) 
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import apache_beam as beam
@@ -22,8 +22,8 @@ import pyarrow as pa
 from transforms.audio import features as feats
 from transforms.planning.compression import AUTO_SAMPLE_SIZE, choose_compression
 from transforms.planning.layout import RecordLayout
-from transforms.planning.types import ReadConfig, ReadTask, Sharding, ShardSpec
-from transforms.record import finalize, read_windows, write_shards
+from transforms.planning.types import ReadConfig, Sharding, ShardSpec
+from transforms.record import finalize, read_windows, staged, write_shards
 from transforms.record.arrow_coder import RecordBatchCoder
 from transforms.record.preprocessing import preprocessing_fn
 
@@ -32,19 +32,37 @@ from transforms.record.preprocessing import preprocessing_fn
 beam.coders.registry.register_coder(pa.RecordBatch, RecordBatchCoder)
 
 
-def count_refused(error: dict, *, paths: frozenset[str]) -> dict:
-    """Counts a file refused at planning in ``files_failed`` (as the read stage counts its own).
+def planned_errors(errors: staged.Staged) -> Iterator[dict]:
+    """The errors planning found (staged (error, is a file) pairs) -> their {"path", "reason"}
+    dicts; a file refused at planning counts in ``files_failed`` (as the read stage counts its
+    own), a bad annotation row does not: it is not a file."""
+    failed = beam.metrics.Metrics.counter("record", "files_failed")
+    for error, is_file in staged.load(errors):
+        if is_file:
+            failed.inc()
+        yield error
 
-    Bad annotation rows pass uncounted: they are not files. Returns `error` unchanged.
-    """
-    if error["path"] in paths:
-        beam.metrics.Metrics.counter("record", "files_failed").inc()
-    return error
+
+class PlannedErrors(beam.PTransform):
+    """The errors found at planning (files refused, bad annotation rows), staged by the
+    launcher (`transforms.record.staged`) -> {"path", "reason"} dicts."""
+
+    def __init__(self, errors: staged.Staged) -> None:
+        super().__init__()
+        self._errors = errors
+
+    def expand(self, pbegin: beam.pvalue.PBegin) -> beam.PCollection:
+        return (
+            pbegin
+            | "Staged" >> beam.Create([self._errors], reshuffle=False)
+            | "Load" >> beam.FlatMap(planned_errors)  # {"path", "reason"}
+        )
 
 
 class ReadWindows(beam.PTransform):
     """Read tasks -> windows, features and their encoded records, streamed to per-shard part
-    files (``target``: the index in `classes`, the planned class list).
+    files (``target``: the index in `classes`, the planned class list). The tasks come
+    staged by the launcher (`transforms.record.staged`): the job's size does not grow with them.
 
     Yields a dict of PCollections: ``rows`` (pa.RecordBatch of ``class`` and the features of
     the analysed splits' windows, for `Analyze`, joined into batches of 8 MiB or more),
@@ -57,7 +75,7 @@ class ReadWindows(beam.PTransform):
 
     def __init__(
         self,
-        tasks: Sequence[ReadTask],
+        tasks: staged.Staged,
         config: ReadConfig,
         sharding: Sharding,
         *,
@@ -66,7 +84,7 @@ class ReadWindows(beam.PTransform):
         analyzed_splits: Sequence[str],
     ) -> None:
         super().__init__()
-        self._tasks = tuple(tasks)
+        self._tasks = tasks
         self._fn = read_windows.ReadTaskFn(
             config,
             sharding,
@@ -78,8 +96,9 @@ class ReadWindows(beam.PTransform):
     def expand(self, pbegin: beam.pvalue.PBegin) -> dict[str, beam.PCollection]:
         out = (
             pbegin
-            # ReadTask (one reshuffle is enough)
-            | "ListTasks" >> beam.Create(self._tasks, reshuffle=False)
+            # ReadTask, read back from the launcher's staged file (one reshuffle is enough)
+            | "StagedTasks" >> beam.Create([self._tasks], reshuffle=False)
+            | "ListTasks" >> beam.FlatMap(staged.load)
             | "SpreadTasks" >> beam.Reshuffle()  # ReadTask, spread over workers
             | "Read"  # RecordBatch (main: class + features), and tagged: dict (files, errors,
             # parts), bytes; the main output's coder estimates sizes cheaply (`arrow_coder`)

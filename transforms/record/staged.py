@@ -1,0 +1,77 @@
+"""The plan's per-file lists handed to the job through a file beside the output, not inlined.
+
+`beam.Create(tasks)` pickled every read task (each file's path, header, label, split) into the
+submitted pipeline, so the job grew with the corpus (pipeline.pb 393 KB at 1,000 clips, 552 KB
+at 20,000; Beam's advice is the same: no large ``Create``, the data belongs in storage). The
+launcher now writes such a list once, ``<output_dir>/.tmp/plan/<name>-<sha256[:16]>.pickle``
+(`stage`), and the job holds only a `Staged` reference: the path, the list's SHA-256 and its
+length. The job's first step reads the file back (`load`): on the worker that runs it, through
+the same file I/O as the parts (local paths, gs://).
+
+The file is pickled (read tasks hold headers, annotation arrays and ``--resume`` records: no
+other format carries them as they are). Nothing the job did not stage is ever unpickled:
+`load` checks the digest the job carries first, so a file changed or replaced after the launcher
+wrote it is refused with a line naming it, as Beam's own staged pickles are trusted only because
+the job names them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import pickle
+from collections.abc import Sequence
+from typing import Any
+
+from replay import _fs
+from transforms.record import atomic
+
+PLAN_DIR = ".tmp/plan"  # under the output directory; a run's .tmp is removed when it ends
+
+
+@dataclasses.dataclass(frozen=True)
+class Staged:
+    """A list the launcher wrote for the job (`stage`): where, its SHA-256, how many items."""
+
+    path: str
+    sha256: str
+    count: int
+
+
+def stage(output_dir: str, name: str, items: Sequence[Any]) -> Staged:
+    """Writes `items` (picklable) for the job, atomically; the reference the job carries.
+
+    Args:
+      output_dir: the run's output directory (the file goes under its `PLAN_DIR`).
+      name: what the list is (``tasks``, ``errors``): the file name's start.
+      items: the list.
+    """
+    data = pickle.dumps(list(items), protocol=pickle.HIGHEST_PROTOCOL)
+    digest = hashlib.sha256(data).hexdigest()
+    path = f"{output_dir.rstrip('/')}/{PLAN_DIR}/{name}-{digest[:16]}.pickle"
+    atomic.write_bytes_atomically(path, data)
+    return Staged(path=path, sha256=digest, count=len(items))
+
+
+def load(staged: Staged) -> list[Any]:
+    """The list `staged` refers to, once its bytes are checked against the job's digest.
+
+    Raises:
+      ValueError: the file is not the one the launcher wrote (missing, changed, or another
+        number of items), naming it.
+    """
+    try:
+        data = _fs.read_bytes(staged.path)
+    except Exception as e:  # noqa: BLE001 - any file system's "not found" / "denied"
+        raise ValueError(f"{staged.path}: the job's staged plan cannot be read: {e}") from e
+    if hashlib.sha256(data).hexdigest() != staged.sha256:
+        raise ValueError(
+            f"{staged.path}: the job's staged plan changed after the launcher wrote it "
+            "(SHA-256 differs); run the job again"
+        )
+    items = pickle.loads(data)  # noqa: S301 - the digest the job carries matched: ours
+    if len(items) != staged.count:
+        raise ValueError(
+            f"{staged.path}: {len(items)} items staged, the job expects {staged.count}"
+        )
+    return items
