@@ -7,30 +7,25 @@ one the job carries.
 
 from __future__ import annotations
 
-import wave
 from pathlib import Path
 
 import apache_beam as beam
-import numpy as np
 import pytest
 
 from pipelines import job
 from pipelines.config import RecordConfig
 from pipelines.plan import plan_record
+from tests.support import wavgen
 from transforms.record import staged
 
 
 def _clips(root: Path, n: int) -> str:
     """`n` 0.25-s 16-bit clips in 2 class folders; their pattern."""
-    rng = np.random.default_rng(n)
     for i in range(n):
         folder = root / f"class{i % 2}"
         folder.mkdir(parents=True, exist_ok=True)
-        with wave.open(str(folder / f"clip{i:05d}.wav"), "wb") as w:
-            w.setnchannels(1)
-            w.setsampwidth(2)
-            w.setframerate(16000)
-            w.writeframes((rng.standard_normal(4000) * 3000).astype("<i2").tobytes())
+        samples = wavgen.synth(4000, seed=i)
+        wavgen.write_wav(folder / f"clip{i:05d}.wav", samples, sample_rate=16000, subtype="PCM_16")
     return str(root / "*" / "*.wav")
 
 
