@@ -342,7 +342,8 @@ def run_limit(input_dir: str, *, chunk: int = 256, repeats: int = 3) -> dict:
     best = {"numpy": float("inf"), "tf": float("inf")}
     with ctx.Pool(cores) as pool:
         pool.map(_numpy_chunk, tasks[: cores * 2])  # warm-up (imports, caches)
-        from transforms.audio.features import FeatureConfig, compute_features_tf
+        from transforms.audio.features import FeatureConfig
+        from transforms.audio.features_tf import compute_features_tf
 
         config = FeatureConfig(names=("log_mel",))
         for rate, x in _WINDOWS.items():

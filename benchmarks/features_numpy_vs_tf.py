@@ -61,12 +61,12 @@ def _worker(args: argparse.Namespace) -> None:
     if args.setting == "single":
         tf.config.threading.set_intra_op_parallelism_threads(1)
         tf.config.threading.set_inter_op_parallelism_threads(1)
-    from transforms.audio import features
+    from transforms.audio import features, features_tf
 
     if args.block_frames:
         features._BLOCK_FRAMES = args.block_frames
     waveforms = _workload(windows=args.windows, win_len=args.win_len, sample_rate=args.sample_rate)
-    paths = {"numpy": features.compute_features_numpy, "tf": features.compute_features_tf}
+    paths = {"numpy": features.compute_features_numpy, "tf": features_tf.compute_features_tf}
     results = []
     for set_name, names in FEATURE_SETS.items():
         config = features.FeatureConfig(names=names, num_mel_bins=64)

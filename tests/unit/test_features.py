@@ -7,7 +7,7 @@ import dataclasses
 import numpy as np
 import pytest
 
-from transforms.audio import features
+from transforms.audio import features, features_tf
 from transforms.audio.features import FEATURE_NAMES, FeatureConfig
 
 SR = 16000
@@ -150,7 +150,7 @@ def test_compute_features_matches_independent_reference(case) -> None:
 def test_numpy_and_tf_paths_agree(case) -> None:
     cfg, sample_rate, waveforms = case
     numpy_out = features.compute_features_numpy(waveforms, sample_rate=sample_rate, config=cfg)
-    tf_out = features.compute_features_tf(waveforms, sample_rate=sample_rate, config=cfg)
+    tf_out = features_tf.compute_features_tf(waveforms, sample_rate=sample_rate, config=cfg)
     _assert_close(numpy_out, tf_out, num_mel_bins=cfg.num_mel_bins, rtol=1e-5, log_atol=1e-5)
 
 
@@ -160,7 +160,7 @@ def test_saved_feature_module_matches_compute_features(case, tmp_path) -> None:
 
     cfg, sample_rate, waveforms = case
     win_len = waveforms.shape[1]
-    module = features.tf_feature_module(cfg, win_len=win_len, sample_rate=sample_rate)
+    module = features_tf.tf_feature_module(cfg, win_len=win_len, sample_rate=sample_rate)
     tf.saved_model.save(module, str(tmp_path), signatures={"serving_default": module.__call__})
     loaded = tf.saved_model.load(str(tmp_path))
     want = features.compute_features(waveforms, sample_rate=sample_rate, config=cfg)
@@ -207,11 +207,11 @@ def test_mel_matrix_matches_tf_signal() -> None:
 def test_blocking_is_invisible(compute, monkeypatch) -> None:
     """Chunks larger than one block (with a partial last block) give the same features."""
     waveforms = _waveforms(7, WIN_LEN, SR, seed=1)
-    fn = getattr(features, compute)
+    fn = getattr(features_tf if compute == "compute_features_tf" else features, compute)
     whole = fn(waveforms, sample_rate=SR, config=CONFIG)
     monkeypatch.setattr(features, "_BLOCK_FRAMES", 3 * 8)  # 3 windows of 8 frames a block
-    monkeypatch.setattr(features, "_TF_BLOCK_FRAMES", 3 * 8)
-    features._cached_tf_module.cache_clear()
+    monkeypatch.setattr(features_tf, "_TF_BLOCK_FRAMES", 3 * 8)
+    features_tf._cached_tf_module.cache_clear()
     blocked = fn(waveforms, sample_rate=SR, config=CONFIG)
     for name in FEATURE_NAMES:
         np.testing.assert_allclose(blocked[name], whole[name], rtol=1e-6, atol=1e-6, err_msg=name)
@@ -238,7 +238,7 @@ def test_shapes_match_feature_shapes(cfg, sample_rate, win_len) -> None:
     assert list(shapes) == list(cfg.names)
     for n in (0, 3):
         waveforms = _waveforms(max(n, 3), win_len, sample_rate)[:n]
-        for fn in (features.compute_features_numpy, features.compute_features_tf):
+        for fn in (features.compute_features_numpy, features_tf.compute_features_tf):
             out = fn(waveforms, sample_rate=sample_rate, config=cfg)
             assert list(out) == list(cfg.names)
             assert {k: v.shape for k, v in out.items()} == {k: (n, *s) for k, s in shapes.items()}
@@ -322,4 +322,4 @@ def test_validate_accepts() -> None:
     spectrogram = FeatureConfig(names=("spectrogram",), num_mfccs=100, upper_edge_hz=8000.0)
     spectrogram.validate(win_len=16000, sample_rate=8000)
     with pytest.raises(ValueError, match="empty"):
-        features.tf_feature_module(FeatureConfig(), win_len=16000, sample_rate=SR)
+        features_tf.tf_feature_module(FeatureConfig(), win_len=16000, sample_rate=SR)

@@ -11,8 +11,9 @@ Two implementations of the same computation:
   whose float32 rounding of a row depends on how many rows the call has and where the row sits
   in it (OpenBLAS 0.3.31 on AMD EPYC: 826 of 1,000 clips' log_mel differed between a run that
   computed them one file at a time and one that packed files; measured the same speed).
-- `compute_features_tf`: `tf.signal.stft` / `tf.signal.mfccs_from_log_mel_spectrograms` in the
-  graph of `tf_feature_module` (the exported serving graph: raw audio -> features).
+- `features_tf.compute_features_tf`: `tf.signal.stft` / `tf.signal.mfccs_from_log_mel_spectrograms`
+  in the graph of `features_tf.tf_feature_module` (the exported serving graph: raw audio ->
+  features), in a module of its own so that this one never imports tensorflow.
 
 Accuracy of both, against a float64 computation of the same formulas (checked on real
 recordings, the 64 kHz hydrophone excerpt and the bundled sample, by
@@ -48,14 +49,11 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import scipy.fft
 import scipy.sparse
-
-if TYPE_CHECKING:
-    import tensorflow as tf
 
 SPECTROGRAM = "spectrogram"
 LOG_MEL = "log_mel"
@@ -65,8 +63,6 @@ FEATURE_NAMES = (SPECTROGRAM, LOG_MEL, MFCC)
 # Frames per block of the numpy path: ~10 windows of 98 frames, ~2 MB of FFT buffers that stay in
 # cache (measured: 512..1024 frames ~10% faster than 4096..8192, within noise of each other).
 _BLOCK_FRAMES = 1024
-# Frames per graph call of `compute_features_tf` (~42 windows; 2048..8192 measured fastest).
-_TF_BLOCK_FRAMES = 4096
 
 
 @dataclasses.dataclass(frozen=True)
@@ -267,7 +263,7 @@ class _RowProduct:
 
 @functools.lru_cache(maxsize=32)
 def _mel_product(config: FeatureConfig, sample_rate: float) -> _RowProduct:
-    return _RowProduct(_mel_matrix_for(config, sample_rate))
+    return _RowProduct(mel_matrix_for(config, sample_rate))
 
 
 @functools.lru_cache(maxsize=32)
@@ -275,7 +271,8 @@ def _dct_product(*, num_mel_bins: int, num_mfccs: int) -> _RowProduct:
     return _RowProduct(mfcc_dct_matrix(num_mel_bins=num_mel_bins, num_mfccs=num_mfccs))
 
 
-def _mel_matrix_for(config: FeatureConfig, sample_rate: float) -> np.ndarray:
+def mel_matrix_for(config: FeatureConfig, sample_rate: float) -> np.ndarray:
+    """`config`'s float32 [fft_length // 2 + 1, num_mel_bins] mel matrix at `sample_rate`."""
     return mel_weight_matrix(
         num_mel_bins=config.num_mel_bins,
         num_spectrogram_bins=config.fft_length // 2 + 1,
@@ -285,7 +282,8 @@ def _mel_matrix_for(config: FeatureConfig, sample_rate: float) -> np.ndarray:
     )
 
 
-def _as_waveforms(waveforms: Any) -> np.ndarray:
+def as_waveforms(waveforms: Any) -> np.ndarray:
+    """`waveforms` as C-contiguous float32 [n, win_len]; ValueError / TypeError otherwise."""
     array = np.asarray(waveforms)
     if array.ndim != 2:
         raise ValueError(f"waveforms must be [n, win_len]; got shape {array.shape}")
@@ -317,7 +315,7 @@ def compute_features_numpy(
     waveforms: np.ndarray, *, sample_rate: int, config: FeatureConfig
 ) -> dict[str, np.ndarray]:
     """`compute_features` with numpy/scipy (no tensorflow). Same arguments and result."""
-    x = _as_waveforms(waveforms)
+    x = as_waveforms(waveforms)
     n, win_len = x.shape
     shapes = feature_shapes(config, win_len=win_len, sample_rate=sample_rate)
     out = {name: np.empty((n, *shape), dtype=np.float32) for name, shape in shapes.items()}
@@ -362,90 +360,3 @@ def compute_features_numpy(
             mfcc_2d = out[MFCC][start:stop].reshape(-1, config.num_mfccs)
             dct(log_mel_2d, out=mfcc_2d)
     return out
-
-
-def compute_features_tf(
-    waveforms: np.ndarray, *, sample_rate: int, config: FeatureConfig
-) -> dict[str, np.ndarray]:
-    """`compute_features` with tf.signal, via the (cached) `tf_feature_module` graph.
-
-    Same arguments and result; calls the graph on blocks of ~`_TF_BLOCK_FRAMES` frames.
-    """
-    x = _as_waveforms(waveforms)
-    n, win_len = x.shape
-    shapes = feature_shapes(config, win_len=win_len, sample_rate=sample_rate)
-    if n == 0 or not shapes:
-        return {name: np.empty((n, *shape), dtype=np.float32) for name, shape in shapes.items()}
-    module = _cached_tf_module(config, win_len, float(sample_rate))
-    block = max(1, _TF_BLOCK_FRAMES // next(iter(shapes.values()))[0])
-    parts = [module(x[start : start + block]) for start in range(0, n, block)]
-    if len(parts) == 1:
-        return {name: parts[0][name].numpy() for name in shapes}
-    return {name: np.concatenate([p[name].numpy() for p in parts]) for name in shapes}
-
-
-@functools.lru_cache(maxsize=16)
-def _cached_tf_module(config: FeatureConfig, win_len: int, sample_rate: float) -> tf.Module:
-    return tf_feature_module(config, win_len=win_len, sample_rate=sample_rate)
-
-
-def tf_feature_module(config: FeatureConfig, *, win_len: int, sample_rate: int) -> tf.Module:
-    """The serving graph: a tf.Module computing the features from raw windows.
-
-    ``module(waveforms)`` with float32 [None, win_len] windows scaled to [-1, 1) returns
-    {name: float32 [None, num_frames, bins]} in `config.names` order. `__call__` is a
-    tf.function with an input signature, so ``tf.saved_model.save(module, path)`` exports it
-    (pass ``signatures={"serving_default": module.__call__}`` for a serving signature) and
-    ``tf.saved_model.load(path)(waveforms)`` computes the same features.
-
-    Args:
-      config: the features (validated; ValueError, also when `config.names` is empty).
-      win_len: samples per window (fixed in the signature).
-      sample_rate: samples per second (fixed in the graph).
-    """
-    import tensorflow as tf
-
-    shapes = feature_shapes(config, win_len=win_len, sample_rate=sample_rate)
-    if not shapes:
-        raise ValueError("FeatureConfig.names is empty: a feature module needs a feature")
-    need_mel = LOG_MEL in shapes or MFCC in shapes
-    mel_matrix = _mel_matrix_for(config, sample_rate) if need_mel else None
-    signature = [tf.TensorSpec([None, win_len], tf.float32, name="waveforms")]
-
-    class FeatureModule(tf.Module):
-        # autograph=False: the body has no tensor-dependent Python control flow, so AutoGraph's
-        # source-to-source conversion would give the same graph and costs ~0.3 s of CPU per run
-        @tf.function(input_signature=signature, autograph=False)
-        def __call__(self, waveforms: tf.Tensor) -> dict[str, tf.Tensor]:
-            return _tf_features(waveforms, config=config, mel_matrix=mel_matrix)
-
-    return FeatureModule(name="audiorecords_features")
-
-
-def _tf_features(
-    waveforms: tf.Tensor, *, config: FeatureConfig, mel_matrix: np.ndarray | None
-) -> dict[str, tf.Tensor]:
-    """Graph body of `tf_feature_module`: float32 [n, win_len] -> {name: [n, frames, bins]}."""
-    import tensorflow as tf
-
-    stft = tf.signal.stft(
-        waveforms,
-        frame_length=config.frame_length,
-        frame_step=config.frame_step,
-        fft_length=config.fft_length,
-        window_fn=tf.signal.hann_window,  # periodic
-        pad_end=False,
-    )
-    features = {SPECTROGRAM: tf.abs(stft)}
-    if mel_matrix is not None:
-        _, num_frames, num_bins = features[SPECTROGRAM].shape  # frames static: win_len is
-        mel = tf.matmul(  # 2-D matmul: measured ~25% faster than a broadcast 3-D one
-            tf.reshape(features[SPECTROGRAM], [-1, num_bins]),
-            tf.constant(mel_matrix, name="mel_weight_matrix"),
-        )
-        mel = tf.reshape(mel, [-1, num_frames, config.num_mel_bins])
-        features[LOG_MEL] = tf.math.log(mel + config.log_offset)
-        if MFCC in config.names:
-            mfccs = tf.signal.mfccs_from_log_mel_spectrograms(features[LOG_MEL])
-            features[MFCC] = mfccs[..., : config.num_mfccs]
-    return {name: tf.identity(features[name], name=name) for name in config.names}

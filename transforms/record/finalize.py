@@ -19,6 +19,7 @@ from typing import Any
 
 from replay import format as fmt
 from transforms.audio import features as feats
+from transforms.audio import features_tf
 from transforms.planning.layout import RecordLayout
 from transforms.planning.types import ShardSpec
 from transforms.record import atomic
@@ -170,7 +171,7 @@ def export_feature_fn(
     """Saves the serving graph raw waveform [None, win_len] -> raw features (feature_fn/)."""
     import tensorflow as tf
 
-    module = feats.tf_feature_module(config, win_len=win_len, sample_rate=sample_rate)
+    module = features_tf.tf_feature_module(config, win_len=win_len, sample_rate=sample_rate)
     tf.saved_model.save(module, f"{output_dir}/{fmt.FEATURE_FN_DIR}")
 
 
