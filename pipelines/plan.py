@@ -19,6 +19,7 @@ import dataclasses
 import json
 import math
 import os
+import sys
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -432,6 +433,9 @@ def _input_file(
     except labels.LabelError as e:
         reason = str(e).split(": ", 1)[-1]
         return InputFile(index=index, path=path, size_bytes=size, error=reason, split=split)
+    # one string per label (a dirname label is a new slice of each path): in the plan and in the
+    # pickled read tasks
+    label = sys.intern(label)
     return InputFile(index=index, path=path, size_bytes=size, label=label, split=split)
 
 

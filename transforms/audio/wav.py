@@ -83,9 +83,10 @@ class WavDecodeError(ValueError):
         return (type(self), (self.path, self.reason))
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, slots=True)
 class WavInfo:
-    """What an audio file holds.
+    """What an audio file holds (slotted and pickled as its values: planning keeps one per
+    file; equal headers share one, `pipelines.inputs.scan_headers`).
 
     Attributes:
       sample_rate: frames per second.
@@ -104,6 +105,9 @@ class WavInfo:
     signal_dtype: str
     full_scale: float
     container: str = formats.WAV
+
+    def __reduce__(self):
+        return (type(self), tuple(getattr(self, name) for name in self.__slots__))
 
 
 def signal_dtype_for(subtype: str) -> str:
