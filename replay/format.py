@@ -337,10 +337,12 @@ def split_names(manifest: Mapping[str, Any]) -> Sequence[str]:
 def table_bytes(entries: Sequence[Mapping[str, Any]]) -> bytes:
     """A source table's file content (format version 3): one compact JSON object a line, ASCII
     (``\\u`` escapes), each line ending in ``\\n``; deterministic for the same entries."""
-    return b"".join(
-        json.dumps(entry, separators=(",", ":"), ensure_ascii=True).encode("ascii") + b"\n"
-        for entry in entries
-    )
+    return b"".join(map(table_line, entries))
+
+
+def table_line(entry: Mapping[str, Any]) -> bytes:
+    """One entry's line of a source table (`table_bytes`), ``\\n`` included."""
+    return json.dumps(entry, separators=(",", ":"), ensure_ascii=True).encode("ascii") + b"\n"
 
 
 def table_digest(data: bytes) -> dict[str, Any]:

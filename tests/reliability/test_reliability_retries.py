@@ -23,6 +23,7 @@ switch for them.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 from pathlib import Path
@@ -138,7 +139,7 @@ def test_read_and_write_stages_retried_write_the_reference_bytes(tmp_path, tmp_p
             )
         )
         assert_that(outs.rows | beam.FlatMap(_analysed), equal_to(windows), label="windows")
-        files = outs[read_windows.FILES_TAG] | beam.Map(lambda f: f["path"])
+        files = outs[read_windows.FILES_TAG] | beam.Map(lambda f: json.loads(f)["path"])
         assert_that(files, equal_to(paths), label="files")
         infos = (
             outs[read_windows.PARTS_TAG]

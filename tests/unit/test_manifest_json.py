@@ -17,7 +17,7 @@ from replay import format as fmt
 from replay import load_info
 from transforms.planning.layout import RecordLayout
 from transforms.planning.types import ShardSpec
-from transforms.record.finalize import build_manifest, build_tables
+from transforms.record.finalize import build_manifest, error_lines, file_lines, write_table
 from transforms.record.write_shards import write_shard
 
 # What finalize writes for a run with --splits train=60,test=40, --feature_dtype float16, one
@@ -121,18 +121,22 @@ def test_build_manifest_gives_the_pinned_json_text():
     elements = layout.element_specs(
         signal_dtype="int16", win_len=64, statistics={"log_mel": (-1.5, 0.25)}
     )
-    tables = build_tables(files=FILES[::-1], errors=ERRORS[::-1])  # sorted by index / path
-    assert tables == {"files": FILES, "errors": ERRORS}
-    table_bytes = {key: fmt.table_bytes(entries) for key, entries in tables.items()}
+    # the read stage's summary lines and the errors, out of order: sorted by index / path
+    files, rates = file_lines([fmt.table_line(f) for f in FILES[::-1]], failed=())
+    errors = error_lines(ERRORS[::-1])
+    assert rates == []  # these summaries name no sample rate
+    table_bytes = {"files": b"".join(files), "errors": b"".join(errors)}
     assert table_bytes == {"files": FILES_TEXT.encode(), "errors": ERRORS_TEXT.encode()}
+    assert table_bytes == {"files": fmt.table_bytes(FILES), "errors": fmt.table_bytes(ERRORS)}
     manifest = build_manifest(
         name="birds",
         compression="GZIP",
         elements=elements,
         classes=["cat", "dog"],
         shards=[_entry("test", 0, 1, 3), _entry("train", 1, 2, 7), _entry("train", 0, 2, 5)],
-        tables=tables,
-        table_bytes=table_bytes,
+        num_files=len(files),
+        num_errors=len(errors),
+        table_digests={key: fmt.table_digest(data) for key, data in table_bytes.items()},
         params={"win_len": 64, "splits": "train=60,test=40"},
         versions={"audiorecords": "0.1.0"},
         created_utc="2026-11-25T10:00:00+00:00",
@@ -141,6 +145,38 @@ def test_build_manifest_gives_the_pinned_json_text():
     )
     # json.loads keeps the literal's key order: equal texts mean equal keys, order and values.
     assert json.dumps(manifest) == json.dumps(json.loads(MANIFEST_TEXT))
+
+
+def test_file_lines_merge_a_files_segments_and_leave_failed_files_out():
+    """A long file's segments are one line (its first segment's, windows summed, keys in their
+    order), a failed file has none, lines come by index, rates once each."""
+    a = {"path": "in/a.wav", "index": 0, "num_windows": 4, "sample_rate": 16000, "x": 0.5}
+    b = {"path": "in/b.wav", "index": 1, "num_windows": 2, "sample_rate": 8000}
+    bad = {"path": "in/c.wav", "index": 2, "num_windows": 1, "sample_rate": 22050}
+    segments = [b, {**a, "num_windows": 3}, bad, a, {**a, "num_windows": 0}]
+    lines, rates = file_lines([fmt.table_line(s) for s in segments], failed={"in/c.wav"})
+    assert lines == [fmt.table_line({**a, "num_windows": 7}), fmt.table_line(b)]
+    assert rates == [8000, 16000]
+    assert error_lines([{"path": "z", "reason": "1"}, {"path": "y"}, {"path": "z"}]) == [
+        b'{"path":"y"}\n',
+        b'{"path":"z","reason":"1"}\n',
+    ]
+
+
+def test_write_table_writes_the_lines_and_gives_their_digest(tmp_path, monkeypatch):
+    """The table written in blocks is the lines joined, its digest `format.table_digest`'s;
+    nothing is left under .tmp/."""
+    import transforms.record.finalize as finalize
+
+    monkeypatch.setattr(finalize, "TABLE_BLOCK_LINES", 2)  # several blocks
+    (tmp_path / ".tmp").mkdir()
+    lines = [fmt.table_line({"path": f"in/{i}.wav", "index": i}) for i in range(5)]
+    digest = write_table(str(tmp_path), "files.jsonl", lines)
+    data = (tmp_path / "files.jsonl").read_bytes()
+    assert data == b"".join(lines) == fmt.table_bytes(json.loads(x) for x in lines)
+    assert digest == fmt.table_digest(data)
+    assert list((tmp_path / ".tmp").iterdir()) == []
+    assert write_table(str(tmp_path), "errors.jsonl", []) == fmt.table_digest(b"")
 
 
 @pytest.mark.parametrize(

@@ -12,9 +12,10 @@ manifest is a complete dataset.
 from __future__ import annotations
 
 import datetime
+import hashlib
 import json
 import platform
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 from replay import format as fmt
@@ -25,6 +26,8 @@ from transforms.planning.types import ShardSpec
 from transforms.record import atomic
 from transforms.record.preprocessing import CLASS_VOCABULARY, element_schema, z_score_scope
 from transforms.record.write_shards import write_shard
+
+TABLE_BLOCK_LINES = 4096  # a source table is written this many lines at a time
 
 
 def library_versions() -> dict[str, str]:
@@ -48,14 +51,38 @@ def library_versions() -> dict[str, str]:
     }
 
 
-def build_tables(
-    files: Sequence[Mapping[str, Any]], errors: Sequence[Mapping[str, Any]]
-) -> dict[str, list[Mapping[str, Any]]]:
-    """The source tables' entries in their order: {"files": by index, "errors": by path}."""
-    return {
-        "files": sorted(files, key=lambda f: f["index"]),
-        "errors": sorted(errors, key=lambda e: e["path"]),
-    }
+def file_lines(
+    summaries: Iterable[bytes], failed: Collection[str]
+) -> tuple[list[bytes], list[int]]:
+    """The files table's lines (files.jsonl), from the read stage's summaries: one line per
+    decoded file, in index order, the windows of its segments summed (a long file is read in
+    several); files in `failed` left out. Also the output sample rates of those files, sorted.
+
+    A summary is one segment's table line (`format.table_line`): a file's line is its first
+    segment's with the windows summed, as the summary dicts merged gave it. Only a line per file
+    is held: 100,000 clips' summaries as dicts took ~125 MB, and Beam's side-input cache walked
+    every object of them (benchmarks/RESULTS.md, "100,000 clips beside 1,000").
+    """
+    by_index: dict[int, bytes] = {}
+    rates = set()
+    for line in summaries:
+        entry = json.loads(line)
+        if entry["path"] in failed:
+            continue
+        rates.add(entry.get("sample_rate"))
+        first = by_index.get(entry["index"])
+        if first is not None:  # another segment of the file
+            merged = json.loads(first)
+            merged["num_windows"] += entry["num_windows"]
+            line = fmt.table_line(merged)
+        by_index[entry["index"]] = line
+    return [by_index[i] for i in sorted(by_index)], sorted(r for r in rates if r is not None)
+
+
+def error_lines(errors: Iterable[Mapping[str, Any]]) -> list[bytes]:
+    """The errors table's lines (errors.jsonl): one per path (the first reported), by path."""
+    first = {e["path"]: e for e in reversed(list(errors))}
+    return [fmt.table_line(first[path]) for path in sorted(first)]
 
 
 def build_manifest(
@@ -65,8 +92,9 @@ def build_manifest(
     elements: Mapping[str, fmt.ElementSpec],
     classes: Sequence[str],
     shards: Sequence[Mapping[str, Any]],
-    tables: Mapping[str, Sequence[Mapping[str, Any]]],
-    table_bytes: Mapping[str, bytes],
+    num_files: int,
+    num_errors: int,
+    table_digests: Mapping[str, Mapping[str, Any]],
     params: Mapping[str, Any],
     versions: Mapping[str, str],
     created_utc: str,
@@ -76,9 +104,9 @@ def build_manifest(
     """The manifest.json content (see replay/format.py), deterministic apart from created_utc.
 
     Splits appear in `split_names` order (the order of ``--splits``), then any others sorted.
-    `analyzed_splits` are the splits TFT's statistics were computed on. `tables` are the source
-    tables' entries (`build_tables`) and `table_bytes` their files' content
-    (`format.table_bytes`): the manifest holds their counts, sizes and SHA-256.
+    `analyzed_splits` are the splits TFT's statistics were computed on. The source tables hold
+    `num_files` and `num_errors` entries; `table_digests` are their files' sizes and SHA-256
+    (`format.table_digest`).
     """
     splits: dict[str, dict[str, Any]] = {
         name: {"num_examples": 0, "shards": []} for name in split_names
@@ -100,9 +128,9 @@ def build_manifest(
         "num_classes": len(classes),
         "splits": splits,
         "analyzed_splits": list(analyzed_splits),
-        "num_files": len(tables["files"]),
-        "num_errors": len(tables["errors"]),
-        "tables": {key: fmt.table_digest(table_bytes[key]) for key in fmt.TABLE_FILENAMES},
+        "num_files": num_files,
+        "num_errors": num_errors,
+        "tables": {key: dict(table_digests[key]) for key in fmt.TABLE_FILENAMES},
         "params": dict(params),
         "versions": dict(versions),
     }
@@ -184,8 +212,8 @@ def finalize(
     win_len: int,
     params: Mapping[str, Any],
     shards: Sequence[Mapping[str, Any]],
-    files: Sequence[Mapping[str, Any]],
-    errors: Sequence[Mapping[str, Any]],
+    files: Iterable[bytes],
+    errors: Iterable[Mapping[str, Any]],
     compression: str,
     signal_dtype: str,
     num_shards: Mapping[str, int],
@@ -195,6 +223,9 @@ def finalize(
 ) -> dict[str, Any]:
     """Writes the empty shards, the schemas, feature_fn/ and, last, manifest.json.
 
+    `files`: the read stage's per-segment summaries (`file_lines`); `errors`: {"path",
+    "reason"} of the files that failed, in planning or reading, and bad annotation rows.
+
     Raises:
       RuntimeError: TFT's class vocabulary differs from the planned `classes` (a bug: the
         manifest would contradict the stored ``target`` ids).
@@ -202,8 +233,9 @@ def finalize(
     import tensorflow as tf
 
     del transform_written  # only orders this step after WriteTransformFn
-    errors = list({e["path"]: e for e in reversed(list(errors))}.values())  # one per file
-    files = merge_file_summaries(list(files), errors)
+    errors = list(errors)
+    lines = {"errors": error_lines(errors)}
+    lines["files"], rates = file_lines(files, failed={e["path"] for e in errors})
     shards = list(shards)
     for split, count in sorted(num_shards.items()):
         present = {s["shard"] for s in shards if s["split"] == split}
@@ -225,7 +257,6 @@ def finalize(
     elements = layout.element_specs(
         signal_dtype=signal_dtype, win_len=win_len, statistics=statistics
     )
-    rates = sorted({f["sample_rate"] for f in files})
     if feature_config.names and len(rates) == 1:
         export_feature_fn(out, config=feature_config, win_len=win_len, sample_rate=rates[0])
     with tf.io.gfile.GFile(f"{out}/{fmt.SCHEMA_FILENAME}", "w") as fh:
@@ -234,18 +265,18 @@ def finalize(
     vocabulary = read_vocabulary(out)
     if classes and vocabulary != list(classes):
         raise RuntimeError(f"{out}: TFT class vocabulary {vocabulary} != planned {list(classes)}")
-    tables = build_tables(files, errors)
-    table_bytes = {key: fmt.table_bytes(entries) for key, entries in tables.items()}
-    for key, filename in fmt.TABLE_FILENAMES.items():  # before the manifest, which names them
-        _write_atomically(out, filename, table_bytes[key])
+    digests = {  # the tables before the manifest, which names them
+        key: write_table(out, filename, lines[key]) for key, filename in fmt.TABLE_FILENAMES.items()
+    }
     manifest = build_manifest(
         name=spec.name,
         compression=compression,
         elements=elements,
         classes=classes,
         shards=shards,
-        tables=tables,
-        table_bytes=table_bytes,
+        num_files=len(lines["files"]),
+        num_errors=len(lines["errors"]),
+        table_digests=digests,
         params=params,
         versions=library_versions(),
         created_utc=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
@@ -260,6 +291,23 @@ def finalize(
 def _write_atomically(out: str, filename: str, data: bytes) -> None:
     """`out`/`filename` := `data`, written under ``.tmp/`` and renamed into place."""
     atomic.write_bytes_atomically(f"{out}/{filename}", data, tmp=f"{out}/.tmp/{filename}")
+
+
+def write_table(out: str, filename: str, lines: Sequence[bytes]) -> dict[str, Any]:
+    """`out`/`filename` := the table `lines` joined, written in blocks of `TABLE_BLOCK_BYTES`
+    under ``.tmp/`` and renamed into place; returns its digest as `format.table_digest` gives
+    it, without joining the whole table in memory."""
+    digest, size = hashlib.sha256(), 0
+    path = f"{out}/{filename}"
+    with atomic.incomplete_file(path, tmp=f"{out}/.tmp/{filename}") as tmp:
+        with atomic.open_write(tmp) as fh:
+            # an empty table gets one empty write: on GCS a file never written to is no object
+            for start in range(0, len(lines), TABLE_BLOCK_LINES) or [0]:
+                block = b"".join(lines[start : start + TABLE_BLOCK_LINES])
+                fh.write(block)
+                digest.update(block)
+                size += len(block)
+    return {"num_bytes": size, "sha256": digest.hexdigest()}
 
 
 def write_raw_metadata(
@@ -294,17 +342,3 @@ def _text_proto(message) -> str:
     from google.protobuf import text_format
 
     return text_format.MessageToString(message)
-
-
-def merge_file_summaries(summaries: list[dict], errors: list[dict]) -> list[dict]:
-    """One summary per decoded file (its segments' windows summed); failed files left out."""
-    failed = {e["path"] for e in errors}
-    merged: dict[str, dict] = {}
-    for s in summaries:
-        if s["path"] in failed:
-            continue
-        if s["path"] in merged:
-            merged[s["path"]]["num_windows"] += s["num_windows"]
-        else:
-            merged[s["path"]] = dict(s)
-    return sorted(merged.values(), key=lambda s: s["index"])

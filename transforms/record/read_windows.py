@@ -13,8 +13,10 @@ computes features and encodes the stored Examples once per chunk (in the compute
   RecordBatches for tensorflow-transform's analysis (fused in this stage); every row is written
   either way (its ``<feature>_norm`` is computed by the reader from those statistics, format
   version 2);
-- emits small tagged records: written ``parts``, per-segment ``files`` summaries, ``errors``
-  (a file that fails to decode, with its reason), and ``samples`` to decide AUTO compression.
+- emits small tagged records: written ``parts``, per-segment ``files`` summaries (each the
+  files table line of its summary dict, `replay.format.table_line`: bytes, one object per
+  file for Beam to hold and for `Finalize`'s side input), ``errors`` (a file that fails to
+  decode, with its reason), and ``samples`` to decide AUTO compression.
 
 Only these small records cross stage boundaries: the bulk data goes through files, so memory
 stays bounded and worker processes pay off (the runner's data plane never carries the audio).
@@ -236,7 +238,7 @@ class ReadTaskFn(beam.DoFn):
                     yield error
                 else:
                     done.file_done(self._summary(seg, rows), seg)
-                    yield beam.pvalue.TaggedOutput(FILES_TAG, done.files[-1])
+                    yield beam.pvalue.TaggedOutput(FILES_TAG, fmt.table_line(done.files[-1]))
                 if parts.written - done.written >= self._checkpoint_bytes and i + 1 < len(
                     task.segments
                 ):

@@ -10,7 +10,8 @@ stage emitted for their segments:
 - ``parts``, ``files``, ``errors``: the record's lists, as they were, but for the parts' paths:
   a record holds them relative to the output directory (`relative_part_path`), resolved against
   the resumed run's; a checkpoint's parts only through the task that goes on in them
-  (`continued_parts`), which commits them whole;
+  (`continued_parts`), which commits them whole; a record's file summaries are dicts, emitted
+  as their table lines as the read stage emits them;
 - ``rows`` for TFT's analysis: the stored records of its parts in the analysed splits, parsed
   back into ``class`` + float32 feature RecordBatches (`analysis_batches`), in the task's row
   order (index, window start, channel), cut into the batches the read stage emitted (their row
@@ -301,8 +302,8 @@ class ReusedRecords:
         self._counters["windows_reused"].inc(windows)
         failed = len(record["errors"])
         self._progress.add(files=first, failed=failed, windows=windows, reused=windows)
-        for f in files:
-            yield beam.pvalue.TaggedOutput(FILES_TAG, f)
+        for f in files:  # as the read stage emits them: table lines
+            yield beam.pvalue.TaggedOutput(FILES_TAG, fmt.table_line(f))
         for e in record["errors"]:
             yield beam.pvalue.TaggedOutput(ERRORS_TAG, e)
         if record.get("continued"):
