@@ -68,7 +68,7 @@ def build_pipeline(p: beam.Pipeline, plan: RecordPlan, *, staged: StagedPlan) ->
 
     out = plan.output_dir
     layout = plan.read.layout
-    # {"rows": RecordBatch, "files" / "errors" / "parts": dict, "samples": bytes}
+    # {"rows": RecordBatch, "errors" / "parts": dict, "files" (table lines) / "samples": bytes}
     read = p | "ReadWindows" >> ReadWindows(
         staged.tasks,
         plan.read,

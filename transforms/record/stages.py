@@ -66,7 +66,7 @@ class ReadWindows(beam.PTransform):
 
     Yields a dict of PCollections: ``rows`` (pa.RecordBatch of ``class`` and the features of
     the analysed splits' windows, for `Analyze`, joined into batches of 8 MiB or more),
-    ``files`` (per-file summary dicts), ``errors`` ({"path", "reason"} of the files that
+    ``files`` (summaries as table lines), ``errors`` ({"path", "reason"} of the files that
     failed), ``parts`` (part file descriptions, for `GroupByShard`) and ``samples`` (one row's
     signal + feature bytes of each of a task's first 64 file segments, to choose the
     compression). With ``--resume``, a task carries the records of what an earlier run committed
@@ -100,8 +100,9 @@ class ReadWindows(beam.PTransform):
             | "StagedTasks" >> beam.Create([self._tasks], reshuffle=False)
             | "ListTasks" >> beam.FlatMap(staged.load)
             | "SpreadTasks" >> beam.Reshuffle()  # ReadTask, spread over workers
-            | "Read"  # RecordBatch (main: class + features), and tagged: dict (files, errors,
-            # parts), bytes; the main output's coder estimates sizes cheaply (`arrow_coder`)
+            | "Read"  # RecordBatch (main: class + features), and tagged: dict (errors, parts),
+            # bytes (files, samples); the main output's coder estimates sizes cheaply
+            # (`arrow_coder`)
             >> beam.ParDo(self._fn)
             .with_output_types(pa.RecordBatch)
             .with_outputs(
