@@ -236,3 +236,32 @@ def test_records_naming_another_tasks_part_or_malformed_are_not_reused(tmp_path)
     # a chain up to a checkpoint is not reused where parts cannot be continued (object stores)
     _task_records(tmp_path, task, piece(mine))
     assert plan_reuse(str(tmp_path), [task], checkpoints=False).tasks == (task,)
+
+
+def test_a_commit_record_is_written_as_json_dumps_writes_it(tmp_path):
+    """The record is written in pieces (`resume.json_pieces`) with json.dumps' very text: runs
+    as tuples or lists are arrays alike, lists of any length, key order kept."""
+    import json
+
+    files = [{"path": f"in/{i}.wav", "index": i, "num_windows": i % 3, "x": 0.1} for i in range(7)]
+    record = {"version": 4, "files": files, "errors": [], "runs": [("a", 1, 2)], "s": (1, [2])}
+    for items in (1, 2, 3, 1024):
+        text = "".join(resume.json_pieces(record, items=items))
+        assert text == json.dumps(record)
+    part = {"split": "all", "shard": 0, "path": f"{tmp_path}/p", "rows": 3}
+    parts = [{**part, "runs": [("a", 3, 9)]}]
+    resume.commit_record(
+        str(tmp_path),
+        1,
+        start=0,
+        stop=7,
+        parts=parts,
+        files=files,
+        errors=[{"path": "in/x.wav", "reason": "bad"}],
+        sampled=[[0, 0, 0]],
+        counts={"files_read": 7},
+        analysis_batches=[7],
+    )
+    stored = json.loads((tmp_path / ".tmp" / "commits" / "000001-000000-000007.json").read_bytes())
+    assert stored["files"] == files and stored["windows"] == 6
+    assert stored["parts"] == [{**parts[0], "path": "p", "runs": [["a", 3, 9]]}]
