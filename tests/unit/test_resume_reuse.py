@@ -265,3 +265,27 @@ def test_a_commit_record_is_written_as_json_dumps_writes_it(tmp_path):
     stored = json.loads((tmp_path / ".tmp" / "commits" / "000001-000000-000007.json").read_bytes())
     assert stored["files"] == files and stored["windows"] == 6
     assert stored["parts"] == [{**parts[0], "path": "p", "runs": [["a", 3, 9]]}]
+
+
+def test_a_tasks_summaries_are_made_when_read():
+    """`resume.Summaries`: the earlier run's dicts, then this run's (segment, windows) pairs
+    made into summaries when read: by index, from the end, in slices, in a record's JSON."""
+    import json
+
+    made = []
+
+    def summary(seg, windows):
+        made.append(seg)
+        return {"path": seg, "num_windows": windows}
+
+    files = resume.Summaries([{"path": "old", "num_windows": 5}], ["a", "b", "c"], summary)
+    files.append(2, 7)
+    files.append(0, 1)
+    assert made == [] and len(files) == 3
+    assert files[-1] == {"path": "a", "num_windows": 1}
+    assert files[1:] == [{"path": "c", "num_windows": 7}, {"path": "a", "num_windows": 1}]
+    assert list(files) == [files[0], files[1], files[2]] and files[0]["path"] == "old"
+    with pytest.raises(IndexError):
+        files[3]
+    text = "".join(resume.json_pieces({"files": files}, items=2))
+    assert json.loads(text) == {"files": list(files)}

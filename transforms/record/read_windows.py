@@ -216,7 +216,8 @@ class ReadTaskFn(beam.DoFn):
         )
         stream = _SegmentStream(itertools.chain.from_iterable(groups), close=groups.close)
         analysis = _Batcher(self._analysis_rows)
-        done = TaskRecords(self._output_dir, task)  # its commit and checkpoint records
+        # its commit and checkpoint records
+        done = TaskRecords(self._output_dir, task, summary=self._file_summary)
         try:
             for i, seg in enumerate(task.segments):
                 rows = 0
@@ -237,8 +238,9 @@ class ReadTaskFn(beam.DoFn):
                     done.errors.append(error.value)
                     yield error
                 else:
-                    done.file_done(self._summary(seg, rows), seg)
-                    yield beam.pvalue.TaggedOutput(FILES_TAG, fmt.table_line(done.files[-1]))
+                    self._count(seg, rows)
+                    summary = done.file_done(i, rows)
+                    yield beam.pvalue.TaggedOutput(FILES_TAG, fmt.table_line(summary))
                 if parts.written - done.written >= self._checkpoint_bytes and i + 1 < len(
                     task.segments
                 ):
@@ -337,14 +339,19 @@ class ReadTaskFn(beam.DoFn):
         self._progress.add(failed=1)
         return beam.pvalue.TaggedOutput(ERRORS_TAG, {"path": seg.file.path, "reason": reason})
 
-    def _summary(self, seg: Segment, rows: int) -> dict:
-        f, info = seg.file, seg.file.info
+    def _count(self, seg: Segment, rows: int) -> None:
+        """Counts a segment read (`rows` windows); a file once its first segment is read."""
         first = seg.row_start == 0
         self._windows.inc(rows)
         if first:
             self._files.inc()
-            self._audio_frames.inc(info.num_frames)
+            self._audio_frames.inc(seg.file.info.num_frames)
         self._progress.add(files=int(first), windows=rows)
+
+    def _file_summary(self, seg: Segment, rows: int) -> dict:
+        """The summary of a segment read (`rows` windows): a function of them alone (a task's
+        records make them again when written, `resume.Summaries`)."""
+        f, info = seg.file, seg.file.info
         return {
             "path": f.path,
             "index": f.index,
