@@ -126,6 +126,11 @@ class StagedPlan:
     tasks: staged_lists.Staged  # ReadTask
     errors: staged_lists.Staged  # ({"path", "reason"}, is a file): planning's errors
 
+    def release(self) -> None:
+        """The job has ended: the launcher's lists are no longer handed to it in-process."""
+        staged_lists.release(self.tasks)
+        staged_lists.release(self.errors)
+
 
 def stage_plan(plan: RecordPlan, tasks: Sequence[ReadTask]) -> StagedPlan:
     """Writes `tasks` and the errors planning found beside the output (`transforms.record.
@@ -269,16 +274,23 @@ def run_job(
     plan = dataclasses.replace(plan, read=dataclasses.replace(plan.read, compute_threads=threads))
     if runners.translation_only(options):  # Dataflow template: write the job description only
         p = beam.Pipeline(options=options)
-        build_pipeline(p, plan, staged=stage_plan(plan, plan.tasks))
+        staged = stage_plan(plan, plan.tasks)
+        build_pipeline(p, plan, staged=staged)
         p.run()
+        staged.release()
         return RecordResult.job_description_only(plan.output_dir)
     reused = start_output_dir(plan, resuming=config.resume)
+    plan = dataclasses.replace(plan, input_stamps=())  # in the fingerprint now: not held
     start = time.monotonic()
     p = beam.Pipeline(options=options)
-    build_pipeline(p, plan, staged=stage_plan(plan, reused.tasks))
-    with ProgressReporter(plan.output_dir, total_files=len(plan.inputs)):
-        result = p.run()
-        result.wait_until_finish()
+    staged = stage_plan(plan, reused.tasks)
+    build_pipeline(p, plan, staged=staged)
+    try:
+        with ProgressReporter(plan.output_dir, total_files=len(plan.inputs)):
+            result = p.run()
+            result.wait_until_finish()
+    finally:
+        staged.release()
     elapsed = time.monotonic() - start
     summary = summarize(plan, elapsed, counters=counters(result))
     return dataclasses.replace(

@@ -47,20 +47,37 @@ def _job_bytes(tmp_path: Path, n: int) -> tuple[int, staged.Staged]:
 
 
 def test_the_job_does_not_grow_with_the_number_of_files(tmp_path):
-    small, small_tasks = _job_bytes(tmp_path, 10)
+    # 200 files: several read tasks, as 1,000 (a single task is not reshuffled: a smaller job)
+    small, small_tasks = _job_bytes(tmp_path, 200)
     large, large_tasks = _job_bytes(tmp_path, 1000)
+    assert small_tasks.count > 1 and large_tasks.count > 1
     # the tasks are in the staged file, which grows; the job only names it
-    assert Path(large_tasks.path).stat().st_size > 50 * Path(small_tasks.path).stat().st_size
+    assert Path(large_tasks.path).stat().st_size > 4 * Path(small_tasks.path).stat().st_size
     assert abs(large - small) < 256, (small, large)  # a few counts and names: not ~30 B a file
+    staged.release(large_tasks)
     loaded = staged.load(large_tasks)
     assert sum(len(t.segments) for t in loaded) == 1000
+
+
+def test_a_job_in_the_launchers_process_gets_its_list_until_released(tmp_path):
+    items = [{"path": f"/data/{i}.wav", "reason": "bad header"} for i in range(3)]
+    ref = staged.stage(str(tmp_path), "errors", items)
+    held = staged.load(ref)
+    assert held == items and all(a is b for a, b in zip(held, items, strict=True))  # no copy
+    Path(ref.path).write_bytes(b"not read while held")
+    assert staged.load(ref) is held
+    staged.release(ref)  # the job ended: only the checked file from now on
+    with pytest.raises(ValueError, match=r"errors-.*\.pickle: the job's staged plan changed"):
+        staged.load(ref)
 
 
 def test_a_staged_list_reads_back_only_as_the_launcher_wrote_it(tmp_path):
     items = [{"path": f"/data/{i}.wav", "reason": "bad header"} for i in range(3)]
     ref = staged.stage(str(tmp_path), "errors", items)
+    staged.release(ref)  # as another process sees it: from the file
     assert ref.path.startswith(f"{tmp_path}/{staged.PLAN_DIR}/errors-") and ref.count == 3
-    assert staged.load(ref) == items
+    loaded = staged.load(ref)
+    assert loaded == items and loaded[0] is not items[0]
     data = Path(ref.path).read_bytes()
     Path(ref.path).write_bytes(data.replace(b"bad header", b"bad heaDer"))  # changed afterwards
     with pytest.raises(ValueError, match=r"errors-.*\.pickle: the job's staged plan changed"):

@@ -13,6 +13,10 @@ other format carries them as they are). Nothing the job did not stage is ever un
 `load` checks the digest the job carries first, so a file changed or replaced after the launcher
 wrote it is refused with a line naming it, as Beam's own staged pickles are trusted only because
 the job names them.
+
+A runner that runs the job in the launcher's own process (the in-memory DirectRunner) does not
+read the file: `load` hands it the launcher's list itself (`stage` keeps it until `release`),
+not a second copy of every file's plan (~47 MB at 100,000 clips, benchmarks/RESULTS.md).
 """
 
 from __future__ import annotations
@@ -27,6 +31,8 @@ from replay import _fs
 from transforms.record import atomic
 
 PLAN_DIR = ".tmp/plan"  # under the output directory; a run's .tmp is removed when it ends
+# (path, SHA-256) -> the launcher's list, while its job may run in this process (`release`)
+_HELD: dict[tuple[str, str], list[Any]] = {}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,11 +52,18 @@ def stage(output_dir: str, name: str, items: Sequence[Any]) -> Staged:
       name: what the list is (``tasks``, ``errors``): the file name's start.
       items: the list.
     """
-    data = pickle.dumps(list(items), protocol=pickle.HIGHEST_PROTOCOL)
+    items = list(items)
+    data = pickle.dumps(items, protocol=pickle.HIGHEST_PROTOCOL)
     digest = hashlib.sha256(data).hexdigest()
     path = f"{output_dir.rstrip('/')}/{PLAN_DIR}/{name}-{digest[:16]}.pickle"
     atomic.write_bytes_atomically(path, data)
+    _HELD[(path, digest)] = items
     return Staged(path=path, sha256=digest, count=len(items))
+
+
+def release(staged: Staged) -> None:
+    """Forgets the launcher's list `staged` refers to (its job has ended); the file stays."""
+    _HELD.pop((staged.path, staged.sha256), None)
 
 
 def load(staged: Staged) -> list[Any]:
@@ -60,6 +73,9 @@ def load(staged: Staged) -> list[Any]:
       ValueError: the file is not the one the launcher wrote (missing, changed, or another
         number of items), naming it.
     """
+    held = _HELD.get((staged.path, staged.sha256))
+    if held is not None:  # the job runs in the launcher's process: its list, not a copy
+        return held
     try:
         data = _fs.read_bytes(staged.path)
     except Exception as e:  # noqa: BLE001 - any file system's "not found" / "denied"

@@ -94,12 +94,16 @@ class ReadWindows(beam.PTransform):
         )
 
     def expand(self, pbegin: beam.pvalue.PBegin) -> dict[str, beam.PCollection]:
-        out = (
+        tasks = (
             pbegin
             # ReadTask, read back from the launcher's staged file (one reshuffle is enough)
             | "StagedTasks" >> beam.Create([self._tasks], reshuffle=False)
             | "ListTasks" >> beam.FlatMap(staged.load)
-            | "SpreadTasks" >> beam.Reshuffle()  # ReadTask, spread over workers
+        )
+        if self._tasks.count > 1:  # one task is not spread: not encoded, copied and held twice
+            tasks = tasks | "SpreadTasks" >> beam.Reshuffle()  # ReadTask, spread over workers
+        out = (
+            tasks
             | "Read"  # RecordBatch (main: class + features), and tagged: dict (errors, parts),
             # bytes (files, samples); the main output's coder estimates sizes cheaply
             # (`arrow_coder`)
