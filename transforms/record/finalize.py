@@ -294,7 +294,7 @@ def _write_atomically(out: str, filename: str, data: bytes) -> None:
 
 
 def write_table(out: str, filename: str, lines: Sequence[bytes]) -> dict[str, Any]:
-    """`out`/`filename` := the table `lines` joined, written in blocks of `TABLE_BLOCK_BYTES`
+    """`out`/`filename` := the table `lines` joined, written `TABLE_BLOCK_LINES` lines at a time
     under ``.tmp/`` and renamed into place; returns its digest as `format.table_digest` gives
     it, without joining the whole table in memory."""
     digest, size = hashlib.sha256(), 0
