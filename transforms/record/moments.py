@@ -53,7 +53,8 @@ def _exact_total(values: np.ndarray) -> int:
 
 def _nearest_float32(value: Fraction) -> np.float32:
     """`value` rounded once to the nearest float32 (ties to even)."""
-    guess = np.float32(float(value))  # float() rounds to float64 first: check the neighbours
+    with np.errstate(over="ignore"):  # beyond float32: inf, as a float32 sum would be
+        guess = np.float32(float(value))  # float() rounds to float64 first: see the neighbours
     if not np.isfinite(guess):
         return guess
     best = guess
