@@ -91,18 +91,17 @@ class Moments:
     def of_rows(cls, rows: np.ndarray) -> Moments:
         """The moments of `rows` (float32 [rows, ...]: one row per window)."""
         rows = np.asarray(rows, dtype=np.float32)
-        if rows.size == 0:
-            return cls()
-        # C-contiguous float64 rows: each row's reduction is numpy's pairwise sum of that row
-        flat = rows.reshape(rows.shape[0], -1).astype(np.float64)
-        sums = flat.sum(axis=1)
-        np.multiply(flat, flat, out=flat)  # exact: a float32's square fits float64's 53 bits
-        sums_sq = flat.sum(axis=1)
+        return cls.of_row_sums(*row_sums(rows), values_per_row=int(np.prod(rows.shape[1:])))
+
+    @classmethod
+    def of_row_sums(cls, sums: np.ndarray, sums_sq: np.ndarray, *, values_per_row: int) -> Moments:
+        """The moments of rows of `values_per_row` values whose `row_sums` are given."""
         finite = np.isfinite(sums) & np.isfinite(sums_sq)
         bad = int(finite.size - np.count_nonzero(finite))
         if bad:
             sums, sums_sq = sums[finite], sums_sq[finite]
-        return cls(int(rows.size), _exact_total(sums), _exact_total(sums_sq), bad)
+        count = int(finite.size) * values_per_row
+        return cls(count, _exact_total(sums), _exact_total(sums_sq), bad)
 
     def __add__(self, other: Moments) -> Moments:
         return Moments(
@@ -136,6 +135,21 @@ class Moments:
 
 
 FeatureMoments = dict[str, Moments]  # feature key -> its moments
+
+
+def row_sums(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's float64 sum of its values and of their squares (`rows`: float32 [rows, ...]).
+
+    The numpy part of `Moments` (it releases the GIL: the read stage runs it in its compute
+    pool); a row's two sums depend on its values only.
+    """
+    if rows.shape[0] == 0 or rows.size == 0:
+        return np.zeros(rows.shape[0]), np.zeros(rows.shape[0])
+    # C-contiguous float64 rows: each row's reduction is numpy's pairwise sum of that row
+    flat = rows.reshape(rows.shape[0], -1).astype(np.float64)
+    sums = flat.sum(axis=1)
+    np.multiply(flat, flat, out=flat)  # exact: a float32's square fits float64's 53 bits
+    return sums, flat.sum(axis=1)
 
 
 def add_features(a: Mapping[str, Moments], b: Mapping[str, Moments]) -> FeatureMoments:
