@@ -54,6 +54,7 @@ from transforms.record.moments import row_sums
 from transforms.record.packs import packs
 from transforms.record.prefetch import ComputePool, prefetch
 from transforms.record.progress import ProgressFile
+from transforms.record.read_outputs import Batcher, first_key, sample_bytes
 from transforms.record.record_parts import PartWriter
 from transforms.record.resume import (  # the output tags live there (its reuse emits them)
     ERRORS_TAG,
@@ -221,7 +222,7 @@ class ReadTaskFn(beam.DoFn):
             depth=_AHEAD_CHUNKS,
         )
         stream = _SegmentStream(itertools.chain.from_iterable(groups), close=groups.close)
-        analysis = _Batcher(self._analysis_rows)
+        analysis = Batcher(self._analysis_rows)
         done = TaskRecords(self._output_dir, task, self._moment_shapes)  # commit, checkpoints
         try:
             for i, seg in enumerate(task.segments):
@@ -230,8 +231,8 @@ class ReadTaskFn(beam.DoFn):
                     for batch, records, sums in stream.batches():
                         self._write(parts, seg, batch, records, first_row=seg.row_start + rows)
                         if rows == 0 and task.start + i < AUTO_SAMPLE_SIZE:
-                            done.sampled.append(_first_key(batch, seg))
-                            yield beam.pvalue.TaggedOutput(SAMPLES_TAG, _sample_bytes(batch))
+                            done.sampled.append(first_key(batch, seg))
+                            yield beam.pvalue.TaggedOutput(SAMPLES_TAG, sample_bytes(batch))
                         rows += batch.num_rows
                         if self._analyze is None or seg.file.split in self._analyze:
                             done.analysed(sums, batch.num_rows)
@@ -381,52 +382,3 @@ class ReadTaskFn(beam.DoFn):
             **formats.lossy_fields(info.subtype),  # Vorbis: lossy: true, lossy_reason
             **annotation_plan.manifest_fields(f),  # --annotations: per-class statistics
         }
-
-
-class _Batcher:
-    """Joins RecordBatches of one schema into batches of at least `min_rows` (the last: fewer).
-
-    Counted in rows, not `RecordBatch.nbytes`, which is slow on the slices of a pack's batch.
-    """
-
-    def __init__(self, min_rows: int):
-        self._min_rows = min_rows
-        self._pending: list[pa.RecordBatch] = []
-        self._rows = 0
-
-    def add(self, batch: pa.RecordBatch) -> Iterator[pa.RecordBatch]:
-        """Takes `batch`; yields the joined batch once `min_rows` are pending."""
-        self._pending.append(batch)
-        self._rows += batch.num_rows
-        if self._rows >= self._min_rows:
-            yield from self.flush()
-
-    def flush(self) -> Iterator[pa.RecordBatch]:
-        """Yields what is pending as one batch (nothing when nothing is)."""
-        if self._pending:
-            pending, self._pending, self._rows = self._pending, [], 0
-            if len(pending) == 1:
-                yield pending[0]
-            else:
-                yield pa.Table.from_batches(pending).combine_chunks().to_batches()[0]
-
-
-def _first_key(batch: pa.RecordBatch, seg: Segment) -> list[int]:
-    """The row key (index, window start, channel) of the first row of `batch`, of `seg`."""
-    start = batch.column(batch.schema.get_field_index(fmt.WIN_START_KEY)).flatten()[0].as_py()
-    i = batch.schema.get_field_index(fmt.CHANNEL_KEY)
-    channel = batch.column(i).flatten()[0].as_py() if i >= 0 else 0
-    return [seg.file.index, int(start), int(channel)]
-
-
-def _sample_bytes(batch: pa.RecordBatch) -> bytes:
-    """The payload of the first row (signal + features), as it will be stored."""
-    row = batch.slice(0, 1)
-    parts = []
-    for i, name in enumerate(row.schema.names):
-        values = row.column(i).flatten()
-        if name == fmt.SIGNAL_KEY:
-            parts.append(values[0].as_py())
-        elif values.type == pa.float32():
-            parts.append(values.to_numpy().tobytes())
-    return b"".join(parts)

@@ -20,7 +20,7 @@ stage emitted for their segments:
   parts are not read back for the analysis;
 - ``samples`` (AUTO compression): the stored rows the read stage sampled (found by their row
   keys, the parts read only as far as the last of them), their signal and float32 values as
-  `read_windows._sample_bytes` takes them.
+  `read_outputs.sample_bytes` takes them.
 
 Earlier (commit version 4) the reused rows were read back and handed to TFT in their original
 batches: ~0.12 ms a window, half of what reading them costs (benchmarks/RESULTS.md "Issue 30").
@@ -172,7 +172,7 @@ def _part_rows(
 
 
 def sample_bytes(feature: Mapping[str, Any], layout: RecordLayout) -> bytes:
-    """One stored row's signal and float32 values, as `read_windows._sample_bytes` joins them
+    """One stored row's signal and float32 values, as `read_outputs.sample_bytes` joins them
     (`layout.arrow_schema()` order)."""
     pieces = []
     for field in layout.arrow_schema():
