@@ -16,6 +16,7 @@ from transforms.record.moments import (
     add_features,
     features_from_json,
     features_to_json,
+    row_sums,
 )
 
 
@@ -81,3 +82,15 @@ def test_json_round_trip_keeps_every_bit():
     assert list(json.loads(text)) == ["a", "b"]
     both = add_features(moments, {"a": Moments.of_rows(_rows(4))})
     assert both["a"] == moments["a"] + Moments.of_rows(_rows(4)) and both["b"] == moments["b"]
+
+
+def test_a_rows_sums_do_not_depend_on_the_rows_around_it():
+    """The read stage takes row sums of packs, chunks and batches cut anywhere: a row's two sums
+    are the same alone, inside any block of `row_sums`' buffer and at any offset."""
+    rows = _rows(5, 300).reshape(100, 24)  # 24 values a row: many rows per buffer block
+    sums, sums_sq = row_sums(rows)
+    for i in (0, 1, 57, 99):
+        alone = row_sums(rows[i : i + 1])
+        assert (alone[0][0], alone[1][0]) == (sums[i], sums_sq[i])
+    shifted = row_sums(rows[3:])
+    assert np.array_equal(shifted[0], sums[3:]) and np.array_equal(shifted[1], sums_sq[3:])

@@ -19,10 +19,11 @@ once, to the nearest float32 (ties to even).
 
 Why per-row float64 and not every value exact: integer bins per binary exponent for every value
 (``np.frexp`` + weighted ``np.bincount``, split so each float64 bin sum stays exact) cost ~70 ms
-per 2 million float32 values on this host, ~5 s of CPU for an 8-hour corpus of log-mel windows;
-the per-row float64 sums cost ~8 ms for the same values. A row is never split across batches,
-tasks or pieces, so rounding inside a row cannot depend on them; its effect on the result (a
-relative 1e-16 per row) is far below float32's 6e-8.
+per 2 million float32 values on this host (~320 log-mel windows), ~5 s of CPU for an 8-hour
+corpus; the per-row float64 sums (`row_sums`) cost ~4 ms for the same values (11.5 ms per
+1,000 log-mel windows of 98 x 64), about what TensorFlow's float32 sums of x and x^2 cost.
+A row is never split across batches, tasks or pieces, so rounding inside a row cannot depend
+on them; its effect on the result (a relative 1e-16 per row) is far below float32's 6e-8.
 
 A row holding an infinity or NaN makes the statistics NaN (counted in ``nonfinite``).
 """
@@ -41,6 +42,7 @@ import numpy as np
 # the value in units of 2**-1126.
 FIXED_POINT_BITS = 1126
 _SIGNIFICAND_BITS = 53
+ROW_BLOCK_BYTES = 256 << 10  # 256 KiB: the float64 buffer `row_sums` casts rows into
 
 
 def _exact_total(values: np.ndarray) -> int:
@@ -141,15 +143,26 @@ def row_sums(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Each row's float64 sum of its values and of their squares (`rows`: float32 [rows, ...]).
 
     The numpy part of `Moments` (it releases the GIL: the read stage runs it in its compute
-    pool); a row's two sums depend on its values only.
+    pool); a row's two sums depend on its values only: each is numpy's pairwise sum over that
+    row alone, of its values cast to float64 (a float32's square is exact there). Rows go
+    through a float64 buffer of `ROW_BLOCK_BYTES`, a few rows at a time (cache-sized: ~3x
+    faster than casting a whole batch).
     """
-    if rows.shape[0] == 0 or rows.size == 0:
-        return np.zeros(rows.shape[0]), np.zeros(rows.shape[0])
-    # C-contiguous float64 rows: each row's reduction is numpy's pairwise sum of that row
-    flat = rows.reshape(rows.shape[0], -1).astype(np.float64)
-    sums = flat.sum(axis=1)
-    np.multiply(flat, flat, out=flat)  # exact: a float32's square fits float64's 53 bits
-    return sums, flat.sum(axis=1)
+    n = rows.shape[0]
+    sums, sums_sq = np.zeros(n), np.zeros(n)
+    if rows.size == 0:
+        return sums, sums_sq
+    flat = rows.reshape(n, -1)
+    block = max(1, ROW_BLOCK_BYTES // (8 * flat.shape[1]))
+    buffer = np.empty((block, flat.shape[1]), np.float64)
+    for start in range(0, n, block):
+        stop = min(start + block, n)
+        b = buffer[: stop - start]
+        b[...] = flat[start:stop]
+        b.sum(axis=1, out=sums[start:stop])
+        np.multiply(b, b, out=b)
+        b.sum(axis=1, out=sums_sq[start:stop])
+    return sums, sums_sq
 
 
 def add_features(a: Mapping[str, Moments], b: Mapping[str, Moments]) -> FeatureMoments:
