@@ -68,7 +68,8 @@ def build_pipeline(p: beam.Pipeline, plan: RecordPlan, *, staged: StagedPlan) ->
 
     out = plan.output_dir
     layout = plan.read.layout
-    # {"rows": RecordBatch, "errors" / "parts": dict, "files" (table lines) / "samples": bytes}
+    # {"rows": RecordBatch, "errors" / "parts": dict, "files" (table lines) / "samples": bytes,
+    #  "stats": {feature: Moments}}
     read = p | "ReadWindows" >> ReadWindows(
         staged.tasks,
         plan.read,
@@ -84,7 +85,7 @@ def build_pipeline(p: beam.Pipeline, plan: RecordPlan, *, staged: StagedPlan) ->
     )
     # TFT's transform_fn (saved model path + metadata), one element
     transform_fn = read["rows"] | "Analyze" >> Analyze(
-        layout, classes=plan.classes, temp_dir=f"{out}/.tmp/tft"
+        layout, classes=plan.classes, temp_dir=f"{out}/.tmp/tft", moments=read["stats"]
     )
     # transform_fn/ written (one element), an ordering side input of Finalize
     transform_written = transform_fn | "WriteTransformFn" >> WriteTransformFn(out)

@@ -15,32 +15,36 @@ the first difference (`first_difference`): runs are never mixed.
 **Committed work.** A read task that finished gives its part files their final names (a rename;
 a hard link for a part a checkpoint record names) and then writes its *commit record* atomically
 (`transforms.record.atomic`): its parts' descriptions, its files' summaries and errors, its
-windows, the row counts of the analysis batches it emitted. A long task also *checkpoints*
-(local output only): at the first segment end past `read_windows.CHECKPOINT_BYTES` (64 MiB) of
-records since the last checkpoint it flushes its part files, flushes its analysis batch, and
-records the segments since the last checkpoint as a *piece*: byte ranges of its still-temporary
-part files, and the same lists for those segments. Records are named
-``.tmp/commits/<task>-<start>-<stop>.json`` (the task's segments they cover); the default
-in-memory runner reads in one task, so there its checkpoints are what a killed run keeps.
+windows, the exact moments of its analysed rows (`transforms.record.moments`: integers, a few
+hundred bytes a feature). A long task also *checkpoints* (local output only): at the first
+segment end past `read_windows.CHECKPOINT_BYTES` (64 MiB) of records since the last checkpoint
+it flushes its part files and records the segments since the last checkpoint as a *piece*: byte
+ranges of its still-temporary part files, and the same lists and moments for those segments.
+Records are named ``.tmp/commits/<task>-<start>-<stop>.json`` (the task's segments they
+cover); the default in-memory runner reads in one task, so there its checkpoints are what a
+killed run keeps.
 `plan_reuse` chains each task's records from its first segment (a task's commit, which covers it
 all, supersedes its checkpoints; each shard's part in one file; only a task's own part files),
 checks their part bytes are on disk, and hands the task its records (`ReadTask.resumed`): the
 read stage emits their outputs, then, for a task reused up to a checkpoint, goes on from there
 (`ReadTask.start`) in the same part files, cut to the checkpoint and appended to, so each shard
 is still one part (a hard link). Checkpoints fall where an uninterrupted run's do (bytes of
-records, deterministic), so the rest's analysis batches are the uninterrupted run's. On an
+records, deterministic). On an
 object store parts cannot be continued: no checkpoints, whole tasks only (the in-memory runner
 keeps its planned tasks there). A killed process loses nothing it recorded; parts are not
 fsync'ed, so after a machine crash a piece whose bytes did not reach the disk is found short and
 read again. The write and finalize stages always run in full: they are cheap beside reading, and
 they rebuild every shard, schema and manifest from the parts.
 
-**What TFT sees.** Its full pass must see every analysed row once. A reused task's rows are read
-back from its committed parts (`transforms.record.resume`): the stored records of the analysed
-splits, decoded to the same ``class`` + float32 feature RecordBatches the read stage hands to
-``Analyze`` (features are stored as raw little-endian float32: exactly the values analysed).
-With ``--feature_dtype float16`` / ``bfloat16`` the stored features are rounded, so those runs
-reuse nothing when normalising (every task is read again: still exact, not faster).
+**What TFT sees.** The rows this run reads, not the reused ones: nothing TFT computes depends on
+them. The z-score statistics come from the moments of every analysed row, reused pieces' from
+their records, added exactly (`transforms.record.exact_z_score`: the same bits as an
+uninterrupted run's, whatever the pieces), and the class vocabulary is the planned class list
+whatever rows TFT sees (`transforms.record.preprocessing`). A reused record's parts are read
+back only for the AUTO compression samples, as far as the last sampled row
+(`transforms.record.resume`). With ``--feature_dtype float16`` / ``bfloat16`` the stored
+features are rounded, so those samples could not be rebuilt from them: those runs reuse nothing
+(every task is read again: still exact, not faster).
 
 **Directory states** with ``--resume``: a finished dataset of the same options (its manifest's
 ``params``) and format is left untouched (the result says so; other options or an older format
@@ -73,7 +77,7 @@ PARTS_DIR = ".tmp/parts"  # transforms.record.record_parts.PARTS_DIR
 FINGERPRINT_VERSION = 1
 # transforms.record.resume.COMMIT_VERSION: a record of another version (an older slice's) is
 # not reused: its task is read again
-COMMIT_VERSION = 4
+COMMIT_VERSION = 5
 
 
 def package_version() -> str:
@@ -295,12 +299,28 @@ def _reusable(record: Any, task: int, num_segments: int) -> bool:
         return False
     if not 0 <= start < stop <= num_segments or not isinstance(parts, list):
         return False
-    lists = ("files", "errors", "sampled", "analysis_batches")
+    lists = ("files", "errors", "sampled")
     if not all(isinstance(record.get(k), list) for k in lists):
+        return False
+    if not _moments_ok(record.get("moments")):
         return False
     if not isinstance(record.get("counts"), dict) or not isinstance(record.get("windows"), int):
         return False
     return all(_own_part(part, task) for part in parts)
+
+
+def _moments_ok(moments: Any) -> bool:
+    """Whether a record's ``moments`` are {feature: {count, total, total_sq, nonfinite}} of
+    integers (`transforms.record.moments.Moments.to_json`)."""
+    if not isinstance(moments, dict):
+        return False
+    fields = {"count", "total", "total_sq", "nonfinite"}
+    for value in moments.values():
+        if not isinstance(value, dict) or set(value) != fields:
+            return False
+        if not all(isinstance(n, int) and not isinstance(n, bool) for n in value.values()):
+            return False
+    return True
 
 
 def _own_part(part: Any, task: int) -> bool:

@@ -27,3 +27,47 @@ def test_two_worker_processes_write_the_one_worker_bytes(tmp_path, reliability_r
     manifest = manifest_without_time(out)
     assert manifest["num_examples"] == 32 and manifest["num_files"] == 8
     assert manifest["params"]["num_shards"] == 3
+
+
+def _clips_corpus(directory) -> str:
+    """400 clips of 0.5 s at 16 kHz, at ten levels: their spectrograms (48 x 257 float32) fill
+    several 8 MiB analysis batches. TFT's own statistics (float32 per-batch sums, merged in the
+    runner's order) differed in the mean's last bits between the two modes here (0.5956254
+    against 0.59562534)."""
+    from tests.support import wavgen
+
+    directory.mkdir(parents=True)
+    for i in range(400):
+        label = ("engine", "bird", "rain")[i % 3]
+        signal = wavgen.synth(8000, seed=100 + i) * (0.01 + 0.09 * (i % 10))
+        path = directory / f"clip{i:04d}_{label}.wav"
+        wavgen.write_wav(path, signal, sample_rate=16000, subtype="PCM_16")
+    return str(directory / "*.wav")
+
+
+def test_two_worker_processes_give_the_one_worker_statistics_bit_for_bit(tmp_path):
+    """Guarantee 5 without its former exception: with several analysis batches, the manifest's
+    mean/var and transform_fn/'s statistics (the constants its graph captures) are the same bits
+    in both modes, as are the shards, schema and tables (saved_model.pb itself differs: it names
+    the run's temp dir and the process's traced-function counters)."""
+    from transforms.planning.layout import RecordLayout
+    from transforms.record.finalize import read_z_score_statistics
+
+    pattern = _clips_corpus(tmp_path / "in")
+    base = ["--input_pattern", pattern, "--win_len", "8000", "--features", "spectrogram"]
+    base += ["--num_shards", "2", "--direct_num_workers"]
+    one, two = tmp_path / "one", tmp_path / "two"
+    record.run([*base, "1", "--direct_running_mode", "in_memory", "--output_dir", str(one)])
+    multi = ["--direct_running_mode", "multi_processing", "--output_dir", str(two)]
+    record.run([*base, "2", *multi])
+    assert_same_dataset(two, one)
+    manifest = manifest_without_time(one)
+    assert manifest["num_examples"] == 400
+    norm = manifest["elements"]["spectrogram_norm"]
+    shape = tuple(manifest["elements"]["spectrogram"]["shape"])
+    layout = RecordLayout(feature_shapes={"spectrogram": shape})
+    stats = read_z_score_statistics(str(one), layout)
+    assert read_z_score_statistics(str(two), layout) == stats
+    assert (norm["mean"], norm["var"]) == stats["spectrogram"]
+    vocabulary = (one / "transform_fn" / "assets" / "class").read_bytes()
+    assert vocabulary == (two / "transform_fn" / "assets" / "class").read_bytes()

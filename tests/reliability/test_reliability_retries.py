@@ -135,6 +135,7 @@ def test_read_and_write_stages_retried_write_the_reference_bytes(tmp_path, tmp_p
                 read_windows.ERRORS_TAG,
                 read_windows.PARTS_TAG,
                 read_windows.SAMPLES_TAG,
+                read_windows.STATS_TAG,
                 main="rows",
             )
         )

@@ -170,10 +170,13 @@ def _batch_rows(path: Path) -> list[int]:
     return sorted(int(n) for n in path.read_text().split())
 
 
-def test_a_reused_task_reaches_tft_in_the_read_stages_batches(tmp_path, monkeypatch):
-    """TFT sums each batch in float32: a reused task must hand it the batches its read did (the
-    read stage joins whole chunks into batches of at least `analysis_rows`: 15 here, files of
-    10 windows, tasks of 60), not slices of `analysis_rows`."""
+def test_a_reused_tasks_rows_do_not_reach_tft_and_the_statistics_are_the_same(
+    tmp_path, monkeypatch
+):
+    """TFT's analysis is handed only the rows the resumed run reads (the reused task's moments
+    come from its commit record); with many small analysis batches (15 rows, files of 10
+    windows, tasks of 64), cut otherwise than the uninterrupted run's, the statistics and
+    transform_fn/ variables are still the uninterrupted run's, bit for bit."""
     from transforms.record import stages
 
     small = 15 * (16 + 4 * 4 * 64)  # 15 rows of log_mel [4, 64] (read_windows.ReadTaskFn)
@@ -196,8 +199,10 @@ def test_a_reused_task_reaches_tft_in_the_read_stages_batches(tmp_path, monkeypa
     log["path"] = str(tmp_path / "resumed.rows")
     result = record.run(_args(pattern, out, "--resume"))
     assert (result.reused_tasks, result.total_tasks) == (1, 4), result
-    assert _batch_rows(tmp_path / "resumed.rows") == _batch_rows(tmp_path / "want.rows")
-    assert max(_batch_rows(tmp_path / "want.rows")) < 60  # several batches per task
+    wanted, resumed = _batch_rows(tmp_path / "want.rows"), _batch_rows(tmp_path / "resumed.rows")
+    assert max(wanted) < 60  # several batches per task
+    assert result.reused_windows > 0 and sum(wanted) == 240
+    assert sum(resumed) == sum(wanted) - result.reused_windows
     assert_same_dataset(out, want)
     layout = _layout(want)
     assert read_z_score_statistics(str(out), layout) == read_z_score_statistics(str(want), layout)

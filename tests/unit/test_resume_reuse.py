@@ -1,10 +1,9 @@
 """``--resume``'s reuse of a committed task (`transforms.record.resume.ReusedRecords`): its
-parts are streamed in row order (one analysis batch held at a time, cut as the commit record's
-sizes say), and its part paths are relative to the output directory it is resumed in."""
+stored moments go to the analysis and none of its rows is read back for it (only the AUTO
+compression samples, as far as the last of them); its part paths are relative to the output
+directory it is resumed in; the read stage's task records keep each piece's moments."""
 
 from __future__ import annotations
-
-import time
 
 import numpy as np
 import pytest
@@ -12,8 +11,13 @@ import pytest
 from replay import format as fmt
 from transforms.planning.layout import RecordLayout
 from transforms.record import resume
+from transforms.record.moments import Moments, row_sums
 
 LAYOUT = RecordLayout(feature_shapes={"f": (2,)})
+
+
+def _no_summary(seg, windows):  # TaskRecords' summary of a segment read: none read here
+    raise AssertionError("no segment is read in these tests")
 
 
 def _example(index: int, start: int) -> bytes:
@@ -48,14 +52,14 @@ def _reused(output_dir) -> resume.ReusedRecords:
     )
 
 
-def _record(parts: dict[str, list[bytes]], sizes: list[int]) -> dict:
+def _record(parts: dict[str, list[bytes]], moments: dict | None = None) -> dict:
     return {
         "version": resume.COMMIT_VERSION,
         "task": 0,
         "start": 0,
         "stop": 1,
         "counts": {},
-        "analysis_batches": sizes,
+        "moments": {} if moments is None else moments,
         "parts": [
             {"split": "train", "shard": k, "task": 0, "path": path, "rows": len(v), "runs": []}
             for k, (path, v) in enumerate(parts.items())
@@ -67,40 +71,80 @@ def _record(parts: dict[str, list[bytes]], sizes: list[int]) -> dict:
     }
 
 
-def test_reuse_streams_the_parts_in_row_order_in_the_recorded_batches(tmp_path, monkeypatch):
-    rows = [(0, s) for s in range(40)]  # one file's windows, alternately in two shards' parts
-    parts = {"p0": [_example(*r) for r in rows[0::2]], "p1": [_example(*r) for r in rows[1::2]]}
-    taken = []
+def _reading(parts: dict[str, list[bytes]], taken: list) -> object:
+    """A stand-in for `resume._records` over in-memory parts that notes each record taken."""
 
     def records(path, offset, size, **_):
         for raw in parts[path.rsplit("/", 1)[-1]]:
             taken.append(raw)
             yield raw
 
-    monkeypatch.setattr(resume, "_records", records)
-    fn = _reused(tmp_path)
-    sizes = [2, 3, 5] + [3] * 10
-    out = fn.outputs(_record(parts, sizes))
-    first = next(out)
-    assert first.num_rows == 2
-    time.sleep(0.5)  # the read-back thread runs ahead as far as it may
-    # not the whole task: the batch given, two waiting (the thread's depth), one being cut,
-    # and a row a part ahead
-    assert len(taken) <= 2 + 3 + 5 + 3 + len(parts) < len(rows)
-    batches = [first, *(o for o in out if not hasattr(o, "tag"))]
-    assert [b.num_rows for b in batches] == sizes
-    values = np.concatenate([b.column(1).flatten().to_numpy() for b in batches])
-    assert values[0::2].tolist() == [float(s) for s in range(40)]
+    return records
 
 
-def test_reuse_refuses_rows_the_record_does_not_count(tmp_path, monkeypatch):
-    parts = {"p0": [_example(0, s) for s in range(4)]}
-    monkeypatch.setattr(resume, "_records", lambda path, offset, size, **_: iter(parts["p0"]))
-    fn = _reused(tmp_path)
-    with pytest.raises(ValueError, match="more analysed rows"):
-        list(fn.outputs(_record(parts, [3])))
-    with pytest.raises(ValueError, match="fewer analysed rows"):
-        list(fn.outputs(_record(parts, [3, 2])))
+def test_reuse_hands_the_stored_moments_and_reads_no_row_back(tmp_path, monkeypatch):
+    parts = {"p0": [_example(0, s) for s in range(0, 40, 2)], "p1": [_example(0, 1)]}
+    taken = []
+    monkeypatch.setattr(resume, "_records", _reading(parts, taken))
+    moments = {"f": Moments.of_rows(np.arange(40, dtype=np.float32).reshape(20, 2))}
+    record = _record(parts, {"f": moments["f"].to_json()})
+    out = list(_reused(tmp_path).outputs(record))
+    assert taken == []  # no sample wanted: no part is opened
+    assert [o for o in out if not hasattr(o, "tag")] == []  # no row for TFT
+    assert [o.value for o in out if o.tag == resume.STATS_TAG] == [moments]
+
+
+def test_samples_are_read_back_only_as_far_as_the_last_sampled_row(tmp_path, monkeypatch):
+    parts = {"p0": [_example(0, s) for s in range(0, 40, 2)], "p1": [_example(0, 1)]}
+    taken = []
+    monkeypatch.setattr(resume, "_records", _reading(parts, taken))
+    record = {**_record(parts), "sampled": [[0, 0, 0], [0, 4, 0]]}
+    out = list(_reused(tmp_path).outputs(record))
+    samples = [o.value for o in out if o.tag == resume.SAMPLES_TAG]
+    rows = [resume._parse(_example(0, s)) for s in (0, 4)]
+    assert samples == [resume.sample_bytes(row, LAYOUT) for row in rows]
+    assert len(taken) <= 4 + 1  # rows 0, 2, 4 and the one past them; p1's row 1
+
+
+def test_task_records_keep_each_pieces_moments_and_the_commit_the_whole_tasks(tmp_path):
+    import json
+
+    from transforms.planning.types import ReadTask
+    from transforms.record.record_parts import PartWriter
+
+    def batch(values: np.ndarray) -> tuple[dict, int]:  # as the read stage hands them
+        return {"f": row_sums(values)}, len(values)
+
+    rng = np.random.default_rng(3)
+    values = (rng.standard_normal((9, 2)) * 1e3).astype(np.float32)
+    task = ReadTask(0, segments=(None, None))
+    done = resume.TaskRecords(str(tmp_path), task, {"f": (2,)}, summary=_no_summary)
+    with PartWriter(str(tmp_path), 0) as writer:
+        done.analysed(*batch(values[:4]))
+        writer.write("train", 0, path="in/0.wav", records=[_example(0, 0)])
+        first = done.checkpoint(1, parts=writer)
+        done.analysed(*batch(values[4:7]))
+        done.analysed(*batch(values[7:]))
+        rest = done.commit(parts=writer.commit())
+    assert first == {"f": Moments.of_rows(values[:4])}
+    assert rest == {"f": Moments.of_rows(values[4:])}
+    commits = tmp_path / ".tmp" / "commits"
+    piece = json.loads((commits / "000000-000000-000001.json").read_text())
+    whole = json.loads((commits / "000000-000000-000002.json").read_text())
+    assert piece["moments"] == {"f": Moments.of_rows(values[:4]).to_json()}
+    assert whole["moments"] == {"f": Moments.of_rows(values).to_json()}
+    # a task continued from the piece: its commit still holds the whole task's moments
+    (commits / "000000-000000-000002.json").unlink()
+    continued = ReadTask(0, segments=(None,), start=1, resumed=(piece,))
+    again = resume.TaskRecords(str(tmp_path), continued, {"f": (2,)}, summary=_no_summary)
+    again.analysed(*batch(values[4:]))
+    with PartWriter(str(tmp_path), 0) as writer:
+        writer.write("train", 0, path="in/0.wav", records=[_example(0, 1)])
+        assert again.commit(parts=writer.commit()) == rest
+    assert (
+        json.loads((commits / "000000-000000-000002.json").read_text())["moments"]
+        == whole["moments"]
+    )
 
 
 def test_commit_records_hold_relative_part_paths_resolved_in_the_resumed_dir(tmp_path):
@@ -127,7 +171,7 @@ def test_commit_records_hold_relative_part_paths_resolved_in_the_resumed_dir(tmp
         errors=[],
         sampled=[],
         counts={},
-        analysis_batches=[3],
+        moments={"f": Moments.of_rows(np.ones((3, 2), np.float32))},
     )
     name = "000000-000000-000001.json"
     stored = json.loads((out / ".tmp" / "commits" / name).read_text())
@@ -137,7 +181,8 @@ def test_commit_records_hold_relative_part_paths_resolved_in_the_resumed_dir(tmp
     ((record,),) = [t.resumed for t in plan_reuse(str(copy), [task]).tasks]
     fn = _reused(copy)
     emitted = list(fn.outputs(record))
-    assert [b.num_rows for b in emitted if not hasattr(b, "tag")] == [3]
+    stats = [o.value for o in emitted if o.tag == resume.STATS_TAG]
+    assert stats == [{"f": Moments.of_rows(np.ones((3, 2), np.float32))}]
     tagged = [o.value for o in emitted if getattr(o, "tag", None) == resume.PARTS_TAG]
     assert [p["path"] for p in tagged] == [f"{copy}/{stored['parts'][0]['path']}"]
 
@@ -158,7 +203,7 @@ def test_samples_are_the_rows_the_read_stage_sampled_two_segments_of_one_file(
     one task has two samples, found back by their row keys (not the file's first row twice)."""
     parts = {"p0": [_example(0, s) for s in range(6)]}
     monkeypatch.setattr(resume, "_records", lambda path, offset, size, **_: iter(parts["p0"]))
-    record = {**_record(parts, [6]), "sampled": [[0, 0, 0], [0, 3, 0]]}
+    record = {**_record(parts), "sampled": [[0, 0, 0], [0, 3, 0]]}
     samples = [
         o.value
         for o in _reused(tmp_path).outputs(record)
@@ -178,7 +223,7 @@ def test_read_back_buffers_share_a_budget(tmp_path, monkeypatch):
 
     monkeypatch.setattr(resume, "_records", records)
     parts = {f"p{k}": [] for k in range(256)}
-    list(_reused(tmp_path).outputs(_record(parts, [])))
+    list(_reused(tmp_path).outputs({**_record(parts), "sampled": [[0, 0, 0]]}))
     assert len(blocks) == 256 and max(blocks) * 256 <= max(resume.READ_BACK_BYTES, 256 << 16)
 
 
@@ -225,7 +270,7 @@ def test_records_naming_another_tasks_part_or_malformed_are_not_reused(tmp_path)
 
     def piece(path, **extra):
         part = {"split": "train", "shard": 0, "path": path, "offset": 0, "runs": [["a", 1, 10]]}
-        return {**_record({}, [1]), "task": 1, "start": 0, "stop": 1, "parts": [part], **extra}
+        return {**_record({}), "task": 1, "start": 0, "stop": 1, "parts": [part], **extra}
 
     _task_records(tmp_path, task, piece(mine))
     assert plan_reuse(str(tmp_path), [task]).tasks[0].start == 1
@@ -260,7 +305,7 @@ def test_a_commit_record_is_written_as_json_dumps_writes_it(tmp_path):
         errors=[{"path": "in/x.wav", "reason": "bad"}],
         sampled=[[0, 0, 0]],
         counts={"files_read": 7},
-        analysis_batches=[7],
+        moments={},
     )
     stored = json.loads((tmp_path / ".tmp" / "commits" / "000001-000000-000007.json").read_bytes())
     assert stored["files"] == files and stored["windows"] == 6

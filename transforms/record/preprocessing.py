@@ -12,25 +12,38 @@ splits, else everything):
   outside it. The list is TFT's own vocabulary file ``class`` (``transform_fn/assets/class``), so
   ``TFTransformOutput.vocabulary_file_by_name("class")`` and serving read the same ids;
   ``num_classes`` is its length;
-- ``<feature>_norm``: ``tft.scale_to_z_score(<feature>)`` (one mean/variance per feature key) when
-  normalisation is on. The graph serves it; the records do not hold it (format version 2): the
-  statistics go into the manifest and the reader computes it with the same ops.
+- ``<feature>_norm``: ``tft.scale_to_z_score(<feature>)``'s graph (one mean/variance per feature
+  key) when normalisation is on, its statistics exact and independent of batches, tasks and
+  merge order (`transforms.record.exact_z_score`, TFT's ``ptransform_analyzer``). The graph
+  serves it; the records do not hold it (format version 2): the statistics go into the manifest
+  and the reader computes it with the same ops.
+
+The class vocabulary depends on no row: it is `classes` as reserved tokens, every label seen is
+pruned by the infinite frequency threshold. So TFT's analysis needs the rows only to run; a
+``--resume``d run hands it the rows it reads, not those it reuses (their moments are stored).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from tensorflow_metadata.proto.v0 import schema_pb2
 
 from replay import format as fmt
+from transforms.record import exact_z_score
 
 CLASS_VOCABULARY = "class"  # vocab_filename of the class vocabulary in transform_fn/assets
 
 
 def preprocessing_fn(
-    inputs: dict, *, feature_names: tuple[str, ...], normalize: bool, classes: Sequence[str]
+    inputs: dict,
+    *,
+    feature_names: tuple[str, ...],
+    normalize: bool,
+    classes: Sequence[str],
+    moments: Any = None,
 ) -> dict:
     """TFT preprocessing: class -> target (fixed class list)/num_classes; z-scored features.
 
@@ -44,6 +57,9 @@ def preprocessing_fn(
       feature_names: the raw feature keys present in `inputs`.
       normalize: also emit ``<feature>_norm``.
       classes: the class list in ``target`` order (fixed at planning).
+      moments: the record job's PCollection of ``{feature: Moments}`` covering every analysed
+        row once (`transforms.record.exact_z_score`); None: the statistics are computed from
+        the feature batches TFT hands the analyzer.
 
     Returns:
       {"class", "target" int64 [batch], "num_classes" int64 [batch], <feature>,
@@ -72,7 +88,9 @@ def preprocessing_fn(
         outputs[name] = inputs[name]
         if normalize:
             scope = z_score_scope(name)  # names the statistics in the graph (finalize reads them)
-            outputs[name + fmt.NORMALIZED_SUFFIX] = tft.scale_to_z_score(inputs[name], name=scope)
+            outputs[name + fmt.NORMALIZED_SUFFIX] = exact_z_score.scale_to_z_score(
+                inputs[name], feature=name, name=scope, moments=moments
+            )
     return outputs
 
 

@@ -10,9 +10,11 @@ computes features and encodes the stored Examples once per chunk (in the compute
   write stage);
 - emits the rows of the analysed splits (`transforms.planning.sharding.analyzed_splits`:
   ``train`` by default when there are splits, so test windows never shape the statistics) as
-  RecordBatches for tensorflow-transform's analysis (fused in this stage); every row is written
-  either way (its ``<feature>_norm`` is computed by the reader from those statistics, format
-  version 2);
+  RecordBatches for tensorflow-transform's analysis (fused in this stage), and, when
+  normalising, their exact moments (`transforms.record.moments`), one ``{feature: Moments}``
+  per piece of the task (its checkpoints cut pieces), for the z-score statistics; every row is
+  written either way (its ``<feature>_norm`` is computed by the reader from those statistics,
+  format version 2);
 - emits small tagged records: written ``parts``, per-segment ``files`` summaries (each the
   files table line of its summary dict, `replay.format.table_line`: bytes, one object per
   file for Beam to hold and for `Finalize`'s side input), ``errors`` (a file that fails to
@@ -50,21 +52,24 @@ from transforms.record.file_rows import (
     rows_to_batch,
     rows_to_batch_many,
 )
+from transforms.record.moments import row_sums
 from transforms.record.packs import packs
 from transforms.record.prefetch import ComputePool, prefetch
 from transforms.record.progress import ProgressFile
+from transforms.record.read_outputs import Batcher, first_key, sample_bytes
 from transforms.record.record_parts import PartWriter
 from transforms.record.resume import (  # the output tags live there (its reuse emits them)
     ERRORS_TAG,
     FILES_TAG,
     PARTS_TAG,
     SAMPLES_TAG,
+    STATS_TAG,
     ReusedRecords,
     TaskRecords,
     continued_parts,
 )
 
-__all__ = ["ERRORS_TAG", "FILES_TAG", "PARTS_TAG", "SAMPLES_TAG", "ReadTaskFn"]
+__all__ = ["ERRORS_TAG", "FILES_TAG", "PARTS_TAG", "SAMPLES_TAG", "STATS_TAG", "ReadTaskFn"]
 _AHEAD_CHUNKS = 4  # chunks decoded / in the feature pool ahead of the writer (8 MiB each)
 # Rows for TFT's analysis leave a task in RecordBatches of about this many bytes of features or
 # more (and its last rows): TFT runs its analysis graph once per batch; a clip is one row.
@@ -113,8 +118,9 @@ class _SegmentStream:
         self._close = close
         self._ended = -1  # the last segment whose end item was consumed
 
-    def batches(self) -> Iterator[tuple[pa.RecordBatch, list[bytes]]]:
-        """The next segment's (batch, records); raises the error that ended it, if one did."""
+    def batches(self) -> Iterator[tuple[pa.RecordBatch, list[bytes], dict]]:
+        """The next segment's (batch, records, row sums); raises the error that ended it, if one
+        did."""
         for seg, item in self._items:
             if item is None or isinstance(item, Exception):
                 self._ended = seg
@@ -155,6 +161,9 @@ class ReadTaskFn(beam.DoFn):
         self._config, self._sharding, self._output_dir = config, sh, output_dir
         self._encode = StoredEncoder(config.layout, classes)
         self._analysis_keys = list(config.layout.analysis_keys)
+        # the z-score statistics' moments of the analysed rows (none without normalisation)
+        layout = config.layout
+        self._moment_shapes = dict(layout.feature_shapes) if layout.normalize else {}
         # rows per analysis batch: ANALYSIS_BATCH_BYTES of float32 features (a class is ~16 B)
         row_bytes = 16 + 4 * sum(math.prod(s) for s in config.layout.feature_shapes.values())
         self._analysis_rows = max(1, ANALYSIS_BATCH_BYTES // row_bytes)
@@ -215,20 +224,21 @@ class ReadTaskFn(beam.DoFn):
             depth=_AHEAD_CHUNKS,
         )
         stream = _SegmentStream(itertools.chain.from_iterable(groups), close=groups.close)
-        analysis = _Batcher(self._analysis_rows)
+        analysis = Batcher(self._analysis_rows)
         # its commit and checkpoint records
-        done = TaskRecords(self._output_dir, task, summary=self._file_summary)
+        done = TaskRecords(self._output_dir, task, self._moment_shapes, summary=self._file_summary)
         try:
             for i, seg in enumerate(task.segments):
                 rows = 0
                 try:
-                    for batch, records in stream.batches():
+                    for batch, records, sums in stream.batches():
                         self._write(parts, seg, batch, records, first_row=seg.row_start + rows)
                         if rows == 0 and task.start + i < AUTO_SAMPLE_SIZE:
-                            done.sampled.append(_first_key(batch, seg))
-                            yield beam.pvalue.TaggedOutput(SAMPLES_TAG, _sample_bytes(batch))
+                            done.sampled.append(first_key(batch, seg))
+                            yield beam.pvalue.TaggedOutput(SAMPLES_TAG, sample_bytes(batch))
                         rows += batch.num_rows
                         if self._analyze is None or seg.file.split in self._analyze:
+                            done.analysed(sums, batch.num_rows)
                             yield from analysis.add(batch.select(self._analysis_keys))
                 except Exception as e:  # noqa: BLE001 - a bad file becomes an error entry
                     if self._config.strict:
@@ -244,13 +254,13 @@ class ReadTaskFn(beam.DoFn):
                 if parts.written - done.written >= self._checkpoint_bytes and i + 1 < len(
                     task.segments
                 ):
-                    yield from analysis.flush()  # a piece's batches are its own: see resume.py
-                    done.checkpoint(i + 1, parts=parts, batches=analysis.sizes)
+                    piece = done.checkpoint(i + 1, parts=parts)
+                    yield beam.pvalue.TaggedOutput(STATS_TAG, piece)
         finally:
             stream.close()
         yield from analysis.flush()
         committed = parts.commit()
-        done.commit(parts=committed, batches=analysis.sizes)
+        yield beam.pvalue.TaggedOutput(STATS_TAG, done.commit(parts=committed))
         for part in committed:
             yield beam.pvalue.TaggedOutput(PARTS_TAG, part)
 
@@ -301,10 +311,11 @@ class ReadTaskFn(beam.DoFn):
         return None if f.annotation is not None else output_rate(f.info, self._config)
 
     def _rows_pack(self, chunks: list[dict]) -> list:
-        """Each chunk's (RecordBatch, records), or the exception computing it raised.
+        """Each chunk's (RecordBatch, records, row sums), or the exception computing it raised.
 
         The pack's rows are computed and encoded at once; if that fails, chunk by chunk, so
-        that a file's error (e.g. a feature beyond float16) is that file's alone.
+        that a file's error (e.g. a feature beyond float16) is that file's alone. The row sums
+        (`moments.row_sums` of each feature, for the statistics) are taken here, in the pool.
         """
         if len(chunks) > 1:
             try:
@@ -313,10 +324,15 @@ class ReadTaskFn(beam.DoFn):
             except Exception:  # noqa: BLE001, S110 - retried chunk by chunk below
                 pass
             else:
+                sums = self._row_sums(batch)
                 out, offset = [], 0
                 for chunk in chunks:
                     k = len(chunk["starts"])
-                    out.append((batch.slice(offset, k), records[offset : offset + k]))
+                    cut = {
+                        key: (a[offset : offset + k], b[offset : offset + k])
+                        for key, (a, b) in sums.items()
+                    }
+                    out.append((batch.slice(offset, k), records[offset : offset + k], cut))
                     offset += k
                 return out
         out = []
@@ -327,10 +343,19 @@ class ReadTaskFn(beam.DoFn):
                 out.append(e)
         return out
 
-    def _rows(self, **chunk) -> tuple[pa.RecordBatch, list[bytes]]:
-        """A decoded chunk -> its raw rows (features computed) and their stored records."""
+    def _rows(self, **chunk) -> tuple[pa.RecordBatch, list[bytes], dict]:
+        """A decoded chunk -> its raw rows (features computed), their stored records and row
+        sums."""
         batch = rows_to_batch(**chunk, config=self._config)
-        return batch, self._encode(batch)
+        return batch, self._encode(batch), self._row_sums(batch)
+
+    def _row_sums(self, batch: pa.RecordBatch) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+        """{feature: each row's float64 sums of its values and squares} (normalising only)."""
+        sums = {}
+        for key in self._moment_shapes:
+            values = batch.column(batch.schema.get_field_index(key)).flatten().to_numpy()
+            sums[key] = row_sums(values.reshape(batch.num_rows, -1))
+        return sums
 
     def _error(self, seg: Segment, e: Exception) -> beam.pvalue.TaggedOutput:
         reason = e.reason if isinstance(e, wav.WavDecodeError) else f"{type(e).__name__}: {e}"
@@ -366,54 +391,3 @@ class ReadTaskFn(beam.DoFn):
             **formats.lossy_fields(info.subtype),  # Vorbis: lossy: true, lossy_reason
             **annotation_plan.manifest_fields(f),  # --annotations: per-class statistics
         }
-
-
-class _Batcher:
-    """Joins RecordBatches of one schema into batches of at least `min_rows` (the last: fewer).
-
-    Counted in rows, not `RecordBatch.nbytes`, which is slow on the slices of a pack's batch.
-    """
-
-    def __init__(self, min_rows: int):
-        self._min_rows = min_rows
-        self._pending: list[pa.RecordBatch] = []
-        self._rows = 0
-        self.sizes: list[int] = []  # the row count of every batch yielded, in order
-
-    def add(self, batch: pa.RecordBatch) -> Iterator[pa.RecordBatch]:
-        """Takes `batch`; yields the joined batch once `min_rows` are pending."""
-        self._pending.append(batch)
-        self._rows += batch.num_rows
-        if self._rows >= self._min_rows:
-            yield from self.flush()
-
-    def flush(self) -> Iterator[pa.RecordBatch]:
-        """Yields what is pending as one batch (nothing when nothing is)."""
-        if self._pending:
-            pending, self._pending, self._rows = self._pending, [], 0
-            self.sizes.append(sum(b.num_rows for b in pending))
-            if len(pending) == 1:
-                yield pending[0]
-            else:
-                yield pa.Table.from_batches(pending).combine_chunks().to_batches()[0]
-
-
-def _first_key(batch: pa.RecordBatch, seg: Segment) -> list[int]:
-    """The row key (index, window start, channel) of the first row of `batch`, of `seg`."""
-    start = batch.column(batch.schema.get_field_index(fmt.WIN_START_KEY)).flatten()[0].as_py()
-    i = batch.schema.get_field_index(fmt.CHANNEL_KEY)
-    channel = batch.column(i).flatten()[0].as_py() if i >= 0 else 0
-    return [seg.file.index, int(start), int(channel)]
-
-
-def _sample_bytes(batch: pa.RecordBatch) -> bytes:
-    """The payload of the first row (signal + features), as it will be stored."""
-    row = batch.slice(0, 1)
-    parts = []
-    for i, name in enumerate(row.schema.names):
-        values = row.column(i).flatten()
-        if name == fmt.SIGNAL_KEY:
-            parts.append(values[0].as_py())
-        elif values.type == pa.float32():
-            parts.append(values.to_numpy().tobytes())
-    return b"".join(parts)

@@ -12,32 +12,31 @@ stage emitted for their segments:
   the resumed run's; a checkpoint's parts only through the task that goes on in them
   (`continued_parts`), which commits them whole; a record's file summaries are dicts, emitted
   as their table lines as the read stage emits them;
-- ``rows`` for TFT's analysis: the stored records of its parts in the analysed splits, parsed
-  back into ``class`` + float32 feature RecordBatches (`analysis_batches`), in the task's row
-  order (index, window start, channel), cut into the batches the read stage emitted (their row
-  counts are in the record: TFT sums each batch in float32, so other cut points could change the
-  statistics' last bit). Features are stored as
-  raw little-endian float32 (``--feature_dtype float32``): the very values that were analysed.
-  Rows of a file that failed part-way were analysed as far as they were read, and are in the
-  parts as far as that too (the write stage drops them, the analysis does not): read back alike;
+- ``stats``: the moments of the record's analysed rows (`transforms.record.moments`), stored
+  in it when they were read: exact integers, so added to the rest in any order they give the
+  statistics of an uninterrupted run bit for bit (`transforms.record.exact_z_score`);
+- no ``rows``: TFT's analysis is handed only the rows this run reads. It needs none of the
+  reused ones: the z-score statistics come from the moments, and the class vocabulary is the
+  planned classes whatever rows it sees (`transforms.record.preprocessing`). So a reused record's
+  parts are not read back for the analysis;
 - ``samples`` (AUTO compression): the stored rows the read stage sampled (found by their row
-  keys), their signal and float32 values as `read_windows._sample_bytes` takes them.
+  keys, the parts read only as far as the last of them), their signal and float32 values as
+  `read_outputs.sample_bytes` takes them.
 
-Reading back encoded records costs a parse per record, ~1/3 of decoding audio and computing
-log-mel features here (benchmarks/RESULTS.md "Issue 30").
+Earlier (commit version 4) the reused rows were read back and handed to TFT in their original
+batches: ~0.12 ms a window, half of what reading them costs (benchmarks/RESULTS.md "Issue 30").
 """
 
 from __future__ import annotations
 
 import array
-import heapq
 import itertools
 import json
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+import math
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from typing import Any
 
 import apache_beam as beam
-import numpy as np
 import pyarrow as pa
 
 from replay import format as fmt
@@ -45,15 +44,22 @@ from transforms.planning.compression import AUTO_SAMPLE_SIZE
 from transforms.planning.layout import RecordLayout
 from transforms.planning.types import ReadTask, Segment
 from transforms.record import atomic, record_parts
-from transforms.record.prefetch import prefetch
+from transforms.record.moments import (
+    FeatureMoments,
+    Moments,
+    add_features,
+    features_from_json,
+    features_to_json,
+)
 from transforms.record.progress import ProgressFile
 
 COMMITS_DIR = ".tmp/commits"  # pipelines.resume.COMMITS_DIR
 READ_BACK_BYTES = 64 << 20  # 64 MiB: read buffers of a record's parts, shared among them
-COMMIT_VERSION = 4  # pipelines.resume.COMMIT_VERSION: records of another version are not reused
+COMMIT_VERSION = 5  # pipelines.resume.COMMIT_VERSION: records of another version are not reused
 JSON_PIECE_ITEMS = 1024  # a commit record is written this many list items at a time
 # the read stage's output tags (`read_windows` takes them from here)
 FILES_TAG, ERRORS_TAG, PARTS_TAG, SAMPLES_TAG = "files", "errors", "parts", "samples"
+STATS_TAG = "stats"
 
 
 def commit_record_path(output_dir: str, task: int, start: int, stop: int) -> str:
@@ -72,14 +78,14 @@ def commit_record(
     errors: Sequence[Mapping],
     sampled: Sequence[str],
     counts: Mapping[str, int],
-    analysis_batches: Sequence[int],
+    moments: Mapping[str, Moments],
 ) -> None:
     """Writes the record of task `task`'s segments [`start`, `stop`), atomically: the whole
     task once its parts are renamed, or a checkpoint's piece (its parts' bytes from an offset in
     their temporary files, flushed before this record is written).
 
     `counts`: the counter increments (files_read, audio_frames), counted again on reuse.
-    `analysis_batches`: the row count of each analysis batch emitted for these segments.
+    `moments`: {feature: Moments} of these segments' analysed rows.
     """
     record = {
         "version": COMMIT_VERSION,
@@ -87,7 +93,7 @@ def commit_record(
         "task": task,
         "start": start,
         "stop": stop,
-        "analysis_batches": [int(n) for n in analysis_batches],
+        "moments": features_to_json(moments),
         "parts": [  # runs: tuples or lists, JSON arrays either way
             {**p, "path": relative_part_path(output_dir, p["path"])} for p in parts
         ],
@@ -173,53 +179,18 @@ def _row_key(feature: Mapping[str, Any]) -> tuple[int, int, int]:
     )
 
 
-def _batch(chunk: Sequence[Mapping[str, Any]], layout: RecordLayout) -> pa.RecordBatch:
-    """Parsed stored records -> one analysis RecordBatch (``layout.analysis_schema()``)."""
-    offsets = np.arange(len(chunk) + 1, dtype=np.int32)
-    classes = pa.array([r[fmt.CLASS_KEY].bytes_list.value[0] for r in chunk], pa.binary())
-    columns = [pa.ListArray.from_arrays(pa.array(offsets), classes)]
-    for name, shape in layout.feature_shapes.items():
-        size = int(np.prod(shape))
-        values = np.empty((len(chunk), size), np.float32)
-        for i, r in enumerate(chunk):  # raw little-endian float32: the values analysed
-            values[i] = np.frombuffer(r[name].bytes_list.value[0], dtype="<f4")
-        feature_offsets = pa.array(offsets * size)
-        columns.append(pa.ListArray.from_arrays(feature_offsets, pa.array(values.reshape(-1))))
-    return pa.RecordBatch.from_arrays(columns, schema=layout.analysis_schema())
-
-
-def analysis_batches(
-    rows: Iterable[Mapping[str, Any]], layout: RecordLayout, *, sizes: Sequence[int]
-) -> Iterator[pa.RecordBatch]:
-    """Parsed stored records (Example feature maps, in row order) -> the analysis RecordBatches
-    (``layout.analysis_schema()``) of `sizes` rows each (the read stage's batches), taking
-    `rows` as it goes: one batch is held at a time.
-
-    Raises:
-      ValueError: `rows` holds another number of rows than `sizes` adds up to.
-    """
-    rows = iter(rows)
-    for size in sizes:
-        chunk = list(itertools.islice(rows, size))
-        if len(chunk) != size:
-            raise ValueError(f"fewer analysed rows stored than the commit record's {sum(sizes)}")
-        yield _batch(chunk, layout)
-    if next(rows, None) is not None:
-        raise ValueError(f"more analysed rows stored than the commit record's {sum(sizes)}")
-
-
 def _part_rows(
-    path: str, analyse: bool, *, offset: int = 0, size: int, block_bytes: int
-) -> Iterator[tuple[tuple[int, int, int], bool, Any]]:
-    """(row key, analysed, parsed record) of every record of a part (`size` bytes of the file
-    `path` from `offset`), in order."""
+    path: str, *, offset: int = 0, size: int, block_bytes: int
+) -> Iterator[tuple[tuple[int, int, int], Any]]:
+    """(row key, parsed record) of every record of a part (`size` bytes of the file `path` from
+    `offset`), in order."""
     for raw in _records(path, offset, size, block_bytes=block_bytes):
         feature = _parse(raw)
-        yield _row_key(feature), analyse, feature
+        yield _row_key(feature), feature
 
 
 def sample_bytes(feature: Mapping[str, Any], layout: RecordLayout) -> bytes:
-    """One stored row's signal and float32 values, as `read_windows._sample_bytes` joins them
+    """One stored row's signal and float32 values, as `read_outputs.sample_bytes` joins them
     (`layout.arrow_schema()` order)."""
     pieces = []
     for field in layout.arrow_schema():
@@ -243,8 +214,8 @@ class ReusedRecords:
         analyzed_splits: Collection[str] | None,
         progress: ProgressFile,
     ):
+        del analyzed_splits  # a record's moments are of its analysed rows already
         self._layout, self._output_dir = layout, output_dir.rstrip("/")
-        self._analyze = None if analyzed_splits is None else frozenset(analyzed_splits)
         self._counters = {
             name: beam.metrics.Metrics.counter("record", name)
             for name in (
@@ -261,47 +232,36 @@ class ReusedRecords:
     def outputs(self, record: Mapping[str, Any]) -> Iterator:
         """The outputs of `record`'s segments; its parts only for a whole task's record (a
         ``continued`` one's task goes on in its parts and commits them whole)."""
+        if record["moments"]:
+            moments = features_from_json(record["moments"])
+            yield beam.pvalue.TaggedOutput(STATS_TAG, moments)
+        yield from self._samples(record)
+        yield from self._counted(record)
+
+    def _samples(self, record: Mapping[str, Any]) -> Iterator:
+        """The sampled rows' bytes, read back from the parts as far as the last of them."""
         sampled = [tuple(k) for k in record["sampled"]][:AUTO_SAMPLE_SIZE]
-        wanted = frozenset(sampled)
-        last = max(wanted, default=None)
-        read = [  # (part, analysed): the parts read back
-            (part, analyse)
-            for part in record["parts"]
-            if (analyse := self._analyze is None or part["split"] in self._analyze) or wanted
-        ]
-        # every part is open at once (merged): READ_BACK_BYTES of buffers in all
+        if not sampled:
+            return
+        wanted, last = frozenset(sampled), max(sampled)
         block = min(
-            max(READ_BACK_BYTES // max(1, len(read)), 64 << 10), record_parts.COPY_CHUNK_BYTES
+            max(READ_BACK_BYTES // max(1, len(record["parts"])), 64 << 10),
+            record_parts.COPY_CHUNK_BYTES,
         )
-        streams = []  # each part is in the task's row order: merged, they are the task's rows
-        for part, analyse in read:
-            size = sum(run[2] for run in part["runs"])
+        firsts = {}  # sampled row key -> its stored row
+        for part in record["parts"]:  # each in row order: read as far as the last sampled row
             rows = _part_rows(
                 self._part_path(part),
-                analyse,
                 offset=part.get("offset", 0),
-                size=size,
+                size=sum(run[2] for run in part["runs"]),
                 block_bytes=block,
             )
-            if not analyse:  # read only as far as the last sampled row (rows are in key order)
-                rows = itertools.takewhile(lambda row: row[0] <= last, rows)
-            streams.append(rows)
-        firsts = {}  # sampled row key -> its stored row
-
-        def analysed() -> Iterator[Any]:
-            for key, analyse, feature in heapq.merge(*streams, key=lambda row: row[0]):
+            for key, feature in itertools.takewhile(lambda row: row[0] <= last, rows):
                 if key in wanted:
                     firsts[key] = feature
-                if analyse:
-                    yield feature
-
-        # read back in a thread while TFT analyses the batches already given
-        sizes = record["analysis_batches"]
-        yield from prefetch(analysis_batches(analysed(), self._layout, sizes=sizes), depth=2)
         for key in sampled:
             if key in firsts:
                 yield beam.pvalue.TaggedOutput(SAMPLES_TAG, sample_bytes(firsts[key], self._layout))
-        yield from self._counted(record)
 
     def _part_path(self, part: Mapping[str, Any]) -> str:
         """The part's file in this run's output directory (records hold relative paths)."""
@@ -368,33 +328,55 @@ class Summaries(Sequence):
 class TaskRecords:
     """What a read task has done, for its commit record and its checkpoints' records
     (`commit_record`): whole-task lists (a continued task's begin with its earlier run's, from
-    `ReadTask.resumed`), counts as the read stage's counters count, and where the last
-    checkpoint cut them."""
+    `ReadTask.resumed`), counts as the read stage's counters count, the analysed rows' moments
+    (of `moment_keys`), and where the last checkpoint cut them."""
 
-    def __init__(self, output_dir: str, task: ReadTask, *, summary: Callable[[Segment, int], dict]):
+    def __init__(
+        self,
+        output_dir: str,
+        task: ReadTask,
+        moment_shapes: Mapping[str, Sequence[int]],
+        *,
+        summary: Callable[[Segment, int], dict],
+    ):
         self._output_dir, self._task = output_dir, task
+        self._moment_keys = tuple(moment_shapes)
+        self._values_per_row = {k: math.prod(shape) for k, shape in moment_shapes.items()}
         prior = task.resumed
         self.files = Summaries([f for r in prior for f in r["files"]], task.segments, summary)
         self.errors: list[dict] = [e for r in prior for e in r["errors"]]
         # AUTO compression: row keys of the first rows of the task's first segments
         self.sampled: list[list[int]] = [list(k) for r in prior for k in r["sampled"]]
-        self._prior_batches = [n for r in prior for n in r["analysis_batches"]]
         self._counts = {  # files_read, audio_frames: as read_windows' counters count them
             key: sum(int(r["counts"].get(key, 0)) for r in prior)
             for key in ("files_read", "audio_frames")
         }
+        self._piece: FeatureMoments = {}  # analysed rows' moments since the last checkpoint
+        self._total: FeatureMoments = {}  # the whole task's (its earlier run's pieces too)
+        for r in prior:
+            self._total = add_features(self._total, features_from_json(r["moments"]))
         self.written = 0  # the part writer's bytes at the last checkpoint
-        self._at = self._mark(segment=0, batches=0)
+        self._at = self._mark(segment=0)
 
-    def _mark(self, *, segment: int, batches: int) -> dict[str, Any]:
+    def _mark(self, *, segment: int) -> dict[str, Any]:
         return {
             "segment": segment,  # of task.segments
             "files": len(self.files),
             "errors": len(self.errors),
             "sampled": len(self.sampled),
-            "batches": batches,  # of this run's analysis batches
             "counts": dict(self._counts),
         }
+
+    def analysed(self, sums: Mapping[str, tuple[Any, Any]], num_rows: int) -> None:
+        """Rows handed to the analysis, by their `moments.row_sums` per feature: their moments
+        count in the current piece."""
+        if not self._moment_keys or not num_rows:
+            return
+        moments = {
+            key: Moments.of_row_sums(*sums[key], values_per_row=self._values_per_row[key])
+            for key in self._moment_keys
+        }
+        self._piece = add_features(self._piece, moments)
 
     def file_done(self, position: int, windows: int) -> dict:
         """Segment `position` (of the task's segments) read, `windows` windows; returns its
@@ -406,10 +388,18 @@ class TaskRecords:
             self._counts["audio_frames"] += seg.file.info.num_frames
         return self.files[-1]
 
-    def checkpoint(self, stop: int, *, parts: record_parts.PartWriter, batches: list) -> None:
+    def _take_piece(self) -> FeatureMoments:
+        piece = {k: self._piece.get(k, Moments()) for k in self._moment_keys}
+        self._piece = {}
+        self._total = add_features(self._total, piece)
+        return piece
+
+    def checkpoint(self, stop: int, *, parts: record_parts.PartWriter) -> FeatureMoments:
         """Records the task's segments since the last checkpoint, up to `stop` (of
-        `task.segments`), as a piece a resumed run reuses; the parts go on."""
+        `task.segments`), as a piece a resumed run reuses; the parts go on. Returns the
+        piece's moments (the read stage hands them to the analysis)."""
         at = self._at
+        piece = self._take_piece()
         self._record(
             start=self._task.start + at["segment"],
             stop=self._task.start + stop,
@@ -417,14 +407,17 @@ class TaskRecords:
             files=self.files[at["files"] :],
             errors=self.errors[at["errors"] :],
             sampled=self.sampled[at["sampled"] :],
-            analysis_batches=batches[at["batches"] :],
+            moments=piece,
             counts={k: n - at["counts"][k] for k, n in self._counts.items()},
         )
         self.written = parts.written
-        self._at = self._mark(segment=stop, batches=len(batches))
+        self._at = self._mark(segment=stop)
+        return piece
 
-    def commit(self, *, parts: list[dict], batches: list) -> None:
-        """Records the whole task (its parts committed): supersedes its checkpoints."""
+    def commit(self, *, parts: list[dict]) -> FeatureMoments:
+        """Records the whole task (its parts committed): supersedes its checkpoints. Returns
+        the moments since the last checkpoint (the earlier pieces' went to the analysis)."""
+        piece = self._take_piece()
         self._record(
             start=0,
             stop=self._task.start + len(self._task.segments),
@@ -432,9 +425,10 @@ class TaskRecords:
             files=self.files,
             errors=self.errors,
             sampled=self.sampled,
-            analysis_batches=[*self._prior_batches, *batches],
+            moments=self._total,
             counts=self._counts,
         )
+        return piece
 
     def _record(self, **fields: Any) -> None:
         commit_record(self._output_dir, self._task.task_id, **fields)

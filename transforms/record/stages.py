@@ -67,10 +67,12 @@ class ReadWindows(beam.PTransform):
     Yields a dict of PCollections: ``rows`` (pa.RecordBatch of ``class`` and the features of
     the analysed splits' windows, for `Analyze`, joined into batches of 8 MiB or more),
     ``files`` (summaries as table lines), ``errors`` ({"path", "reason"} of the files that
-    failed), ``parts`` (part file descriptions, for `GroupByShard`) and ``samples`` (one row's
+    failed), ``parts`` (part file descriptions, for `GroupByShard`), ``samples`` (one row's
     signal + feature bytes of each of a task's first 64 file segments, to choose the
-    compression). With ``--resume``, a task carries the records of what an earlier run committed
-    of it (`ReadTask.resumed`): their outputs come from them and their parts, in this stage.
+    compression) and ``stats`` (``{feature: Moments}`` of the analysed rows, one per piece of a
+    task, for the z-score statistics). With ``--resume``, a task carries the records of what an
+    earlier run committed of it (`ReadTask.resumed`): their outputs come from them and their
+    parts, in this stage; their rows do not go to the analysis (their moments do).
     """
 
     def __init__(
@@ -114,6 +116,7 @@ class ReadWindows(beam.PTransform):
                 read_windows.ERRORS_TAG,
                 read_windows.PARTS_TAG,
                 read_windows.SAMPLES_TAG,
+                read_windows.STATS_TAG,
                 main="rows",
             )
         )
@@ -123,17 +126,31 @@ class ReadWindows(beam.PTransform):
             "errors": out[read_windows.ERRORS_TAG],
             "parts": out[read_windows.PARTS_TAG],
             "samples": out[read_windows.SAMPLES_TAG],
+            "stats": out[read_windows.STATS_TAG],
         }
 
 
 class Analyze(beam.PTransform):
-    """Windows -> tensorflow-transform's full pass (class vocabulary, z-score statistics)."""
+    """Windows -> tensorflow-transform's full pass (class vocabulary, z-score statistics).
 
-    def __init__(self, layout: RecordLayout, *, classes: Sequence[str], temp_dir: str) -> None:
+    `moments`: the read stage's ``stats`` (``{feature: Moments}`` covering every analysed row
+    once, reused ones included): the z-score statistics come from them
+    (`transforms.record.exact_z_score`), not from the rows TFT is handed.
+    """
+
+    def __init__(
+        self,
+        layout: RecordLayout,
+        *,
+        classes: Sequence[str],
+        temp_dir: str,
+        moments: beam.PCollection | None = None,
+    ) -> None:
         super().__init__()
         self._layout = layout
         self._classes = tuple(classes)
         self._temp_dir = temp_dir
+        self._moments = moments
 
     def expand(self, rows: beam.PCollection) -> Any:
         import tensorflow_transform.beam as tft_beam
@@ -149,6 +166,7 @@ class Analyze(beam.PTransform):
             feature_names=tuple(layout.feature_shapes),
             normalize=layout.normalize,
             classes=self._classes,
+            moments=self._moments,
         )
         with tft_beam.Context(temp_dir=self._temp_dir):
             # TFT's transform_fn: (saved model path, metadata), one element each
