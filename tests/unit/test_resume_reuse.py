@@ -47,7 +47,6 @@ def _reused(output_dir) -> resume.ReusedRecords:
     return resume.ReusedRecords(
         LAYOUT,
         output_dir=str(output_dir),
-        analyzed_splits=None,
         progress=ProgressFile(str(output_dir)),
     )
 

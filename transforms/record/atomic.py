@@ -21,7 +21,7 @@ import contextlib
 import os
 import posixpath
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import IO
 
 from replay._fs import _gfile, is_url
@@ -78,7 +78,19 @@ def incomplete_file(path: str, *, tmp: str | None = None) -> Iterator[str]:
     rename(tmp, path)
 
 
+def write_atomically(path: str, pieces: Iterable[bytes], *, tmp: str | None = None) -> None:
+    """`path` := `pieces` joined, written one at a time through `incomplete_file` (a file too
+    big to be joined in memory first). No piece is one empty write: on GCS a file never
+    written to is no object."""
+    with incomplete_file(path, tmp=tmp) as name, open_write(name) as fh:
+        written = False
+        for piece in pieces:
+            fh.write(piece)
+            written = True
+        if not written:
+            fh.write(b"")
+
+
 def write_bytes_atomically(path: str, data: bytes, *, tmp: str | None = None) -> None:
     """`path` := `data`, through `incomplete_file`."""
-    with incomplete_file(path, tmp=tmp) as name, open_write(name) as fh:
-        fh.write(data)
+    write_atomically(path, (data,), tmp=tmp)

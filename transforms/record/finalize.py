@@ -15,7 +15,7 @@ import datetime
 import hashlib
 import json
 import platform
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from replay import format as fmt
@@ -297,17 +297,17 @@ def write_table(out: str, filename: str, lines: Sequence[bytes]) -> dict[str, An
     """`out`/`filename` := the table `lines` joined, written `TABLE_BLOCK_LINES` lines at a time
     under ``.tmp/`` and renamed into place; returns its digest as `format.table_digest` gives
     it, without joining the whole table in memory."""
-    digest, size = hashlib.sha256(), 0
-    path = f"{out}/{filename}"
-    with atomic.incomplete_file(path, tmp=f"{out}/.tmp/{filename}") as tmp:
-        with atomic.open_write(tmp) as fh:
-            # an empty table gets one empty write: on GCS a file never written to is no object
-            for start in range(0, len(lines), TABLE_BLOCK_LINES) or [0]:
-                block = b"".join(lines[start : start + TABLE_BLOCK_LINES])
-                fh.write(block)
-                digest.update(block)
-                size += len(block)
-    return {"num_bytes": size, "sha256": digest.hexdigest()}
+    digest, sizes = hashlib.sha256(), []
+
+    def blocks() -> Iterator[bytes]:
+        for start in range(0, len(lines), TABLE_BLOCK_LINES):
+            block = b"".join(lines[start : start + TABLE_BLOCK_LINES])
+            digest.update(block)
+            sizes.append(len(block))
+            yield block
+
+    atomic.write_atomically(f"{out}/{filename}", blocks(), tmp=f"{out}/.tmp/{filename}")
+    return {"num_bytes": sum(sizes), "sha256": digest.hexdigest()}
 
 
 def write_raw_metadata(

@@ -179,7 +179,6 @@ class ReadTaskFn(beam.DoFn):
         self._reused = ReusedRecords(
             config.layout,
             output_dir=output_dir,
-            analyzed_splits=analyzed_splits,
             progress=self._progress,
         )
 

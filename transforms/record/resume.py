@@ -33,7 +33,7 @@ import array
 import itertools
 import json
 import math
-from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import apache_beam as beam
@@ -103,9 +103,8 @@ def commit_record(
         "windows": sum(int(f["num_windows"]) for f in files),
     }
     path = commit_record_path(output_dir, task, start, stop)
-    with atomic.incomplete_file(path) as tmp, atomic.open_write(tmp) as fh:
-        for text in json_pieces(record):  # key order kept: the files table keeps it
-            fh.write(text.encode("utf-8"))
+    # key order kept: the files table keeps it
+    atomic.write_atomically(path, (text.encode("utf-8") for text in json_pieces(record)))
 
 
 def json_pieces(record: Mapping[str, Any], *, items: int = JSON_PIECE_ITEMS) -> Iterator[str]:
@@ -211,10 +210,8 @@ class ReusedRecords:
         layout: RecordLayout,
         *,
         output_dir: str,
-        analyzed_splits: Collection[str] | None,
         progress: ProgressFile,
     ):
-        del analyzed_splits  # a record's moments are of its analysed rows already
         self._layout, self._output_dir = layout, output_dir.rstrip("/")
         self._counters = {
             name: beam.metrics.Metrics.counter("record", name)
