@@ -20,16 +20,16 @@ plus `--extra`), timed end to end (`_measure`), every output in a fresh director
    identical, manifest.json equal but for ``created_utc`` (`tests.support.reliability`);
 4. overwrite: the same command with ``--overwrite`` over the resumed directory, timed.
 
-Before the first repeat, untimed, the corpus is read once and the job runs once on the tiny
-files (the page cache warm for every timed step). Odd repeats run the steps in reverse order
-(killed + resumed and overwrite, full, fixed); every dataset (later full runs, the overwritten
-one) is compared with the first full run's. Prints per repeat and over repeats (best, median) the
-walls, the fraction of the reads done at the kill, what the resumed run's summary line says it
-reused, and the ratio (resume - fixed) / (full - fixed) against the target 0.35; a dataset that
-differs is printed, not raised (the exit status is nonzero only on a usage error or a failed
-command). Only the CLI and the files it writes are used, so this measures whatever ``--resume``
-reuses, however fine its commits are. `--json PATH` appends the rows to a file.
-"""
+Before the first repeat, untimed, the corpus is read once and the job runs once on the tiny files
+(the page cache warm for every timed step), and every step starts with the dirty pages of the steps
+before it written to disk (`settle`: `os.sync`, untimed). Odd repeats run the steps in reverse order
+(killed + resumed and overwrite, full, fixed); every dataset (later full runs, the overwritten one)
+is compared with the first full run's. Prints per repeat and over repeats (best, median) the walls,
+the fraction of the reads done at the kill, what the resumed run's summary line says it reused, and
+the ratio (resume - fixed) / (full - fixed) against the target 0.35; a dataset that differs is
+printed, not raised (the exit status is nonzero only on a usage error or a failed command). Only the
+CLI and the files it writes are used, so this measures whatever ``--resume`` reuses, however fine
+its commits are. `--json PATH` appends the rows to a file."""
 
 from __future__ import annotations
 
@@ -74,8 +74,18 @@ def summary(stdout: str) -> str:
     return lines[-1] if lines else ""
 
 
+def settle() -> None:
+    """Untimed, before every step: the dirty pages of earlier steps written to disk (`os.sync`).
+
+    Otherwise a step pays the writeback of the one before it: the resumed run the ~1.3 GB of
+    parts the killed run left in the page cache (on this host's disk, ~65 MB/s, up to 20 s of a
+    resumed run's wall under load), while the full run follows a step that wrote nothing."""
+    os.sync()
+
+
 def timed(cmd: list[str]) -> tuple[float, str]:
-    """(wall seconds, summary line) of one whole record process."""
+    """(wall seconds, summary line) of one whole record process, started settled (`settle`)."""
+    settle()
     m = run_measured(cmd, env=QUIET)
     return m.wall, summary(m.stdout)
 
@@ -113,6 +123,7 @@ def run_and_kill(cmd: list[str], out: Path, kill_bytes: int, log: Path) -> dict:
     first), its wall time until then, the commit records left."""
     env = {**os.environ, **QUIET}
     env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
+    settle()
     start = time.perf_counter()
     with open(log, "wb") as fh:
         proc = subprocess.Popen(
