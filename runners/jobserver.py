@@ -24,13 +24,16 @@ for Spark 3.5.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import fcntl
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
 import zipfile
+from collections.abc import Iterator
 from pathlib import Path
 
 BEAM_JAVA_VERSION = "2.62.0"
@@ -134,6 +137,27 @@ def fetch(engine: str, *, mvn: str = "mvn", timeout_s: float = MAVEN_TIMEOUT_S) 
     if shutil.which(mvn) is None:
         raise FetchError(f"cannot assemble {server.name}: no `{mvn}` (Maven) on PATH")
     cache_dir().mkdir(parents=True, exist_ok=True)
+    with _exclusive(cache_dir() / f"{server.name}.lock"):
+        found = cached(engine)  # another process assembled it while this one waited
+        return found if found is not None else _assemble(engine, mvn=mvn, timeout_s=timeout_s)
+
+
+@contextlib.contextmanager
+def _exclusive(path: Path) -> Iterator[None]:
+    """Holds an exclusive lock on `path` (created if missing): one assembler at a time, so that
+    processes starting together (parallel test workers, two launchers) never replace a lib/
+    another one's JVM is reading."""
+    with open(path, "a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def _assemble(engine: str, *, mvn: str, timeout_s: float) -> Path:
+    """Resolves `engine`'s job server jars with Maven into its lib/; writes its launcher jar."""
+    server = JOB_SERVERS[engine]
     with tempfile.TemporaryDirectory(prefix=f"{server.name}-", dir=cache_dir()) as work:
         pom = Path(work) / "pom.xml"
         pom.write_text(_pom(server))
