@@ -35,6 +35,7 @@ import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
 import runners
+from pipelines import fingerprint as fp
 from pipelines import resume
 from pipelines.config import RecordConfig, UsageError
 from pipelines.inputs import RUN_MARKER, match_inputs, output_dir_state
@@ -175,13 +176,13 @@ def resume_output_dir(plan: RecordPlan, fingerprint: dict) -> resume.Reuse:
     import tensorflow as tf
 
     out = plan.output_dir
-    stored = resume.read_fingerprint(out)
+    stored = fp.read_fingerprint(out)
     if stored is None:
         raise UsageError(
             f"--resume: {out} holds an unfinished run without a resume record; "
             "use --overwrite to start again"
         )
-    difference = resume.first_difference(stored, fingerprint)
+    difference = fp.first_difference(stored, fingerprint)
     if difference is not None:
         raise UsageError(
             f"--resume: {out} holds an unfinished run of another plan: {difference}; "
@@ -194,7 +195,7 @@ def resume_output_dir(plan: RecordPlan, fingerprint: dict) -> resume.Reuse:
             f"--resume: {out} holds files a record run does not write ({', '.join(unknown[:3])}"
             f"{', ...' if len(unknown) > 3 else ''}); move them away, or use --overwrite"
         )
-    keep_tmp = {"parts", "commits", resume.FINGERPRINT_FILE.rsplit("/", 1)[-1]}
+    keep_tmp = {"parts", "commits", fp.FINGERPRINT_FILE.rsplit("/", 1)[-1]}
     tmp = f"{out}/.tmp"
     doomed = [f"{out}/{n}" for n in names if n != ".tmp"]  # rewritten: shards, schemas, ...
     doomed += [f"{tmp}/{n.rstrip('/')}" for n in tf.io.gfile.listdir(tmp)]
@@ -219,16 +220,16 @@ def resume_output_dir(plan: RecordPlan, fingerprint: dict) -> resume.Reuse:
 def start_output_dir(plan: RecordPlan, *, resuming: bool) -> resume.Reuse:
     """Prepares the output directory; returns the committed work to reuse (``--resume``).
 
-    The fingerprint is written before any work (`pipelines.resume`).
+    The fingerprint is written before any work (`pipelines.fingerprint`).
     """
-    fingerprint = resume.fingerprint(plan.params, plan.input_stamps, derived=resume.derived(plan))
+    fingerprint = fp.fingerprint(plan.params, plan.input_stamps, derived=fp.derived(plan))
     if resuming and output_dir_state(plan.output_dir) == "ours":
         reused = resume_output_dir(plan, fingerprint)
     else:
         prepare_output_dir(plan)
         reused = resume.Reuse(tasks=plan.tasks)
     data = json.dumps(fingerprint, indent=1).encode("utf-8")
-    atomic.write_bytes_atomically(f"{plan.output_dir}/{resume.FINGERPRINT_FILE}", data)
+    atomic.write_bytes_atomically(f"{plan.output_dir}/{fp.FINGERPRINT_FILE}", data)
     return reused
 
 

@@ -1,24 +1,24 @@
-"""``--resume``'s fingerprint (`pipelines.resume`): what a difference between the stored run and
-the new one is called, in one line; and ``--resume`` with ``--overwrite`` refused up front."""
+"""``--resume``'s fingerprint (`pipelines.fingerprint`): what a difference between the stored run
+and the new one is called, in one line; and ``--resume`` with ``--overwrite`` refused up front."""
 
 from __future__ import annotations
 
 import pytest
 
-from pipelines import resume
+from pipelines import fingerprint, resume
 from pipelines.config import RecordConfig, UsageError
 
 STAMPS = [("in/b.wav", 20, 2.0), ("in/a.wav", 10, 1.0)]
 
 
 def _fp(params=None, stamps=STAMPS, derived=None, version="1.0"):
-    return resume.fingerprint(
+    return fingerprint.fingerprint(
         params or {"win_len": 4000}, stamps, derived=derived or {"tasks": [1]}, version=version
     )
 
 
 def test_the_same_plan_has_no_difference_and_inputs_are_sorted():
-    assert resume.first_difference(_fp(), _fp(stamps=list(reversed(STAMPS)))) is None
+    assert fingerprint.first_difference(_fp(), _fp(stamps=list(reversed(STAMPS)))) is None
     assert [p for p, _, _ in _fp()["inputs"]] == ["in/a.wav", "in/b.wav"]
 
 
@@ -38,7 +38,7 @@ def test_the_same_plan_has_no_difference_and_inputs_are_sorted():
     ],
 )
 def test_the_first_difference_is_named(new, said):
-    assert resume.first_difference(_fp(), new).startswith(said)
+    assert fingerprint.first_difference(_fp(), new).startswith(said)
 
 
 def test_resume_and_overwrite_exclude_each_other():
@@ -80,11 +80,12 @@ def test_an_annotation_edit_past_numpys_repr_cut_changes_the_plan():
     events = np.zeros((2000, 1, 3), np.int64)  # 6,000 elements: numpy's repr shows "..."
     edited = events.copy()
     edited[1000, 0, 1] = 7
-    old, new = resume.derived(_annotated_plan(events)), resume.derived(_annotated_plan(edited))
+    old = fingerprint.derived(_annotated_plan(events))
+    new = fingerprint.derived(_annotated_plan(edited))
     assert old != new
     fp_old, fp_new = _fp(derived=old), _fp(derived=new)
-    assert resume.first_difference(fp_old, fp_new).startswith("the plan changed")
-    assert resume.derived(_annotated_plan(events.copy())) == old
+    assert fingerprint.first_difference(fp_old, fp_new).startswith("the plan changed")
+    assert fingerprint.derived(_annotated_plan(events.copy())) == old
 
 
 def test_the_launcher_and_the_stage_agree_on_commit_records():
@@ -106,8 +107,8 @@ def test_bad_table_rows_are_the_errors_of_annotation_tables():
 
 
 def test_options_compare_as_json_values():
-    assert resume.option_difference({"features": ["a"]}, {"features": ("a",)}) is None
-    said = resume.option_difference({"win_len": 1}, {"win_len": 2})
+    assert fingerprint.option_difference({"features": ["a"]}, {"features": ("a",)}) is None
+    said = fingerprint.option_difference({"win_len": 1}, {"win_len": 2})
     assert said == "option --win_len changed (1 -> 2)"
 
 
@@ -123,8 +124,8 @@ def test_a_changed_shard_func_changes_the_digest():
         return lambda e: (e["index"] + k) % 4
 
     digests = {
-        resume.function_digest(f)
+        fingerprint.function_digest(f)
         for f in (lambda e: e["index"] % 4, lambda e: (e["index"] + 1) % 4, by(0), by(1))
     }
     assert len(digests) == 4
-    assert resume.function_digest(by(2)) == resume.function_digest(by(2))
+    assert fingerprint.function_digest(by(2)) == fingerprint.function_digest(by(2))
