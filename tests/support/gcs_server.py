@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import email
+import fcntl
 import http.client
 import http.server
 import json
@@ -60,15 +61,20 @@ def fake_gcs_binary(cache_dir: Path = CACHE_DIR) -> Path:
     if binary.exists():
         return binary
     cache_dir.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, "GOBIN": str(cache_dir), "GOFLAGS": "-buildvcs=false"}
-    done = subprocess.run(
-        ["go", "install", FAKE_GCS_MODULE],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=BUILD_TIMEOUT_S,
-        check=False,
-    )
+    # one build at a time (parallel test workers): the others wait, then find the binary whole
+    with open(cache_dir / "build.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if binary.exists():
+            return binary
+        env = {**os.environ, "GOBIN": str(cache_dir), "GOFLAGS": "-buildvcs=false"}
+        done = subprocess.run(
+            ["go", "install", FAKE_GCS_MODULE],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=BUILD_TIMEOUT_S,
+            check=False,
+        )
     if done.returncode or not binary.exists():
         raise RuntimeError(f"go install {FAKE_GCS_MODULE} failed:\n{done.stderr[-3000:]}")
     return binary
