@@ -77,9 +77,9 @@ def summary(stdout: str) -> str:
 def settle() -> None:
     """Untimed, before every step: the dirty pages of earlier steps written to disk (`os.sync`).
 
-    Otherwise a step pays the writeback of the one before it: the resumed run the ~1.3 GB of
-    parts the killed run left in the page cache (on this host's disk, ~65 MB/s, up to 20 s of a
-    resumed run's wall under load), while the full run follows a step that wrote nothing."""
+    Otherwise a step pays the writeback of the one before it: the resumed run always (the ~1.3 GB
+    of parts the killed run left in the page cache; on this host's disk, ~65 MB/s, up to 20 s of
+    its wall under load), the full run only after the overwrite (odd repeats)."""
     os.sync()
 
 

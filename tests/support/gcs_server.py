@@ -58,10 +58,9 @@ CACHE_DIR = ROOT / ".cache" / "fake-gcs-server-v1.56.1"  # .gitignore'd
 def fake_gcs_binary(cache_dir: Path = CACHE_DIR) -> Path:
     """The fake-gcs-server executable, built with ``go install`` the first time."""
     binary = cache_dir / "fake-gcs-server"
-    if binary.exists():
-        return binary
     cache_dir.mkdir(parents=True, exist_ok=True)
-    # one build at a time (parallel test workers): the others wait, then find the binary whole
+    # one build at a time (parallel test workers), and the binary looked for only under the lock:
+    # the others wait, then find it whole (`go install` may copy it into place)
     with open(cache_dir / "build.lock", "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if binary.exists():
