@@ -132,6 +132,7 @@ def job_outputs(name: str, num_shards: Mapping[str, int]) -> frozenset[str]:
         fmt.TRANSFORMED_METADATA_DIR,
         fmt.RAW_METADATA_DIR,
         fmt.FEATURE_FN_DIR,
+        fmt.OFFSETS_DIR,
     }
     shards = {
         fmt.shard_filename(name=name, split=split, index=i, num_shards=n, compression=c)

@@ -7,6 +7,7 @@ Public API::
     info = load_info("out/")                      # manifest: counts, classes, shapes, ...
     ds = replay_dataset("out/", split="train", shuffle_buffer=10_000, batch_size=64)
     ds = replay_dataset("out/", split="train", read_config=ReadConfig(seed=0, cycle_length=4))
+    ds = replay_dataset("out/", split="train", order=GlobalOrder(seed=0, start=p), repeat=True)
 
 ``import replay`` is cheap: it loads neither TensorFlow (imported on first use of
 `replay_dataset`, `default_reader_func` or `verify_dataset`) nor Apache Beam nor
@@ -24,12 +25,14 @@ from replay.errors import (
     IncompleteDatasetError,
     ManifestError,
     MissingShardError,
+    NoOffsetsError,
     ReplayError,
     ShardError,
     ShardSizeError,
     UnknownFeatureError,
     UnknownSplitError,
 )
+from replay.global_order import GlobalOrder
 from replay.info import DatasetInfo, ShardInfo, load_info
 from replay.read_config import ReadConfig
 
@@ -50,9 +53,11 @@ __all__ = [
     "CorruptShardError",
     "DatasetInfo",
     "DatasetNotFoundError",
+    "GlobalOrder",
     "IncompleteDatasetError",
     "ManifestError",
     "MissingShardError",
+    "NoOffsetsError",
     "ReadConfig",
     "ReplayError",
     "ShardError",

@@ -47,3 +47,7 @@ class UnknownSplitError(ReplayError, ValueError):
 
 class UnknownFeatureError(ReplayError, ValueError):
     """A requested feature key is not in the manifest (the message lists the available ones)."""
+
+
+class NoOffsetsError(ReplayError, ValueError):
+    """The global read order on a dataset written before record offsets (format version < 4)."""

@@ -36,6 +36,14 @@ are in `manifest["elements"]` (an `ElementSpec` per key). Encodings:
 `stored_encoding` is the one rule the writer follows: strings bytes_list, int64 int64_list,
 every other dtype raw.
 
+Record offsets (format version 4). Beside each shard, ``offsets/<shard filename>.offsets`` holds
+where each of its records starts: one little-endian uint64 a record, in record order, the byte
+offset of the record's TFRecord frame in the shard's uncompressed stream (for GZIP / ZLIB shards,
+after decompression). The manifest's shard entry gives the file's size and SHA-256 (``offsets``:
+``{"num_bytes", "sha256"}``; the size is 8 bytes a record); the name is fixed here
+(`offsets_filename`). The shards' bytes are what version 3 wrote: the offsets only let a reader
+start at any record (`replay.global_order`).
+
 Source tables (format version 3). Versions 1 and 2 list every input file (``files``) and every
 failure (``errors``) inside manifest.json, ~270 bytes a file: 27 MB at 100,000 files, parsed by
 every `load_info`. Version 3 moves both lists into files of their own, written before the
@@ -61,13 +69,15 @@ import dataclasses
 import hashlib
 import json
 import re
+import struct
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 FORMAT_NAME = "audiorecords"
-FORMAT_VERSION = 3  # bump on any change an older reader cannot read
-READABLE_VERSIONS = (1, 2, 3)  # format versions this reader reads
+FORMAT_VERSION = 4  # bump on any change an older reader cannot read
+READABLE_VERSIONS = (1, 2, 3, 4)  # format versions this reader reads
 TABLES_VERSION = 3  # from this version on, files / errors are tables of their own
+OFFSETS_VERSION = 4  # from this version on, every shard has a record offsets file
 
 MANIFEST_FILENAME = "manifest.json"
 FILES_TABLE = "files.jsonl"  # v3: the "files" entries (never a name taken from the manifest)
@@ -75,6 +85,9 @@ ERRORS_TABLE = "errors.jsonl"  # v3: the "errors" entries
 TABLE_FILENAMES = {"files": FILES_TABLE, "errors": ERRORS_TABLE}  # manifest "tables" key -> file
 TABLE_COUNT_KEYS = {"files": "num_files", "errors": "num_errors"}  # -> the manifest's count
 MAX_TABLE_LINE_BYTES = 1 << 20  # one entry; an annotated file's summary takes a few KB
+OFFSETS_DIR = "offsets"  # v4: <shard filename>.offsets, one per shard (`offsets_filename`)
+OFFSETS_SUFFIX = ".offsets"
+OFFSET_BYTES = 8  # one little-endian uint64 a record
 SCHEMA_FILENAME = "schema.pbtxt"
 TRANSFORM_FN_DIR = "transform_fn"  # tft.TFTransformOutput.TRANSFORM_FN_DIR
 TRANSFORMED_METADATA_DIR = "transformed_metadata"
@@ -251,6 +264,24 @@ def shard_filename(
     )
 
 
+def offsets_filename(shard: str) -> str:
+    """The record offsets file of the shard file named `shard`, relative to the dataset
+    directory (format version 4)."""
+    return f"{OFFSETS_DIR}/{shard}{OFFSETS_SUFFIX}"
+
+
+def offsets_bytes(offsets: Sequence[int]) -> bytes:
+    """A record offsets file's content: each offset a little-endian uint64."""
+    return struct.pack(f"<{len(offsets)}Q", *offsets)
+
+
+def parse_offsets(data: bytes) -> tuple[int, ...]:
+    """The offsets of a record offsets file's content (`offsets_bytes`)."""
+    if len(data) % OFFSET_BYTES:
+        raise ValueError(f"{len(data)} bytes is not a whole number of {OFFSET_BYTES}-byte offsets")
+    return struct.unpack(f"<{len(data) // OFFSET_BYTES}Q", data)
+
+
 def plain_name_problem(name: str) -> str | None:
     """Why `name` is not a plain file name (dataset name, shard name), or None when it is.
 
@@ -296,8 +327,8 @@ def split_names(manifest: Mapping[str, Any]) -> Sequence[str]:
 #
 # manifest.json (JSON object; keys in this order, sorted where they are maps):
 #   format            "audiorecords"
-#   format_version    3 (2: files / errors inside the manifest; 1: also float tensors as
-#                      float_list, <feature>_norm stored; both read still)
+#   format_version    4 (3: no record offsets; 2: also files / errors inside the manifest;
+#                      1: also float tensors as float_list, <feature>_norm stored; all read still)
 #   complete          true (a manifest is only ever written complete, atomically, last)
 #   name              dataset name used in shard file names
 #   created_utc       ISO-8601 time; the only field that differs between identical runs
@@ -309,7 +340,9 @@ def split_names(manifest: Mapping[str, Any]) -> Sequence[str]:
 #                      label names, or --classes; fixed at planning (a label outside: -1)
 #   num_classes       len(classes)
 #   splits            {split: {"num_examples": n, "shards": [{"filename", "num_examples",
-#                      "num_bytes"}]}} ; split "all" when the run had no --splits
+#                      "num_bytes", "offsets"}]}} ; split "all" when the run had no --splits;
+#                      "offsets" (v4): {"num_bytes": n, "sha256": hex} of the shard's record
+#                      offsets file (`offsets_filename`)
 #   analyzed_splits   [split]  the splits TFT's statistics (<feature>_norm) were computed on
 #                      (added in 2026-11 without a version bump; older manifests lack it)
 #   num_files         v3: entries of files.jsonl (FILES_TABLE)

@@ -42,6 +42,9 @@ class ShardInfo:
       path: full path or URL of the file.
       num_examples: records (windows) in the file.
       num_bytes: the file's size in bytes.
+      offsets_path: full path or URL of its record offsets file (format version 4; None
+        before: `format.offsets_filename`).
+      offsets_sha256: that file's SHA-256 (hex) as the manifest gives it.
     """
 
     split: str
@@ -49,6 +52,8 @@ class ShardInfo:
     path: str
     num_examples: int
     num_bytes: int
+    offsets_path: str | None = None
+    offsets_sha256: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -308,6 +313,16 @@ def parse_manifest(raw: bytes, *, path: str, manifest_path: str) -> DatasetInfo:
     return _from_manifest(path, manifest)
 
 
+def _offsets(path: str, shard: Mapping[str, Any]) -> dict[str, Any]:
+    """A shard's record offsets file as `ShardInfo` names it (none before format version 4)."""
+    if "offsets" not in shard:
+        return {}
+    return {
+        "offsets_path": _fs.join(path, fmt.offsets_filename(shard["filename"])),
+        "offsets_sha256": shard["offsets"]["sha256"],
+    }
+
+
 def _from_manifest(path: str, manifest: dict[str, Any]) -> DatasetInfo:
     """The `DatasetInfo` of a manifest `replay.manifest.validate` accepted."""
     elements = fmt.element_specs(manifest)
@@ -319,6 +334,7 @@ def _from_manifest(path: str, manifest: dict[str, Any]) -> DatasetInfo:
                 path=_fs.join(path, shard["filename"]),
                 num_examples=shard["num_examples"],
                 num_bytes=shard["num_bytes"],
+                **_offsets(path, shard),
             )
             for shard in entry["shards"]
         )

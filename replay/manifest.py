@@ -113,7 +113,12 @@ def validate(manifest: Any, *, path: str) -> dict[str, Any]:
         c.fail("compression", f"{show(compression)} is not one of {known}")
     record_bytes = _check_elements(c, manifest["elements"], version=manifest["format_version"])
     total = _check_splits(
-        c, manifest["splits"], name=name, compression=compression, record_bytes=record_bytes
+        c,
+        manifest["splits"],
+        name=name,
+        compression=compression,
+        record_bytes=record_bytes,
+        version=manifest["format_version"],
     )
     if c.as_int(manifest["num_examples"], "num_examples") != total:
         c.fail("num_examples", f"{manifest['num_examples']} but the splits hold {total}")
@@ -248,7 +253,7 @@ def _check_core_keys(c: Checker, elements: Mapping[str, Any]) -> None:
 
 
 def _check_splits(
-    c: Checker, splits: Any, *, name: str, compression: str, record_bytes: int
+    c: Checker, splits: Any, *, name: str, compression: str, record_bytes: int, version: int
 ) -> int:
     """Checks every split and shard entry; returns the total example count."""
     splits = c.as_obj(splits, "splits")
@@ -292,6 +297,7 @@ def _check_splits(
                     f"{size} bytes cannot hold {examples} records of at least {record_bytes} "
                     "bytes (the element shapes or counts are wrong)",
                 )
+            _check_offsets(c, shard, sfield, version=version)
             count += examples
         if c.as_int(entry["num_examples"], field_of(field, "num_examples")) != count:
             claim = entry["num_examples"]
@@ -386,14 +392,7 @@ def _check_tables(c: Checker, manifest: Mapping[str, Any]) -> None:
         field = field_of("tables", key)
         if key not in tables:
             c.fail(field, "missing")
-        table = c.as_obj(tables[key], field)
-        for part in ("num_bytes", "sha256"):
-            if part not in table:
-                c.fail(field_of(field, part), "missing")
-        size = c.as_int(table["num_bytes"], field_of(field, "num_bytes"))
-        digest = c.as_str(table["sha256"], field_of(field, "sha256"))
-        if not _SHA256.fullmatch(digest):
-            c.fail(field_of(field, "sha256"), f"{show(digest)} is not 64 lowercase hex digits")
+        size = _check_digest(c, tables[key], field)
         least, most = 3 * count, count * fmt.MAX_TABLE_LINE_BYTES  # "{}\n" .. the longest line
         if not least <= size <= most:
             c.fail(
@@ -401,6 +400,37 @@ def _check_tables(c: Checker, manifest: Mapping[str, Any]) -> None:
                 f"{size} bytes cannot hold {count_key} {count} lines of 3 to "
                 f"{fmt.MAX_TABLE_LINE_BYTES} bytes",
             )
+
+
+def _check_digest(c: Checker, entry: Any, field: str) -> int:
+    """A file's ``{"num_bytes", "sha256"}`` entry (a source table's, a shard's record offsets');
+    returns its size."""
+    entry = c.as_obj(entry, field)
+    for part in ("num_bytes", "sha256"):
+        if part not in entry:
+            c.fail(field_of(field, part), "missing")
+    size = c.as_int(entry["num_bytes"], field_of(field, "num_bytes"))
+    digest = c.as_str(entry["sha256"], field_of(field, "sha256"))
+    if not _SHA256.fullmatch(digest):
+        c.fail(field_of(field, "sha256"), f"{show(digest)} is not 64 lowercase hex digits")
+    return size
+
+
+def _check_offsets(c: Checker, shard: Mapping[str, Any], field: str, *, version: int) -> None:
+    """Format version 4: a shard's record offsets file, 8 bytes a record; none before."""
+    if version < fmt.OFFSETS_VERSION:
+        if "offsets" in shard:
+            c.fail(field_of(field, "offsets"), f"needs format_version {fmt.OFFSETS_VERSION}")
+        return
+    if "offsets" not in shard:
+        c.fail(field_of(field, "offsets"), "missing")
+    size = _check_digest(c, shard["offsets"], field_of(field, "offsets"))
+    expected = fmt.OFFSET_BYTES * shard["num_examples"]
+    if size != expected:
+        c.fail(
+            field_of(field_of(field, "offsets"), "num_bytes"),
+            f"{size} bytes, but {shard['num_examples']} records take {expected}",
+        )
 
 
 def shard_name_problem(

@@ -54,6 +54,8 @@ import tensorflow as tf
 
 from replay import format as fmt
 from replay.errors import CorruptShardError
+from replay.global_order import GlobalOrder, Slots
+from replay.global_reader import pipeline_records
 from replay.info import DatasetInfo, load_info
 from replay.parsing import batch_parser
 from replay.read_config import PipelineShare, ReadConfig, pipeline_share
@@ -145,6 +147,7 @@ def replay_dataset(
     drop_remainder: bool = False,
     prefetch: int | None = AUTOTUNE,
     balance: str | None = None,
+    order: GlobalOrder | None = None,
 ) -> tf.data.Dataset:
     """A `tf.data.Dataset` of the decoded elements of an audiorecords dataset.
 
@@ -171,15 +174,25 @@ def replay_dataset(
       drop_remainder: drop the last partial batch.
       balance: "class": class-balanced sampling, an infinite dataset (`replay.balance`);
         not with `repeat`, nor `reader_func` or `service`.
+      order: a `GlobalOrder`: the global read order (`replay.global_order`): element P of the
+        run fixed by the order's seed and P, the same global batches for any number of input
+        pipelines, a run started at any P (`GlobalOrder.start`); without `repeat` the run ends
+        with the epoch that holds `start`. Only with `split`, `features`, `repeat`,
+        `batch_size`, `drop_remainder`, `input_context`, `prefetch`; needs format version 4.
 
     Raises:
       DatasetNotFoundError, IncompleteDatasetError, ManifestError: see `load_info`.
       UnknownSplitError, UnknownFeatureError: `split` / `features` not in the manifest.
       MissingShardError, ShardSizeError: a shard is missing or has the wrong size.
-      ValueError: `read_config` with a read keyword other than its default.
+      ValueError: `read_config` with a read keyword other than its default; `order` with an
+        option it does not take.
+      NoOffsetsError: `order` on a dataset written before format version 4.
     """
     config = resolve_read_config(read_config, locals())  # only the ReadConfig fields are read
     output = _Output(shuffle_shards, shuffle_buffer, repeat, batch_size, drop_remainder)
+    if order is not None:
+        _check_global(config, output, balance=balance)
+        return _global(path, order, config, output, split=split, features=features)
     if balance is not None:
         return _balanced(path, config, output, balance=balance, split=split, features=features)
     info = load_info(path)
@@ -221,6 +234,55 @@ def _served_and_prefetched(
             )
         )
     ds = ds.with_options(reader_options(deterministic))
+    return ds.prefetch(config.prefetch) if config.prefetch else ds
+
+
+def _check_global(config: ReadConfig, output: _Output, *, balance: str | None) -> None:
+    """Refuses the options the global order does not take, naming them."""
+    refused = {
+        "shuffle_shards": output.shuffle_shards,
+        "shuffle_buffer": output.shuffle_buffer,
+        "balance": balance is not None,
+        "reader_func": config.reader_func is not None,
+        "service": config.service is not None,
+        "seed (the order has its own)": config.seed is not None,
+        "block_length (GlobalOrder.block_length)": config.block_length is not None,
+        "cycle_length": config.cycle_length is not None,
+        "deterministic": config.deterministic is not None,
+    }
+    given = [name for name, value in refused.items() if value]
+    if given:
+        raise ValueError(f"replay_dataset: order=GlobalOrder(...) is not for {', '.join(given)}")
+
+
+def _global(
+    path: str | os.PathLike,
+    order: GlobalOrder,
+    config: ReadConfig,
+    output: _Output,
+    *,
+    split: str | Sequence[str] | None,
+    features: str | Sequence[str] | None,
+) -> tf.data.Dataset:
+    """``order=GlobalOrder(...)``: this pipeline's records in the global order
+    (`replay.global_reader`), batched by `batch_size` and decoded once per batch."""
+    info = load_info(path)
+    specs = info.select_features(features)
+    shards = info.shard_list(split)
+    info.check_shards(split)
+    context = config.input_context
+    pipelines, pipeline = (
+        (1, 0) if context is None else (context.num_input_pipelines, context.input_pipeline_id)
+    )
+    slots = Slots(order.global_batch_size or pipelines, pipelines, pipeline)
+    ds, total = pipeline_records(info, shards, order, slots=slots, repeat=output.repeat)
+    batch_size = output.batch_size or PARSE_BATCH
+    ds = ds.rebatch(batch_size, drop_remainder=bool(output.batch_size and output.drop_remainder))
+    ds = ds.map(batch_parser(specs, info.elements), num_parallel_calls=AUTOTUNE)
+    if output.batch_size is None:
+        ds = ds.unbatch()
+    ds = _assert_count(ds, output, total=total)
+    ds = ds.with_options(reader_options(True))
     return ds.prefetch(config.prefetch) if config.prefetch else ds
 
 

@@ -11,10 +11,17 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
+from replay.errors import ReplayError
 from replay.info import DatasetInfo, ShardInfo
+from replay.offsets import read_offsets
+
+if TYPE_CHECKING:
+    import tensorflow as tf
 
 READ_BATCH = 256  # records decoded per parse call while checking
+FRAME_BYTES = 16  # TFRecord framing around each record: length, its CRC, the data's CRC
 
 
 @dataclasses.dataclass(frozen=True)
@@ -55,7 +62,7 @@ def shard_reader(info: DatasetInfo) -> Callable[[ShardInfo], tuple[int, str | No
         with tf.control_dependencies([count.assign_add(1)]):
             return tf.identity(record)
 
-    def decoded(total: tf.Tensor, batch: tf.Tensor) -> tf.Tensor:
+    def decoded(batch: tf.Tensor) -> tf.Operation:
         # Every key is decoded and must give one row per record: a value nothing depended on
         # would be pruned from the graph, and a raw key of the wrong shape can still reshape
         # (1024 samples as 2 x [512]), so a shape the records do not hold went unnoticed.
@@ -66,24 +73,69 @@ def shard_reader(info: DatasetInfo) -> Callable[[ShardInfo], tuple[int, str | No
             )
             for key, value in parse(batch).items()
         ]
-        with tf.control_dependencies(checks):
-            return total + size
+        return tf.group(checks)
 
-    @tf.function(autograph=False)
-    def read_all(path: tf.Tensor) -> tf.Tensor:
+    @tf.function(
+        autograph=False,
+        input_signature=[tf.TensorSpec([], tf.string), tf.TensorSpec([None], tf.int64)],
+    )
+    def read_all(path: tf.Tensor, offsets: tf.Tensor) -> tf.Tensor:
+        """The index of the first record whose start differs from `offsets` (-1: none; with
+        no offsets to check, `offsets` is empty and the result -1)."""
         records = tf.data.TFRecordDataset(path, compression_type=info.compression_type)
-        return records.map(counted).batch(READ_BATCH).reduce(tf.constant(0, tf.int64), decoded)
+        check = tf.size(offsets) > 0
+
+        def step(state: tuple[tf.Tensor, ...], batch: tf.Tensor) -> tuple[tf.Tensor, ...]:
+            total, position, first_bad = state
+            with tf.control_dependencies([decoded(batch)]):
+                size = tf.size(batch, out_type=tf.int64)
+            framed = tf.cast(tf.strings.length(batch), tf.int64) + FRAME_BYTES
+            starts = position + tf.cumsum(framed, exclusive=True)
+            stored = offsets[total : total + size]
+            stored = tf.pad(
+                stored, [[0, size - tf.size(stored, out_type=tf.int64)]], constant_values=-1
+            )
+            wrong = tf.where(tf.not_equal(stored, starts))[:, 0] + total
+            first = tf.cond(
+                tf.logical_and(check, tf.logical_and(first_bad < 0, tf.size(wrong) > 0)),
+                lambda: wrong[0],
+                lambda: first_bad,
+            )
+            return total + size, position + tf.reduce_sum(framed), first
+
+        start = (tf.constant(0, tf.int64), tf.constant(0, tf.int64), tf.constant(-1, tf.int64))
+        return records.map(counted).batch(READ_BATCH).reduce(start, step)[2]
 
     def read(shard: ShardInfo) -> tuple[int, str | None]:
         count.assign(0)
         try:
-            read_all(tf.constant(shard.path))
+            offsets = _offsets(info, shard)
+        except (ReplayError, ValueError) as e:
+            return 0, str(e)
+        try:
+            first_bad = int(read_all(tf.constant(shard.path), offsets))
         except tf.errors.OpError as e:
             done = int(count.numpy())
             return done, f"unreadable after {done} records: {_op_message(e)}"
+        if first_bad >= 0:
+            return int(count.numpy()), (
+                f"record {first_bad} does not start where its record offsets file says "
+                f"({shard.offsets_path})"
+            )
         return int(count.numpy()), None
 
     return read
+
+
+def _offsets(info: DatasetInfo, shard: ShardInfo) -> tf.Tensor:
+    """The shard's record offsets, checked (`replay.offsets`), as int64s; empty before format
+    version 4 (nothing to check)."""
+    import tensorflow as tf
+
+    if shard.offsets_path is None:
+        return tf.zeros([0], tf.int64)
+    data = read_offsets(info, shard)
+    return tf.io.decode_raw(tf.constant(data), tf.int64, little_endian=True)
 
 
 def _shape_message(key: str, info: DatasetInfo) -> str:

@@ -77,7 +77,9 @@ def test_recorded_layout_is_version_3_and_the_hand_made_one_matches_it(recorded,
     its keys and tables the same way."""
     path = recorded["runs"][dtype]
     manifest = _manifest(path)
-    assert manifest["format_version"] == 3 and not {"files", "errors"} & set(manifest)
+    assert manifest["format_version"] == fmt.FORMAT_VERSION and not {"files", "errors"} & set(
+        manifest
+    )
     assert manifest["num_files"] == len(_table(path, fmt.FILES_TABLE)) == 4
     feature, norm = manifest["elements"]["log_mel"], manifest["elements"]["log_mel_norm"]
     assert feature["encoding"] == "raw" and feature.get("stored_dtype", "float32") == dtype

@@ -2,8 +2,10 @@
 
 `write_dataset` writes shards + manifest.json per `replay.format` with plain
 `tf.io.TFRecordWriter` + `tf.train.Example` (no Beam, no tensorflow-transform), in the layout the
-record job writes: format version 3 (the source files and errors in ``files.jsonl`` /
-``errors.jsonl``, `write_tables`), or with ``format_version=2`` inside the manifest; from
+record job writes: format version 4 (each shard's record offsets in ``offsets/``, counted from
+the records' lengths; the source files and errors in ``files.jsonl`` / ``errors.jsonl``,
+`write_tables`), or with ``format_version=3`` without the offsets, with ``format_version=2``
+also the lists inside the manifest; from
 version 2 on, float features as raw little-endian bytes, in ``--feature_dtype``, encoded by the
 writer's own `raw_float_rows`; ``log_mel_norm`` not stored but a ``z_score`` key whose
 statistics are in the manifest), or with ``format_version=1`` the
@@ -17,8 +19,10 @@ Real record runs, and reading stored records without `replay`: `tests.support.re
 from __future__ import annotations
 
 import datetime
+import hashlib
 import json
 import os
+import struct
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -160,7 +164,8 @@ def write_dataset(
       signal_dtype: int16, int32 or float32.
       with_features: also the ``log_mel`` feature (float32 values like a log-mel's, mean about
         -3, variance about 6) and ``log_mel_norm``, its z-score with the dataset's statistics.
-      format_version: 3 (the layout of module docstring), 2 (the same with ``files`` and
+      format_version: 4 (the layout of module docstring), 3 (the same without record
+        offsets), 2 (also with ``files`` and
         ``errors`` in the manifest) or 1 (the version-1 layout).
       feature_dtype: float32, float16 or bfloat16: how versions 2 and 3 store ``log_mel``.
       seed: random seed of the contents.
@@ -191,7 +196,12 @@ def write_dataset(
     specs = _element_specs(win_len=win_len, signal_dtype=signal_dtype)
     store = _feature_store(given, specs, format_version=format_version, feature_dtype=feature_dtype)
     elements, shard_paths, manifest_splits = _write_shards(
-        directory, shards, specs, compression=compression, store=store
+        directory,
+        shards,
+        specs,
+        compression=compression,
+        store=store,
+        offsets=format_version >= fmt.OFFSETS_VERSION,
     )
     manifest, errors = _write_metadata(
         directory,
@@ -312,9 +322,11 @@ def _write_shards(
     *,
     compression: str,
     store: Callable[[dict[str, Any]], dict[str, bytes]],
+    offsets: bool,
 ) -> tuple[dict[str, list[dict[str, Any]]], dict[str, list[str]], dict[str, Any]]:
-    """Writes every shard of `shards`; returns ``(elements, shard paths, manifest splits)``,
-    each by split."""
+    """Writes every shard of `shards` (with `offsets`, also its record offsets file, each
+    record's start counted here from the records' lengths); returns ``(elements, shard paths,
+    manifest splits)``, each by split."""
     elements: dict[str, list[dict[str, Any]]] = {}
     shard_paths: dict[str, list[str]] = {}
     manifest_splits: dict[str, Any] = {}
@@ -329,18 +341,30 @@ def _write_shards(
                 compression=compression,
             )
             path = os.path.join(directory, filename)
+            starts, position = [], 0
             with tf.io.TFRecordWriter(path, options=fmt.tf_compression_type(compression)) as w:
                 for element in shard:
-                    w.write(_example(element, specs, store(element)))
+                    record = _example(element, specs, store(element))
+                    w.write(record)
+                    starts.append(position)
+                    position += len(record) + 16  # TFRecord framing: 8 + 4 before, 4 after
                     elements[split].append(element)
             shard_paths[split].append(path)
-            entries.append(
-                {
-                    "filename": filename,
-                    "num_examples": len(shard),
-                    "num_bytes": os.path.getsize(path),
+            entry = {
+                "filename": filename,
+                "num_examples": len(shard),
+                "num_bytes": os.path.getsize(path),
+            }
+            if offsets:
+                data = struct.pack(f"<{len(starts)}Q", *starts)
+                os.makedirs(os.path.join(directory, fmt.OFFSETS_DIR), exist_ok=True)
+                with open(os.path.join(directory, fmt.offsets_filename(filename)), "wb") as f:
+                    f.write(data)
+                entry["offsets"] = {
+                    "num_bytes": len(data),
+                    "sha256": hashlib.sha256(data).hexdigest(),
                 }
-            )
+            entries.append(entry)
         manifest_splits[split] = {"num_examples": len(elements[split]), "shards": entries}
     return elements, shard_paths, manifest_splits
 

@@ -9,6 +9,7 @@ on either side. Format version 2's manifest text (files and errors inside it) is
 
 from __future__ import annotations
 
+import hashlib
 import json
 
 import pytest
@@ -25,7 +26,7 @@ from transforms.record.write_shards import write_shard
 MANIFEST_TEXT = """
 {
  "format": "audiorecords",
- "format_version": 3,
+ "format_version": 4,
  "complete": true,
  "name": "birds",
  "created_utc": "2026-11-25T10:00:00+00:00",
@@ -52,14 +53,32 @@ MANIFEST_TEXT = """
   "train": {
    "num_examples": 12,
    "shards": [
-    {"filename": "birds-train.tfrecord-00000-of-00002.gz", "num_examples": 5, "num_bytes": 600},
-    {"filename": "birds-train.tfrecord-00001-of-00002.gz", "num_examples": 7, "num_bytes": 840}
+    {
+     "filename": "birds-train.tfrecord-00000-of-00002.gz", "num_examples": 5, "num_bytes": 600,
+     "offsets": {
+      "num_bytes": 40,
+      "sha256": "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+     }
+    },
+    {
+     "filename": "birds-train.tfrecord-00001-of-00002.gz", "num_examples": 7, "num_bytes": 840,
+     "offsets": {
+      "num_bytes": 56,
+      "sha256": "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
+     }
+    }
    ]
   },
   "test": {
    "num_examples": 3,
    "shards": [
-    {"filename": "birds-test.tfrecord-00000-of-00001.gz", "num_examples": 3, "num_bytes": 360}
+    {
+     "filename": "birds-test.tfrecord-00000-of-00001.gz", "num_examples": 3, "num_bytes": 360,
+     "offsets": {
+      "num_bytes": 24,
+      "sha256": "cccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccc"
+     }
+    }
    ]
   }
  },
@@ -93,9 +112,19 @@ FILES = [json.loads(line) for line in FILES_TEXT.splitlines()]
 ERRORS = [json.loads(line) for line in ERRORS_TEXT.splitlines()]
 
 
+def v3_manifest_text() -> str:
+    """The same run as format version 3 wrote it: no record offsets."""
+    manifest = json.loads(MANIFEST_TEXT)
+    for split in manifest["splits"].values():
+        for shard in split["shards"]:
+            del shard["offsets"]
+    manifest.update(format_version=3)
+    return json.dumps(manifest, indent=1)
+
+
 def v2_manifest_text() -> str:
     """The same run as format version 2 wrote it: the lists inside the manifest."""
-    manifest = json.loads(MANIFEST_TEXT)
+    manifest = json.loads(v3_manifest_text())
     for key in ("num_files", "num_errors", "tables"):
         del manifest[key]
     manifest.update(format_version=2, files=FILES, errors=ERRORS)
@@ -111,6 +140,10 @@ def _entry(split: str, shard: int, count: int, examples: int) -> dict:
         "filename": name,
         "num_examples": examples,
         "num_bytes": 120 * examples,
+        "offsets": {
+            "num_bytes": 8 * examples,
+            "sha256": {"train": "ab", "test": "c"}[split][shard] * 64,
+        },
     }
 
 
@@ -222,20 +255,26 @@ def test_write_shard_writes_the_pinned_name_and_entry(tmp_path):
         "filename": "birds-train.tfrecord-00001-of-00002",
         "num_examples": 0,
         "num_bytes": 0,
+        "offsets": {"num_bytes": 0, "sha256": hashlib.sha256(b"").hexdigest()},
     }
     assert sorted(p.name for p in tmp_path.iterdir()) == [
         ".tmp",
         "birds-train.tfrecord-00001-of-00002",
+        "offsets",
+    ]
+    assert [p.name for p in (tmp_path / "offsets").iterdir()] == [
+        "birds-train.tfrecord-00001-of-00002.offsets"
     ]
 
 
-@pytest.mark.parametrize("version", [3, 2])
+@pytest.mark.parametrize("version", [4, 3, 2])
 def test_load_info_reads_the_pinned_manifest_text(tmp_path, version):
     """Pins the reader's view of the literal manifest: splits in order, shard names, counts,
     classes, the element specs (stored dtype, computed z-score key), and the source files and
     errors (v3: from the literal tables, v2: from the manifest)."""
-    if version == 3:
-        (tmp_path / "manifest.json").write_text(MANIFEST_TEXT)
+    if version >= 3:
+        text = MANIFEST_TEXT if version == 4 else v3_manifest_text()
+        (tmp_path / "manifest.json").write_text(text)
         (tmp_path / "files.jsonl").write_text(FILES_TEXT)
         (tmp_path / "errors.jsonl").write_text(ERRORS_TEXT)
     else:

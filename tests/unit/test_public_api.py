@@ -25,9 +25,11 @@ REPLAY_NAMES = [
     "CorruptShardError",
     "DatasetInfo",
     "DatasetNotFoundError",
+    "GlobalOrder",
     "IncompleteDatasetError",
     "ManifestError",
     "MissingShardError",
+    "NoOffsetsError",
     "ReadConfig",
     "ReplayError",
     "ServingTransform",
@@ -67,6 +69,7 @@ SIGNATURES = {  # name: [(parameter, kind, default)]
         ("drop_remainder", KW, False),
         ("prefetch", KW, AUTOTUNE),
         ("balance", KW, None),
+        ("order", KW, None),
     ],
     "default_reader_func": [
         ("datasets", POS, EMPTY),
@@ -145,6 +148,8 @@ def test_dataset_info_and_shard_info_fields_and_members():
         "path",
         "num_examples",
         "num_bytes",
+        "offsets_path",
+        "offsets_sha256",
     ]
     assert [f.name for f in dataclasses.fields(replay.DatasetInfo)] == [
         "path",

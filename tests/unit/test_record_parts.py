@@ -116,3 +116,36 @@ def test_a_short_part_or_a_truncated_stream_is_an_error(tmp_path):
     framed = b"".join(record_parts.frame(b"abc"))
     with pytest.raises(ValueError, match="truncated record"):
         list(record_parts.unframe([framed, framed[:-1]]))
+
+
+def _starts(records: list[bytes]) -> list[int]:
+    """Each record's frame start, counted from the records' lengths (16 bytes of framing)."""
+    starts, position = [], 0
+    for record in records:
+        starts.append(position)
+        position += len(record) + 16
+    return starts
+
+
+def test_record_offsets_of_a_stream_cut_anywhere_and_of_a_file(tmp_path):
+    data = _tf_file(str(tmp_path / "tf.tfrecord"), RECORDS)
+    expected = _starts(RECORDS)
+    assert record_parts.file_offsets(str(tmp_path / "tf.tfrecord")) == expected
+    for size in (1, 3, 7, 8, 9, 12, 16, 17, 999, len(data)):  # headers cut at every place
+        scan = record_parts.FrameOffsets()
+        for i in range(0, len(data), size):
+            scan.feed(data[i : i + size])
+        assert scan.finish(name="s") == expected, size
+    (tmp_path / "empty").write_bytes(b"")
+    assert record_parts.file_offsets(str(tmp_path / "empty")) == []
+
+
+def test_record_offsets_of_a_stream_cut_inside_a_record_are_an_error(tmp_path):
+    data = _tf_file(str(tmp_path / "tf.tfrecord"), RECORDS)
+    scan = record_parts.FrameOffsets()
+    scan.feed(data[:-3])
+    with pytest.raises(ValueError, match="cut: its framed records end 3 bytes past its last"):
+        scan.finish(name="cut")
+    (tmp_path / "cut").write_bytes(data[:-3])
+    with pytest.raises(ValueError, match="end 3 bytes past"):
+        record_parts.file_offsets(str(tmp_path / "cut"))

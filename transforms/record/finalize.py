@@ -28,6 +28,7 @@ from transforms.record.preprocessing import CLASS_VOCABULARY, element_schema, z_
 from transforms.record.write_shards import write_shard
 
 TABLE_BLOCK_LINES = 4096  # a source table is written this many lines at a time
+SHARD_ENTRY_KEYS = ("filename", "num_examples", "num_bytes", "offsets")  # a manifest shard entry
 
 
 def library_versions() -> dict[str, str]:
@@ -114,7 +115,7 @@ def build_manifest(
     for shard in sorted(shards, key=lambda s: (s["split"], s["shard"])):
         split = splits.setdefault(shard["split"], {"num_examples": 0, "shards": []})
         split["num_examples"] += shard["num_examples"]
-        split["shards"].append({k: shard[k] for k in ("filename", "num_examples", "num_bytes")})
+        split["shards"].append({k: shard[k] for k in SHARD_ENTRY_KEYS})
     return {
         "format": fmt.FORMAT_NAME,
         "format_version": fmt.FORMAT_VERSION,

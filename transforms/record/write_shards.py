@@ -11,8 +11,10 @@ an uncompressed shard is a byte copy of its parts.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+import os
+from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import Future
+from typing import Any
 
 import apache_beam as beam
 from apache_beam.transforms.window import GlobalWindow
@@ -20,6 +22,7 @@ from apache_beam.utils.timestamp import MIN_TIMESTAMP
 from apache_beam.utils.windowed_value import WindowedValue
 
 from replay import format as fmt
+from replay._fs import is_url
 from transforms.planning.compression import COMPRESSION_LEVEL
 from transforms.planning.types import ShardSpec
 from transforms.record import atomic, record_parts
@@ -109,11 +112,12 @@ def write_shard(
     compression: str,
 ) -> dict:
     """Writes one shard file from the `ranges` of part files (TFRecord-framed, `num_records`
-    records in all); returns its manifest entry {split, shard, filename, num_examples,
-    num_bytes}.
+    records in all) and its record offsets file; returns its manifest entry {split, shard,
+    filename, num_examples, num_bytes, offsets}.
 
-    NONE: the ranges' bytes are the file. GZIP / ZLIB: their records go through TensorFlow's
-    record writer.
+    NONE: the ranges' bytes are the file (a local shard's frame headers are read back for the
+    offsets, through a memory map). GZIP / ZLIB: their records go through TensorFlow's record
+    writer, and the offsets are those of the uncompressed stream.
     """
     filename = fmt.shard_filename(
         name=spec.name,
@@ -125,32 +129,56 @@ def write_shard(
     path = f"{spec.output_dir.rstrip('/')}/{filename}"
     tmp = atomic.temp_name(path, directory=f"{spec.output_dir.rstrip('/')}/.tmp")
     with atomic.incomplete_file(path, tmp=tmp):  # a retried shard: the same bytes replace it
-        if compression == "NONE":
+        if compression == "NONE" and not is_url(path):
             size = record_parts.copy_ranges(ranges, tmp)
+            offsets = record_parts.file_offsets(tmp)
+        elif compression == "NONE":
+            scan = record_parts.FrameOffsets()
+            size = record_parts.copy_ranges(ranges, tmp, observe=scan.feed)
+            offsets = scan.finish(name=filename)
         else:
             records = record_parts.unframe(record_parts.read_ranges(ranges))
-            count, size = _write_compressed(records, tmp, compression)
-            if count != num_records:
-                raise ValueError(f"shard {filename}: {count} records, its parts list {num_records}")
+            offsets, size = _write_compressed(records, tmp, compression)
+        if len(offsets) != num_records:
+            raise ValueError(
+                f"shard {filename}: {len(offsets)} records, its parts list {num_records}"
+            )
     return {
         "split": split,
         "shard": shard,
         "filename": filename,
         "num_examples": num_records,
         "num_bytes": size,
+        "offsets": write_offsets(spec.output_dir, filename, offsets),
     }
 
 
-def _write_compressed(records: Iterable[bytes], tmp: str, compression: str) -> tuple[int, int]:
-    """Writes `records` with TensorFlow's GZIP / ZLIB record writer; returns (records, bytes)."""
+def write_offsets(output_dir: str, shard: str, offsets: Sequence[int]) -> dict[str, Any]:
+    """Writes the record offsets file of the shard file named `shard` (`format.offsets_filename`)
+    atomically; returns its manifest entry {num_bytes, sha256}."""
+    out = output_dir.rstrip("/")
+    path = f"{out}/{fmt.offsets_filename(shard)}"
+    if not is_url(path):
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+    data = fmt.offsets_bytes(offsets)
+    atomic.write_bytes_atomically(path, data, tmp=atomic.temp_name(path, directory=f"{out}/.tmp"))
+    return fmt.table_digest(data)
+
+
+def _write_compressed(
+    records: Iterable[bytes], tmp: str, compression: str
+) -> tuple[list[int], int]:
+    """Writes `records` with TensorFlow's GZIP / ZLIB record writer; returns (the records'
+    offsets in the uncompressed stream, the file's bytes)."""
     import tensorflow as tf
 
     options = tf.io.TFRecordOptions(
         compression_type=compression, compression_level=COMPRESSION_LEVEL
     )
-    count = 0
+    offsets, position = [], 0
     with tf.io.TFRecordWriter(tmp, options) as writer:
         for record in records:
             writer.write(record)
-            count += 1
-    return count, tf.io.gfile.stat(tmp).length
+            offsets.append(position)
+            position += record_parts.framed_size(record)
+    return offsets, tf.io.gfile.stat(tmp).length

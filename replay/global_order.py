@@ -1,0 +1,239 @@
+"""The global read order: element `P` of a run is fixed by the seed and `P` alone.
+
+A run reads the chosen splits' N records epoch after epoch; its elements are numbered across
+workers and epochs, P = 0, 1, ... (epoch ``P // N``). Each epoch is a permutation of the N
+records, built in two levels from the shards' record offsets (format version 4,
+`replay.offsets`):
+
+1. *Blocks*: each shard is cut into blocks of `block_length` consecutive records (its last block
+   shorter), in manifest order (`plan_blocks`). An epoch takes the blocks in the order of
+   ``tf.random.experimental.index_shuffle`` keyed by (seed, epoch, 0): a stateless bijection,
+   the same on every machine and in every process.
+2. *Windows*: consecutive runs of `window_blocks` blocks of that order. The records of window w
+   are taken in the order of ``index_shuffle`` keyed by (seed, epoch, w + 1).
+
+A block is one read from its first record's byte offset (TensorFlow's TFRecord reader, so every
+record's CRC is still checked), and a window is the memory one reader holds: reading from any P
+reads the blocks of P's window and nothing before them. With W input pipelines and a global
+batch of G elements, pipeline w yields positions ``[w * G / W, (w + 1) * G / W)`` of every global
+batch (`Slots`), so the global batches, merged by position, are the same for every W; each
+pipeline reads every window and keeps its positions (the price of an order that does not depend
+on W). Shards compressed with GZIP / ZLIB have no random access: a block's read decompresses its
+shard from the start up to the block (docs/training.md measures it).
+
+`positions_records` is the order itself as a function (positions -> (shard, record)), for
+tests and for tools that need to know where an element came from without reading it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import tensorflow as tf
+
+BLOCK_LENGTH = 16  # records a block: one read each
+WINDOW_BLOCKS = 64  # blocks a window: the records one reader holds, shuffled together
+_BLOCK_KEY = 0  # index_shuffle key (seed, epoch, 0): the epoch's block order; windows w + 1
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class GlobalOrder:
+    """`replay_dataset(..., order=GlobalOrder(...))`: the global read order (module docstring).
+
+    Attributes:
+      seed: the order's seed (an integer >= 0): the same seed, the same order.
+      start: the position of the first element of this run, counted over every worker and
+        every epoch (element `start` of an uninterrupted run): the one number a trainer saves
+        to resume. A multiple of `global_batch_size` when that is given.
+      global_batch_size: elements a global batch takes from all input pipelines together; each
+        pipeline yields its ``global_batch_size / num_input_pipelines`` positions of each (None:
+        one element per pipeline, round robin).
+      block_length: records a block (one read from a record offset).
+      window_blocks: blocks a window (the records held and shuffled together).
+    """
+
+    seed: int
+    start: int = 0
+    global_batch_size: int | None = None
+    block_length: int = BLOCK_LENGTH
+    window_blocks: int = WINDOW_BLOCKS
+
+    def __post_init__(self) -> None:
+        for name in ("seed", "start", "block_length", "window_blocks"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValueError(f"GlobalOrder: {name} must be an integer >= 0, not {value!r}")
+        if self.seed >= 1 << 63:
+            raise ValueError(f"GlobalOrder: seed must be below 2**63, not {self.seed}")
+        if self.block_length < 1 or self.window_blocks < 1:
+            raise ValueError("GlobalOrder: block_length and window_blocks must be >= 1")
+        g = self.global_batch_size
+        if g is not None and (isinstance(g, bool) or not isinstance(g, int) or g < 1):
+            raise ValueError(f"GlobalOrder: global_batch_size must be an integer >= 1, not {g!r}")
+        if g is not None and self.start % g:
+            raise ValueError(
+                f"GlobalOrder: start {self.start} is not a multiple of global_batch_size {g} "
+                "(a run resumes at a global batch's first element)"
+            )
+
+
+@dataclasses.dataclass(frozen=True)
+class Slots:
+    """The positions one input pipeline yields: in each global batch of `global_batch_size`,
+    the `global_batch_size // num_pipelines` positions from ``pipeline * that``."""
+
+    global_batch_size: int
+    num_pipelines: int
+    pipeline: int
+
+    def __post_init__(self) -> None:
+        if self.global_batch_size % self.num_pipelines:
+            raise ValueError(
+                f"GlobalOrder: global_batch_size {self.global_batch_size} is not divisible by "
+                f"the {self.num_pipelines} input pipelines"
+            )
+
+    @property
+    def per_pipeline(self) -> int:
+        return self.global_batch_size // self.num_pipelines
+
+    def below(self, position: int) -> int:
+        """How many of this pipeline's positions are below `position`."""
+        batches, rest = divmod(position, self.global_batch_size)
+        first = self.pipeline * self.per_pipeline
+        return batches * self.per_pipeline + min(max(rest - first, 0), self.per_pipeline)
+
+
+@dataclasses.dataclass(frozen=True)
+class Blocks:
+    """The blocks of a sequence of shards (`plan_blocks`), each a run of one shard's records.
+
+    Attributes:
+      shard: each block's shard (its index in the sequence).
+      first: each block's first record, counted in its shard.
+      count: each block's records.
+    """
+
+    shard: tuple[int, ...]
+    first: tuple[int, ...]
+    count: tuple[int, ...]
+
+    @property
+    def num_records(self) -> int:
+        return sum(self.count)
+
+    def __len__(self) -> int:
+        return len(self.count)
+
+
+def plan_blocks(counts: Sequence[int], *, block_length: int) -> Blocks:
+    """Cuts shards of `counts` records into blocks of `block_length` (each shard's last one
+    shorter; an empty shard has none), in shard order."""
+    if block_length < 1:
+        raise ValueError(f"block_length must be >= 1, not {block_length}")
+    shard, first, count = [], [], []
+    for i, n in enumerate(counts):
+        for start in range(0, n, block_length):
+            shard.append(i)
+            first.append(start)
+            count.append(min(block_length, n - start))
+    return Blocks(tuple(shard), tuple(first), tuple(count))
+
+
+class EpochOrder:
+    """The order's arithmetic in TensorFlow, for blocks `blocks` (module docstring).
+
+    Every method is a pure function of its arguments and the constructor's: graph code, used
+    inside tf.data functions.
+    """
+
+    def __init__(self, blocks: Blocks, *, seed: int, window_blocks: int):
+        import tensorflow as tf
+
+        self.num_blocks = len(blocks)
+        self.num_records = blocks.num_records
+        self.window_blocks = window_blocks
+        self.num_windows = -(-self.num_blocks // window_blocks)
+        self.seed = seed
+        self._count = tf.constant(blocks.count, tf.int64, shape=[self.num_blocks])
+
+    def _key(self, epoch: tf.Tensor, key: tf.Tensor) -> tf.Tensor:
+        import tensorflow as tf
+
+        return tf.stack(
+            [tf.constant(self.seed, tf.int64), tf.cast(epoch, tf.int64), tf.cast(key, tf.int64)]
+        )
+
+    def block_order(self, epoch: tf.Tensor) -> tf.Tensor:
+        """The epoch's blocks in read order, ``[num_blocks]`` int64."""
+        import tensorflow as tf
+
+        index = tf.range(self.num_blocks, dtype=tf.int64)
+        return _index_shuffle(index, self._key(epoch, _BLOCK_KEY), self.num_blocks - 1)
+
+    def windows(self, epoch: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+        """The epoch's windows: (blocks ``[num_windows, window_blocks]``, -1 past the last
+        block; first records ``[num_windows]``, counted in the epoch; sizes ``[num_windows]``)."""
+        import tensorflow as tf
+
+        order = self.block_order(epoch)
+        pad = self.num_windows * self.window_blocks - self.num_blocks
+        padded = tf.concat([order, tf.fill([pad], tf.constant(-1, tf.int64))], 0)
+        blocks = tf.reshape(padded, [self.num_windows, self.window_blocks])
+        padded_count = tf.concat([self._count, tf.zeros([1], tf.int64)], 0)  # -1 -> the 0
+        none = tf.constant(self.num_blocks, tf.int64)
+        counts = tf.gather(padded_count, tf.where(blocks < 0, none, blocks))
+        sizes = tf.reduce_sum(counts, axis=1)
+        return blocks, tf.cumsum(sizes, exclusive=True), sizes
+
+    def window_permutation(self, epoch: tf.Tensor, window: tf.Tensor, size: tf.Tensor):
+        """Where each position of a window of `size` records takes its record from, ``[size]``."""
+        import tensorflow as tf
+
+        index = tf.range(size, dtype=tf.int64)
+        return _index_shuffle(index, self._key(epoch, window + 1), tf.maximum(size - 1, 0))
+
+
+def _index_shuffle(index: tf.Tensor, key: tf.Tensor, max_index: tf.Tensor | int) -> tf.Tensor:
+    """``tf.random.experimental.index_shuffle``'s op with a key of 3 integers (the public function
+    takes 2 and pads the op's third): `index`'s places in a permutation of [0, max_index]."""
+    import tensorflow as tf
+
+    index = tf.convert_to_tensor(index, tf.int64)
+    max_index = tf.broadcast_to(tf.cast(max_index, tf.int64), tf.shape(index))
+    return tf.raw_ops.RandomIndexShuffle(index=index, seed=key, max_index=max_index, rounds=4)
+
+
+def positions_records(
+    blocks: Blocks, positions: Sequence[int], *, seed: int, window_blocks: int
+) -> list[tuple[int, int]]:
+    """(shard, record in shard) of each of the run's `positions` in the order (module
+    docstring): the order as a plain function, computed with the reader's own ops."""
+    import tensorflow as tf
+
+    order = EpochOrder(blocks, seed=seed, window_blocks=window_blocks)
+    n = order.num_records
+    out = []
+    cache: dict[int, tuple] = {}
+    for position in positions:
+        epoch, q = divmod(position, n)
+        if epoch not in cache:
+            cache[epoch] = tuple(t.numpy() for t in order.windows(tf.constant(epoch, tf.int64)))
+        window_blocks_, starts, sizes = cache[epoch]
+        w = int((starts <= q).sum()) - 1
+        j = q - int(starts[w])
+        perm = order.window_permutation(
+            tf.constant(epoch, tf.int64), tf.constant(w, tf.int64), tf.constant(int(sizes[w]))
+        ).numpy()
+        r = int(perm[j])
+        for block in window_blocks_[w]:
+            if block < 0:
+                break
+            if r < blocks.count[block]:
+                out.append((blocks.shard[block], blocks.first[block] + r))
+                break
+            r -= blocks.count[block]
+    return out

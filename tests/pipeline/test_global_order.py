@@ -1,0 +1,264 @@
+"""`replay_dataset(..., order=GlobalOrder(...))`: the global read order (`replay.global_order`,
+`replay.global_reader`) on hand-made datasets of format version 4 (`write_dataset`: the record
+offsets counted by the fixture from the records' lengths). Sequences are compared in order,
+never as sets: element P of a run is fixed by the seed and P, whatever the number of input
+pipelines and wherever a run starts.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import replay
+from replay import NoOffsetsError, replay_dataset
+from replay import format as fmt
+from replay.global_order import GlobalOrder, plan_blocks, positions_records
+from tests.support.replay_elements import all_indices, collect, indices
+from tests.support.replay_fixtures import write_dataset, write_manifest
+
+# Shards of 37, 0, 50 and 13 records: an empty shard, shard ends inside blocks of 4 and windows
+# of 3 blocks (100 records, 27 blocks, 9 windows, the last short).
+COUNTS = (37, 0, 50, 13)
+SMALL = {"block_length": 4, "window_blocks": 3}
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory):
+    path = tmp_path_factory.mktemp("global")
+    expected = write_dataset(path, num_examples_per_shard=COUNTS, compression="NONE", seed=4)
+    return str(path), expected
+
+
+def _run(path: str, *, take: int | None = None, context=None, **order) -> list[int]:
+    """The indices a run of `GlobalOrder(**order)` yields (`take` of them, repeated)."""
+    ds = replay_dataset(
+        path,
+        order=GlobalOrder(**{**SMALL, **order}),
+        features=[fmt.INDEX_KEY],
+        repeat=take is not None,
+        input_context=context,
+    )
+    return indices(collect(ds.take(take) if take is not None else ds))
+
+
+def _context(num: int, index: int) -> tf.distribute.InputContext:
+    return tf.distribute.InputContext(num_input_pipelines=num, input_pipeline_id=index)
+
+
+def _merged(path: str, *, workers: int, batch: int, start: int, batches: int) -> list[int]:
+    """The global batches `batches` from `start` of `workers` pipelines, merged by position."""
+    per = batch // workers
+    runs = [
+        _run(
+            path,
+            take=batches * per,
+            context=_context(workers, w),
+            seed=7,
+            start=start,
+            global_batch_size=batch,
+        )
+        for w in range(workers)
+    ]
+    return [i for b in range(batches) for run in runs for i in run[b * per : (b + 1) * per]]
+
+
+def test_each_epoch_is_a_permutation_of_its_own(dataset):
+    path, expected = dataset
+    stored = all_indices(expected)
+    n = len(stored)
+    run = _run(path, take=3 * n, seed=7)
+    epochs = [run[e * n : (e + 1) * n] for e in range(3)]
+    assert all(sorted(epoch) == sorted(stored) for epoch in epochs)  # each window once an epoch
+    assert len({tuple(epoch) for epoch in epochs} | {tuple(stored)}) == 4  # all different
+    assert _run(path, take=3 * n, seed=7) == run  # the seed fixes the order
+    assert _run(path, take=n, seed=8) != run[:n]
+
+
+def test_the_order_is_the_documented_function_of_seed_and_position(dataset):
+    """What the reader yields is `positions_records`: blocks of 4 records of a shard, the blocks
+    permuted per epoch, records permuted inside windows of 3 consecutive blocks of that order."""
+    path, expected = dataset
+    stored = all_indices(expected)
+    n = len(stored)
+    blocks = plan_blocks(COUNTS, block_length=4)
+    first = np.cumsum((0, *COUNTS))
+    where = positions_records(blocks, range(2 * n), seed=7, window_blocks=3)
+    assert _run(path, take=2 * n, seed=7) == [stored[first[s] + r] for s, r in where]
+    # a window holds the records of its 3 blocks: 12 positions from at most 3 runs of 4
+    window = sorted(where[:12])
+    runs = {(s, r // 4) for s, r in window}
+    assert len(runs) == 3 and all(
+        sum(1 for w in window if (w[0], w[1] // 4) == b) == 4 for b in runs
+    )
+
+
+@pytest.mark.parametrize("start", [1, 5, 11, 12, 13, 99, 100, 101, 157, 200, 299])
+def test_a_run_started_at_any_position_is_the_rest_of_the_run(dataset, start):
+    """Mid-block, mid-window, at and across epoch boundaries (N = 100)."""
+    path, _ = dataset
+    full = _run(path, take=400, seed=7)
+    assert _run(path, take=400 - start, seed=7, start=start) == full[start:]
+    epoch_end = (start // 100 + 1) * 100  # without repeat: to the end of start's epoch
+    assert _run(path, seed=7, start=start) == full[start:epoch_end]
+
+
+@pytest.mark.parametrize("workers", [1, 2, 4])
+def test_any_worker_count_gives_the_same_global_batches(dataset, workers):
+    path, _ = dataset
+    full = _run(path, take=240, seed=7)
+    assert _merged(path, workers=workers, batch=8, start=0, batches=30) == full
+
+
+@pytest.mark.parametrize(("killed", "resumed"), [(a, b) for a in (1, 2, 4) for b in (1, 2, 4)])
+def test_a_run_killed_with_some_workers_resumes_with_others(dataset, killed, resumed):
+    """Stopped at a random global batch (mid-window, mid-epoch) with `killed` pipelines, resumed
+    there with `resumed` ones; and once more across the epoch boundary (N = 100, G = 4)."""
+    path, _ = dataset
+    full = _run(path, take=400, seed=7)
+    rng = random.Random(f"{killed}-{resumed}")
+    for start in (4 * rng.randrange(1, 49), 96, 100):
+        before = _merged(path, workers=killed, batch=4, start=0, batches=start // 4)
+        after = _merged(path, workers=resumed, batch=4, start=start, batches=(400 - start) // 4)
+        assert before + after == full, start
+
+
+def test_batches_and_cardinality(dataset):
+    path, _ = dataset
+    full = _run(path, take=100, seed=7)
+    ds = replay_dataset(path, order=GlobalOrder(seed=7, start=8, **SMALL), batch_size=8)
+    batches = collect(ds)
+    assert int(ds.cardinality()) == len(batches) == 12  # 92 elements: 11 of 8, then 4
+    assert [int(i) for b in batches for i in b[fmt.INDEX_KEY]] == full[8:]
+    ctx = _context(2, 1)
+    order = GlobalOrder(seed=7, start=8, global_batch_size=8, **SMALL)
+    ds = replay_dataset(path, order=order, batch_size=4, drop_remainder=True, input_context=ctx)
+    batches = collect(ds)
+    assert int(ds.cardinality()) == len(batches) == 11  # its 4 of each of the 11 whole batches
+    assert [int(i) for b in batches for i in b[fmt.INDEX_KEY]] == [
+        i for b in range(1, 12) for i in full[b * 8 + 4 : b * 8 + 8]
+    ]
+
+
+def test_decoded_elements_are_the_stored_ones(dataset):
+    path, expected = dataset
+    by_index = {int(e[fmt.INDEX_KEY]): e for e in expected["elements"]["all"]}
+    for element in collect(replay_dataset(path, order=GlobalOrder(seed=1, **SMALL))):
+        stored = by_index[int(element[fmt.INDEX_KEY])]
+        for key, value in element.items():
+            np.testing.assert_array_equal(value, stored[key], err_msg=key)
+
+
+def test_compressed_shards_give_the_same_order(tmp_path, dataset):
+    path, expected = dataset
+    for compression in ("GZIP", "ZLIB"):
+        other = tmp_path / compression
+        write_dataset(other, num_examples_per_shard=COUNTS, compression=compression, seed=4)
+        assert _run(str(other), take=250, seed=7, start=50) == _run(
+            path, take=250, seed=7, start=50
+        )
+
+
+def test_splits_are_read_as_one_sequence(tmp_path):
+    counts = {"train": (9, 14), "test": (5,)}
+    expected = write_dataset(tmp_path, num_examples_per_shard=counts, split_names=["train", "test"])
+    for split in ("train", "test", ["test", "train"]):
+        ds = replay_dataset(str(tmp_path), split=split, order=GlobalOrder(seed=0, **SMALL))
+        names = [split] if isinstance(split, str) else split
+        assert sorted(indices(collect(ds))) == sorted(all_indices(expected, names))
+
+
+def test_options_it_does_not_take_are_refused(dataset):
+    path, _ = dataset
+    order = GlobalOrder(seed=0)
+    for keyword in (
+        {"shuffle_buffer": 10},
+        {"shuffle_shards": True},
+        {"seed": 3},
+        {"balance": "class"},
+        {"service": "grpc://localhost:5050"},
+        {"block_length": 8},
+        {"reader_func": lambda datasets: datasets},
+    ):
+        name = next(iter(keyword))
+        with pytest.raises(ValueError, match=f"not for {name}"):
+            replay_dataset(path, order=order, **keyword)
+    with pytest.raises(ValueError, match="not a multiple of global_batch_size 8"):
+        GlobalOrder(seed=0, start=12, global_batch_size=8)
+    with pytest.raises(ValueError, match="integer >= 0"):
+        GlobalOrder(seed=-1)
+    with pytest.raises(ValueError, match="not divisible by the 3 input pipelines"):
+        replay_dataset(
+            path, order=GlobalOrder(seed=0, global_batch_size=8), input_context=_context(3, 0)
+        )
+
+
+def test_a_dataset_before_format_4_is_refused_and_still_read_in_order(tmp_path):
+    expected = write_dataset(tmp_path, format_version=3)
+    with pytest.raises(NoOffsetsError, match="format_version 3 has no record offsets"):
+        replay_dataset(str(tmp_path), order=GlobalOrder(seed=0))
+    assert indices(collect(replay_dataset(str(tmp_path)))) == all_indices(expected)
+
+
+def _tamper_offsets(path, shard: int, change) -> None:
+    """Rewrites a shard's offsets file with `change(bytes)`, its size and digest in the manifest
+    too (a manifest crafted to agree with it)."""
+    manifest = json.loads((path / fmt.MANIFEST_FILENAME).read_text())
+    entry = manifest["splits"]["all"]["shards"][shard]
+    file = path / fmt.offsets_filename(entry["filename"])
+    data = change(file.read_bytes())
+    file.write_bytes(data)
+    entry["offsets"] = {"num_bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+    write_manifest(path, manifest)
+
+
+def test_offsets_that_disagree_with_the_manifest_are_refused_naming_the_file(tmp_path):
+    write_dataset(tmp_path, num_examples_per_shard=(6, 5), compression="NONE")
+    manifest = json.loads((tmp_path / fmt.MANIFEST_FILENAME).read_text())
+    name = manifest["splits"]["all"]["shards"][1]["filename"]
+    file = tmp_path / fmt.offsets_filename(name)
+    file.write_bytes(file.read_bytes()[:8] * 5)  # same size, other bytes
+    with pytest.raises(replay.CorruptShardError, match=f"{name}.offsets: record offsets: SHA-256"):
+        replay_dataset(str(tmp_path), order=GlobalOrder(seed=0))
+    file.unlink()
+    with pytest.raises(replay.MissingShardError, match="record offsets missing"):
+        replay_dataset(str(tmp_path), order=GlobalOrder(seed=0))
+
+
+def test_an_offset_that_is_not_a_record_start_fails_naming_the_shard(tmp_path):
+    expected = write_dataset(tmp_path, num_examples_per_shard=(6, 5), compression="NONE")
+    shard = expected["shards"]["all"][0]
+
+    def shift(data: bytes) -> bytes:  # record 4 "starts" 3 bytes into its frame
+        offsets = list(fmt.parse_offsets(data))
+        offsets[4] += 3
+        return fmt.offsets_bytes(offsets)
+
+    _tamper_offsets(tmp_path, 0, shift)
+    ds = replay_dataset(str(tmp_path), order=GlobalOrder(seed=0, block_length=1))
+    with pytest.raises(
+        tf.errors.InvalidArgumentError, match="is corrupt, truncated or unreadable"
+    ) as e:
+        collect(ds)
+    assert shard in e.value.message
+    # the shard checker finds it too, and says which record
+    with pytest.raises(replay.CorruptShardError, match="record 4 does not start where"):
+        replay.verify_dataset(str(tmp_path))
+
+
+def test_a_corrupt_record_fails_naming_its_shard(tmp_path):
+    expected = write_dataset(tmp_path, num_examples_per_shard=(6, 5), compression="NONE")
+    shard = expected["shards"]["all"][1]
+    with open(shard, "r+b") as f:
+        f.seek(40)
+        byte = f.read(1)
+        f.seek(40)
+        f.write(bytes([byte[0] ^ 0xFF]))
+    with pytest.raises(tf.errors.InvalidArgumentError, match="is corrupt, truncated") as e:
+        collect(replay_dataset(str(tmp_path), order=GlobalOrder(seed=0, block_length=5)))
+    assert shard in e.value.message
