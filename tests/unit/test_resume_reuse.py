@@ -356,8 +356,10 @@ def test_a_record_of_another_version_is_not_reused(tmp_path):
     _part_file(tmp_path, own, 100)
     _task_records(tmp_path, task, _piece(1, 0, 1, own))
     assert plan_reuse(str(tmp_path), [task]).tasks[0].start == 1  # this version's: reused
-    for version in (resume.COMMIT_VERSION - 1, resume.COMMIT_VERSION + 1, None):
-        _task_records(tmp_path, task, {**_piece(1, 0, 1, own), "version": version})
+    unversioned = {k: v for k, v in _piece(1, 0, 1, own).items() if k != "version"}
+    for version in (resume.COMMIT_VERSION - 1, resume.COMMIT_VERSION + 1, None, "absent"):
+        record = {**_piece(1, 0, 1, own), "version": version}
+        _task_records(tmp_path, task, unversioned if version == "absent" else record)
         reuse = plan_reuse(str(tmp_path), [task])
         assert reuse.tasks == (task,) and len(reuse.stale) == 1, version
 
