@@ -236,6 +236,17 @@ def _symlink_out(directory: Path, expected: dict) -> None:
     (directory / "files.jsonl").symlink_to(outside)
 
 
+def _fifo(directory: Path, expected: dict) -> None:
+    """A FIFO where files.jsonl was: opening it would block forever (no writer)."""
+    (directory / "files.jsonl").unlink()
+    os.mkfifo(directory / "files.jsonl")
+
+
+def _directory(directory: Path, expected: dict) -> None:
+    (directory / "errors.jsonl").unlink()
+    (directory / "errors.jsonl").mkdir()
+
+
 def _good_lines(expected: dict) -> bytes:
     return b"".join(json.dumps(f).encode() + b"\n" for f in expected["files"])
 
@@ -277,6 +288,8 @@ CRAFTED = {
     "size": (_truncate, "files.jsonl: table is"),
     "missing": (_delete, "files.jsonl: table is missing but the manifest lists entries"),
     "symlink_out": (_symlink_out, "files.jsonl: leads outside the dataset directory"),
+    "fifo": (_fifo, "files.jsonl: table is not a regular file"),
+    "directory": (_directory, "errors.jsonl: table is not a regular file"),
     "overlong_line": (_overlong, f"files.jsonl: line 1: longer than {fmt.MAX_TABLE_LINE_BYTES}"),
     "count": (_count, "files.jsonl: table holds 15 entries but the manifest's num_files is 14"),
     "no_newline": (_no_newline, "files.jsonl: line 15: no newline at the end"),
@@ -310,6 +323,40 @@ def test_empty_tables_may_be_absent(tmp_path):
     info = load_info(directory)
     assert info.files == () and info.errors == () and info.num_files == 0
     verify_dataset(directory)
+
+
+def test_an_empty_table_that_is_a_fifo_is_refused_unopened(tmp_path):
+    """A FIFO where the manifest says the table is empty (0 bytes, no entries): its size
+    agrees, so only the regular-file check keeps the reader from opening it and blocking for
+    ever (no writer). The read runs in a thread: were it to block, the test opens the FIFO's
+    other end after a guard of minutes (never reached when the table is refused) and fails."""
+    import threading
+
+    directory = tmp_path / "dataset"
+    expected = write_dataset(directory, with_features=False)
+    _rewrite({"files": b""}, num_files=0)(directory, expected)
+    fifo = directory / "files.jsonl"
+    fifo.unlink()
+    os.mkfifo(fifo)
+    info = load_info(directory)
+    outcome: list = []
+
+    def read() -> None:
+        try:
+            outcome.append(info.files)
+        except ManifestError as e:
+            outcome.append(e)
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    reader.join(timeout=120)
+    if reader.is_alive():  # blocked in open(): give it a writer that closes at once, then fail
+        os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+        reader.join(timeout=120)
+        pytest.fail(f"{fifo}: the FIFO was opened (the reader blocked); then read {outcome}")
+    (error,) = outcome
+    assert isinstance(error, ManifestError), error
+    assert str(error) == f"{fifo}: table is not a regular file"
 
 
 @pytest.mark.parametrize(

@@ -38,6 +38,25 @@ def test_incomplete_file_that_raises_leaves_neither_name(tmp_path):
     assert _files(tmp_path) == []
 
 
+def test_write_atomically_whose_pieces_raise_half_way_leaves_the_old_file(tmp_path):
+    """A generator of pieces that raises after some were written (a commit record, a table):
+    no partial file under the final name, the file there before kept, no temporary left."""
+    path = tmp_path / "x.json"
+
+    def pieces():
+        yield b'{"files": ['
+        yield b'"a.wav", '
+        raise OSError("disk gone")
+
+    with pytest.raises(OSError, match="disk gone"):
+        atomic.write_atomically(str(path), pieces())
+    assert _files(tmp_path) == []
+    path.write_bytes(b"complete")
+    with pytest.raises(OSError, match="disk gone"):
+        atomic.write_atomically(str(path), pieces())
+    assert path.read_bytes() == b"complete" and _files(tmp_path) == ["x.json"]
+
+
 def test_temp_names_are_unique_beside_the_file():
     names = {atomic.temp_name("out/a.records") for _ in range(100)}
     assert len(names) == 100 and all(n.startswith("out/a.records.tmp-") for n in names)

@@ -1,7 +1,9 @@
 """``--resume``'s reuse of a committed task (`transforms.record.resume.ReusedRecords`): its
 stored moments go to the analysis and none of its rows is read back for it (only the AUTO
 compression samples, as far as the last of them); its part paths are relative to the output
-directory it is resumed in; the read stage's task records keep each piece's moments."""
+directory it is resumed in; the read stage's task records keep each piece's moments and errors.
+Which records `pipelines.resume.plan_reuse` takes: this version's, naming only the task's own
+parts in this directory, whose bytes are all on disk."""
 
 from __future__ import annotations
 
@@ -333,3 +335,128 @@ def test_a_tasks_summaries_are_made_when_read():
         files[3]
     text = "".join(resume.json_pieces({"files": files}, items=2))
     assert json.loads(text) == {"files": list(files)}
+
+
+def _piece(task: int, start: int, stop: int, path: str, *, offset: int = 0, size: int = 10):
+    """A well-formed checkpoint record of task `task`'s segments [start, stop): one part, `size`
+    bytes of `path` from `offset`."""
+    runs = [["in/a.wav", 1, size]]
+    part = {"split": "train", "shard": 0, "path": path, "offset": offset, "runs": runs}
+    return {**_record({}), "task": task, "start": start, "stop": stop, "parts": [part]}
+
+
+def test_a_record_of_another_version_is_not_reused(tmp_path):
+    """A commit record's ``version`` is checked: an older slice's record (another layout of its
+    lists, another meaning of its moments) is never reused, its task is read again."""
+    from pipelines.resume import plan_reuse
+    from transforms.planning.types import ReadTask
+
+    task = ReadTask(1, segments=(None, None))
+    own = ".tmp/parts/train/00000/000001.records.tmp-0123abcd"
+    _part_file(tmp_path, own, 100)
+    _task_records(tmp_path, task, _piece(1, 0, 1, own))
+    assert plan_reuse(str(tmp_path), [task]).tasks[0].start == 1  # this version's: reused
+    unversioned = {k: v for k, v in _piece(1, 0, 1, own).items() if k != "version"}
+    for version in (resume.COMMIT_VERSION - 1, resume.COMMIT_VERSION + 1, None, "absent"):
+        record = {**_piece(1, 0, 1, own), "version": version}
+        _task_records(tmp_path, task, unversioned if version == "absent" else record)
+        reuse = plan_reuse(str(tmp_path), [task])
+        assert reuse.tasks == (task,) and len(reuse.stale) == 1, version
+
+
+def test_a_record_naming_a_part_of_another_directory_is_not_reused(tmp_path):
+    """A record's part must be the task's own part of this output directory, exactly: a path
+    that only ends like one (``../other/.tmp/parts/...``) names another directory's file, which
+    a continued task would cut and append to."""
+    from pipelines.resume import plan_reuse
+    from transforms.planning.types import ReadTask
+
+    out, other = tmp_path / "out", tmp_path / "other"
+    task = ReadTask(1, segments=(None, None))
+    own = ".tmp/parts/train/00000/000001.records"
+    for directory in (out, other):
+        _part_file(directory, own, 100)
+    _task_records(out, task, _piece(1, 0, 1, own))
+    assert plan_reuse(str(out), [task]).tasks[0].start == 1  # its own part: reused
+    for path in (f"../other/{own}", f"../other/{own}.tmp-0123abcd", f"./{own}", f"x/{own}"):
+        _part_file(out, path, 100)  # the file is there, with the bytes the record names
+        _task_records(out, task, _piece(1, 0, 1, path))
+        assert plan_reuse(str(out), [task]).tasks == (task,), path
+
+
+def test_a_checkpoint_whose_part_was_cut_short_is_not_reused(tmp_path):
+    """After a kill (or a machine crash) a checkpoint's temporary part may hold fewer bytes
+    than its record names: that checkpoint and those after it are read again (stale), the ones
+    whose bytes are all there are reused."""
+    from pipelines.resume import plan_reuse
+    from transforms.planning.types import ReadTask
+
+    task = ReadTask(1, segments=(None, None, None))
+    part = ".tmp/parts/train/00000/000001.records.tmp-0123abcd"
+    first, second = _piece(1, 0, 1, part), _piece(1, 1, 2, part, offset=10)
+    _task_records(tmp_path, task, first, second)
+    _part_file(tmp_path, part, 20)  # both pieces' bytes: both reused
+    (whole,) = plan_reuse(str(tmp_path), [task]).tasks
+    assert whole.start == 2 and [r["stop"] for r in whole.resumed] == [1, 2]
+    _part_file(tmp_path, part, 15)  # cut inside the second piece
+    reuse = plan_reuse(str(tmp_path), [task])
+    (cut,) = reuse.tasks
+    assert cut.start == 1 and [r["stop"] for r in cut.resumed] == [1]
+    assert [p.rsplit("/", 1)[-1] for p in reuse.stale] == ["000001-000001-000002.json"]
+    _part_file(tmp_path, part, 9)  # cut inside the first: nothing reused
+    assert plan_reuse(str(tmp_path), [task]).tasks == (task,)
+    (tmp_path / part).unlink()  # gone (a failed attempt's, retried)
+    assert plan_reuse(str(tmp_path), [task]).tasks == (task,)
+
+
+def test_a_checkpoint_holds_the_errors_of_its_own_segments(tmp_path):
+    """Files that fail in the read stage inside checkpointed pieces: each piece's record holds
+    the errors of its segments, each once (its files and its errors are counted apart: a piece
+    after two files read and none failed starts at error 0, not 2)."""
+    import json
+
+    from transforms.audio.wav import WavInfo
+    from transforms.planning.types import InputFile, ReadTask, Segment
+    from transforms.record.record_parts import PartWriter
+
+    info = WavInfo(16000, 1, 64, "PCM_16", "int16", 32768.0)
+    segments = tuple(
+        Segment(InputFile(i, f"in/{i}.wav", 172, info=info), 0, 1, 0) for i in range(7)
+    )
+    task = ReadTask(0, segments=segments)
+    done = resume.TaskRecords(
+        str(tmp_path), task, {}, summary=lambda seg, n: {"path": seg.file.path, "num_windows": n}
+    )
+
+    def failed(i: int) -> dict:
+        error = {"path": f"in/{i}.wav", "reason": "not a RIFF file"}
+        done.errors.append(error)
+        return error
+
+    with PartWriter(str(tmp_path), 0) as writer:
+        writer.write("train", 0, path="in/0.wav", records=[_example(0, 0)])
+        done.file_done(0, 1)
+        done.file_done(1, 1)
+        done.checkpoint(2, parts=writer)  # files 0, 1 read; no error
+        errors = [failed(2)]
+        done.checkpoint(3, parts=writer)  # file 2 failed
+        errors.append(failed(3))
+        done.file_done(4, 1)
+        errors.append(failed(5))
+        done.checkpoint(6, parts=writer)  # file 3 failed, 4 read, 5 failed
+        done.file_done(6, 1)
+        done.commit(parts=writer.commit())
+    commits = tmp_path / ".tmp" / "commits"
+    pieces = [
+        json.loads((commits / f"000000-{start:06d}-{stop:06d}.json").read_text())
+        for start, stop in ((0, 2), (2, 3), (3, 6))
+    ]
+    assert [p["errors"] for p in pieces] == [[], errors[:1], errors[1:]]
+    assert [[f["path"] for f in p["files"]] for p in pieces] == [
+        ["in/0.wav", "in/1.wav"],
+        [],
+        ["in/4.wav"],
+    ]
+    whole = json.loads((commits / "000000-000000-000007.json").read_text())
+    assert whole["errors"] == errors == [e for p in pieces for e in p["errors"]]
+    assert len(whole["files"]) == 4
