@@ -109,6 +109,8 @@ def test_killed_after_a_committed_task_resumes_byte_identical(tmp_path):
 
     # refused, naming the difference, the directory left as it was
     _refused(_args(pattern, out, "--resume", "--hop_len", "512"), out, r"--hop_len changed")
+    # the default runner reads in one task: the same options and inputs, another tasks' cut
+    _refused(_default_args(pattern, out, "--resume"), out, r"the plan changed")
     first = sorted(Path(pattern).parent.glob("*.wav"))[0]
     stat = first.stat()
     os.utime(first, ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))
