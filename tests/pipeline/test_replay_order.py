@@ -198,6 +198,51 @@ def test_input_context_shares_are_disjoint_and_complete(splits, num_pipelines, s
     assert sorted(seen) == sorted(all_indices(expected, ["train"]))
 
 
+BIG_SHARDS = (150, 200)  # several read blocks (replay.shards.PARSE_BATCH: 64), not multiples
+
+
+@pytest.fixture(scope="module")
+def big_shards(tmp_path_factory):
+    """Two shards of `BIG_SHARDS` records: their blocks of 64 cut through every share."""
+    from tests.support.replay_fixtures import write_dataset
+
+    path = str(tmp_path_factory.mktemp("big_shards"))
+    return path, write_dataset(path, num_examples_per_shard=BIG_SHARDS, win_len=16)
+
+
+@pytest.mark.parametrize("num_pipelines", [2, 3, 4, 5])
+@pytest.mark.parametrize("reading", ["default", "block_length_5", "reader_func"])
+def test_input_context_shares_are_the_documented_records_across_blocks(
+    big_shards, num_pipelines, reading
+):
+    """Each pipeline's share is exactly its shard files ``id::n`` (as many files as pipelines or
+    more), else records ``id::n`` of every shard (element sharding): counted across read blocks,
+    so a share is the same whichever block a record falls in; with the cardinality it says."""
+    path, expected = big_shards
+    reading = {
+        "default": {},  # blocks of 64 serialized records
+        "block_length_5": {"block_length": 5},
+        "reader_func": {"reader_func": _shard_after_shard},  # decoded per PARSE_BATCH records
+    }[reading]
+    records = all_indices(expected)
+    shards = [records[:150], records[150:]]
+    seen = []
+    for pipeline_id in range(num_pipelines):
+        context = tf.distribute.InputContext(
+            num_input_pipelines=num_pipelines, input_pipeline_id=pipeline_id
+        )
+        ds = replay_dataset(path, input_context=context, deterministic=True, **reading)
+        share = indices(collect(ds))
+        if num_pipelines <= len(shards):  # file sharding
+            want = [i for shard in shards[pipeline_id::num_pipelines] for i in shard]
+        else:
+            want = [i for shard in shards for i in shard[pipeline_id::num_pipelines]]
+        assert sorted(share) == sorted(want), (pipeline_id, num_pipelines)
+        assert int(ds.cardinality()) == len(want)
+        seen.extend(share)
+    assert sorted(seen) == sorted(records)
+
+
 # --- ReadConfig ------------------------------------------------------------------------------
 
 

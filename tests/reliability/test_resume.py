@@ -7,7 +7,8 @@ first task committed, and SIGKILLed. A resumed run must then reuse that task (it
 so), read the rest, and give the uninterrupted run's shards, schemas, manifest (apart from
 ``created_utc``), source tables and ``transform_fn/``. Between the kill and the resume, a changed
 option or an added, removed or touched input is refused in one line naming it, and leaves the
-directory as it was. A finished dataset with ``--resume`` is left untouched.
+directory as it was. A finished dataset with ``--resume`` is left untouched. With rounded
+stored features (``--feature_dtype float16``) nothing is reused, and the dataset is the same.
 """
 
 from __future__ import annotations
@@ -80,12 +81,14 @@ def _refused(args: list[str], out: Path, match: str) -> None:
     assert _tree(out) == before
 
 
-def _killed_after_the_first_commit(pattern: str, out: Path, tmp_path: Path, env=None) -> None:
+def _killed_after_the_first_commit(
+    pattern: str, out: Path, tmp_path: Path, env=None, extra: tuple[str, ...] = ()
+) -> None:
     marker = tmp_path / "paused"
     proc = cli(
         "task committed",
         str(marker),
-        *_args(pattern, out),
+        *_args(pattern, out, *extra),
         log=tmp_path / "run.log",
         module="tests.support.pause_points",
         env=env,
@@ -106,6 +109,8 @@ def test_killed_after_a_committed_task_resumes_byte_identical(tmp_path):
 
     # refused, naming the difference, the directory left as it was
     _refused(_args(pattern, out, "--resume", "--hop_len", "512"), out, r"--hop_len changed")
+    # the default runner reads in one task: the same options and inputs, another tasks' cut
+    _refused(_default_args(pattern, out, "--resume"), out, r"the plan changed")
     first = sorted(Path(pattern).parent.glob("*.wav"))[0]
     stat = first.stat()
     os.utime(first, ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))
@@ -158,6 +163,25 @@ def test_killed_after_a_committed_task_resumes_byte_identical(tmp_path):
     _refused(_args(pattern, out, "--resume"), out, r"finished dataset of format version 2")
     (out / "manifest.json").write_text(json.dumps({"name": "a web app"}))
     _refused(_args(pattern, out, "--resume"), out, r"continues only a run of ours")
+
+
+def test_rounded_features_reuse_nothing_and_resume_byte_identical(tmp_path):
+    """``--feature_dtype float16`` stores rounded features, from which the AUTO compression
+    samples of a reused task could not be rebuilt: a resumed run reuses nothing (every task is
+    read again, its committed record deleted) and gives the uninterrupted run's dataset."""
+    rounded = ("--feature_dtype", "float16")
+    pattern = _corpus(tmp_path / "corpus")
+    want, out = tmp_path / "uninterrupted", tmp_path / "out"
+    record.run(_args(pattern, want, *rounded))
+    _killed_after_the_first_commit(pattern, out, tmp_path, extra=rounded)
+    result = record.run(_args(pattern, out, "--resume", *rounded))
+    assert (result.reused_tasks, result.reused_windows, result.total_tasks) == (0, 0, 4), result
+    assert result.num_examples == FILES * WINDOWS
+    assert_same_dataset(out, want)
+    assert json.loads((out / "manifest.json").read_text())["params"]["feature_dtype"] == "float16"
+    layout = RecordLayout(feature_shapes=_layout(want).feature_shapes, feature_dtype="float16")
+    assert read_z_score_statistics(str(out), layout) == read_z_score_statistics(str(want), layout)
+    assert not (out / ".tmp").exists()
 
 
 def _log_batch_rows(batch, path: str):

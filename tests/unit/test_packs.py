@@ -3,11 +3,16 @@
 The packing rule on literal item streams (what shares a job, what passes through in order), and
 the promise that makes packing safe: a pack's RecordBatch is the concatenation of its chunks'
 own batches, byte for byte (features of a row depend on that row alone), on real WAV files of
-two sample formats (full scales).
+two sample formats (full scales). And the key the read stage itself packs by
+(`read_windows.ReadTaskFn._pack_key`) on files at two rates: one output rate a pack, every
+rate together with ``--sample_rate``, an annotated file's chunk alone. The stage falls back to
+chunk-by-chunk computing when a pack is refused, so a wrong key would only be slower there:
+here each pack is computed whole, as the key promises it can be.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from concurrent.futures import Future
 
 import numpy as np
@@ -154,3 +159,87 @@ def test_a_float16_overflow_in_a_pack_names_its_file(clips):
     with pytest.raises(FeatureRangeError, match="spectrogram: .* beyond float16") as e:
         rows_to_batch_many([chunks[0], loud, chunks[4]], config=narrow)
     assert e.value.path == loud["f"].path
+
+
+# --- the read stage's own key: read_windows.ReadTaskFn._pack_key on real files ----------------
+
+
+def _mixed_rates_fn(directory, **options):
+    """The read stage's DoFn (not run: its key and chunks) on six short files at 8 and 16 kHz
+    in turn, and the chunks it decodes from them (one task)."""
+    from transforms.record.read_windows import ReadTaskFn
+
+    directory.mkdir()
+    for i in range(6):
+        rate = (8000, 16000)[i % 2]
+        samples = wavgen.synth(1500 + 300 * i, seed=i)
+        wavgen.write_wav(directory / f"c{i}_x.wav", samples, sample_rate=rate, subtype="PCM_16")
+    config = RecordConfig(
+        input_pattern=str(directory / "*.wav"),
+        output_dir=str(directory / "out"),
+        win_len=1000,
+        features="log_mel",
+        frame_length=256,
+        frame_step=128,
+        fft_length=256,
+        **options,
+    )
+    plan = one_task(plan_record(config))
+    fn = ReadTaskFn(plan.read, plan.sharding, classes=plan.classes, output_dir=plan.output_dir)
+    chunks = [x for _, x in fn._task_chunks(plan.tasks[0]) if isinstance(x, dict)]
+    assert len(chunks) == 6
+    return fn, plan.read, chunks
+
+
+def _stage_packs(fn, config, chunks):
+    """The chunks packed with the read stage's key, each pack computed as one batch (no
+    chunk-by-chunk fallback): the jobs' chunk counts and their batches' sample rates."""
+    from transforms.record.file_rows import chunk_rows
+
+    jobs = []
+
+    def submit(pack):
+        batch = rows_to_batch_many(pack, config=config)  # refuses a pack of mixed rates
+        rates = batch.column("sample_rate").flatten().to_numpy().tolist()
+        jobs.append((len(pack), sorted(set(rates))))
+        done: Future = Future()
+        done.set_result([None] * len(pack))
+        return done
+
+    items = [(i, x) for i, c in enumerate(chunks) for x in (c, None)]
+    max_rows = lambda c: chunk_rows(c["f"].info, config)  # noqa: E731 - the stage's own
+    for _ in packs(items, submit=submit, max_rows=max_rows, key=fn._pack_key):
+        pass
+    return jobs
+
+
+def test_the_read_stage_packs_only_chunks_of_one_output_rate(tmp_path):
+    """Without ``--sample_rate`` each file is read at its own rate: 8 and 16 kHz files in turn
+    are never packed together (a pack is one feature computation at one rate)."""
+    fn, config, chunks = _mixed_rates_fn(tmp_path / "in")
+    assert [fn._pack_key(c) for c in chunks] == [c["f"].info.sample_rate for c in chunks]
+    assert _stage_packs(fn, config, chunks) == [(1, [c["f"].info.sample_rate]) for c in chunks]
+
+
+def test_with_sample_rate_the_read_stage_packs_every_rate_together(tmp_path):
+    """With ``--sample_rate`` every file comes out at that rate: their chunks share one job."""
+    fn, config, chunks = _mixed_rates_fn(tmp_path / "in", sample_rate=16000)
+    assert {fn._pack_key(c) for c in chunks} == {16000}
+    assert _stage_packs(fn, config, chunks) == [(6, [16000])]
+
+
+def test_the_read_stage_never_packs_an_annotated_files_chunk(tmp_path):
+    from transforms.planning.annotation_plan import FileAnnotation
+
+    fn, _, chunks = _mixed_rates_fn(tmp_path / "in", sample_rate=16000)
+    f = chunks[1]["f"]
+    annotation = FileAnnotation(
+        starts=np.zeros(1, np.int64),
+        channels=1,
+        classes=("a",),
+        labels=np.zeros((1, 1), np.float32),
+        events=np.zeros((1, 1, 3), np.int64),
+        num_events=np.ones(1, np.int64),
+    )
+    annotated = dict(chunks[1], f=dataclasses.replace(f, annotation=annotation))
+    assert fn._pack_key(annotated) is None and fn._pack_key(chunks[0]) == 16000

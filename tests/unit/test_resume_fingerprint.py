@@ -1,5 +1,9 @@
 """``--resume``'s fingerprint (`pipelines.fingerprint`): what a difference between the stored run
-and the new one is called, in one line; and ``--resume`` with ``--overwrite`` refused up front."""
+and the new one is called, in one line; and ``--resume`` with ``--overwrite`` refused up front.
+
+The naming rules on made-up stamps, then the fingerprint of real plans (files on disk, planned
+by `pipelines.plan`, stored as JSON): the same inputs give the same one, a touched input, another
+read-task cut (another runner), a changed label CSV or class file a named difference."""
 
 from __future__ import annotations
 
@@ -129,3 +133,135 @@ def test_a_changed_shard_func_changes_the_digest():
     }
     assert len(digests) == 4
     assert fingerprint.function_digest(by(2)) == fingerprint.function_digest(by(2))
+
+
+# --- real stamps and real plans: files on disk, planned by pipelines.plan ---------------------
+
+WIN_LEN = 1024
+WINDOWS = 40  # per file: 6 files, 240 windows, read tasks of 64 (plan.MIN_TASK_ROWS): 4 tasks
+
+
+def _corpus(directory, *, files=6):
+    from tests.support import wavgen
+
+    return wavgen.two_class_corpus(directory, files=files, num_frames=WINDOWS * WIN_LEN + 5)
+
+
+def _config(pattern, out, **options):
+    return RecordConfig(
+        input_pattern=pattern, output_dir=str(out), win_len=WIN_LEN, num_shards=3, **options
+    )
+
+
+def _plan(config):
+    """The plan `pipelines.job` starts from: planning's own steps (one core: tasks of
+    `plan.MIN_TASK_ROWS` here on any machine)."""
+    from pipelines.plan import scan_inputs, size_tasks
+
+    return size_tasks(config, scan_inputs(config), cpu_count=1)
+
+
+def _stored(plan):
+    """The fingerprint `pipelines.job.start_output_dir` makes of `plan`, as it reads back from
+    ``.tmp/resume.json`` (written and read as JSON)."""
+    import json
+
+    made = fingerprint.fingerprint(
+        plan.params, plan.input_stamps, derived=fingerprint.derived(plan)
+    )
+    return json.loads(json.dumps(made, indent=1))
+
+
+def test_match_stamped_gives_each_files_size_and_modification_time(tmp_path):
+    import os
+
+    from pipelines.inputs import match_stamped
+
+    pattern = _corpus(tmp_path / "in")
+    (tmp_path / "in" / "x.flac").write_bytes(b"not audio")  # braces: both kinds, one sorted list
+    stamps = match_stamped(str(tmp_path / "in" / "*.{wav,flac}"))
+    paths = sorted([*sorted(tmp_path.glob("in/*.wav")), tmp_path / "in" / "x.flac"], key=str)
+    assert [p for p, _, _ in stamps] == [str(p) for p in paths]
+    for path, size, mtime in stamps:
+        stat = os.stat(path)
+        assert (size, mtime) == (stat.st_size, os.path.getmtime(path)), path
+    assert match_stamped(pattern) == [s for s in stamps if s[0].endswith(".wav")]
+    first = paths[0]
+    stat = os.stat(first)
+    os.utime(first, ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))
+    moved = dict((p, m) for p, _, m in match_stamped(pattern))[str(first)]
+    assert moved == os.path.getmtime(first) != dict((p, m) for p, _, m in stamps)[str(first)]
+
+
+def test_the_same_inputs_planned_twice_have_the_same_fingerprint(tmp_path):
+    """Planning is deterministic as the fingerprint sees it: no address, set order or time in
+    `derived`, and the stamps read back from JSON as they were (floats included)."""
+    config = _config(_corpus(tmp_path / "in"), tmp_path / "out")
+    first, again = _plan(config), _plan(config)
+    assert len(first.tasks) == 4 and first.input_stamps
+    assert fingerprint.derived(first) == fingerprint.derived(again)
+    assert fingerprint.first_difference(_stored(first), _stored(again)) is None
+    stored = _stored(first)
+    assert stored["inputs"] == [[p, s, m] for p, s, m in first.input_stamps]
+
+
+def test_an_input_modified_in_place_is_refused_by_its_time(tmp_path):
+    """Same size, same bytes, same plan: only the modification time says the input changed."""
+    import os
+
+    config = _config(_corpus(tmp_path / "in"), tmp_path / "out")
+    before = _stored(_plan(config))
+    first = sorted(tmp_path.glob("in/*.wav"))[0]
+    stat = os.stat(first)
+    os.utime(first, ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))
+    now = _stored(_plan(config))
+    assert now["plan"] == before["plan"]  # nothing else tells them apart
+    said = fingerprint.first_difference(before, now)
+    assert said == f"input changed: {first} (modified since the run started)"
+    os.utime(first, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert fingerprint.first_difference(before, _stored(_plan(config))) is None
+
+
+def test_another_read_task_cut_changes_the_plan(tmp_path):
+    """A run of two in-memory workers (the planned read tasks) resumed on the default runner
+    (one task: `plan.one_task`): the same options, inputs and segments, only the tasks' cut
+    differs, and the resumed run must be refused (else it reads in the old tasks' part files
+    as if they were its own, and fails inside the read stage)."""
+    import runners
+    from pipelines.plan import one_task
+    from runners.internals import JobOptions
+
+    def sequential(*argv):
+        options = JobOptions(list(argv))
+        runners.configure(options, input_bytes=1, argv=list(argv))
+        return runners.sequential_tasks(options)
+
+    workers = ["--direct_running_mode", "in_memory", "--direct_num_workers", "2"]
+    assert not sequential(*workers) and sequential()  # what pipelines.job.run_job asks
+    config = _config(_corpus(tmp_path / "in"), tmp_path / "out")
+    planned = _plan(config)
+    merged = one_task(planned)
+    assert (len(planned.tasks), len(merged.tasks)) == (4, 1)
+    assert [s for t in planned.tasks for s in t.segments] == list(merged.tasks[0].segments)
+    said = fingerprint.first_difference(_stored(planned), _stored(merged))
+    assert said is not None and said.startswith("the plan changed"), said
+
+
+def test_a_changed_label_csv_or_class_file_changes_the_plan(tmp_path):
+    """Files planning reads but does not stamp: a label CSV and a ``--classes @FILE`` list."""
+    pattern = _corpus(tmp_path / "in", files=4)
+    names = sorted(p.name for p in tmp_path.glob("in/*.wav"))
+    labels, classes = tmp_path / "labels.csv", tmp_path / "classes.txt"
+    labels.write_text(
+        "filename,label\n" + "".join(f"{n},{'xy'[i % 2]}\n" for i, n in enumerate(names))
+    )
+    classes.write_text("x\ny\n")
+    config = _config(pattern, tmp_path / "out", label_source=f"csv:{labels}", classes=f"@{classes}")
+    before = _stored(_plan(config))
+    assert fingerprint.first_difference(before, _stored(_plan(config))) is None
+    labels.write_text("filename,label\n" + "".join(f"{n},x\n" for n in names))
+    relabelled = _stored(_plan(config))
+    assert fingerprint.first_difference(before, relabelled).startswith("the plan changed")
+    classes.write_text("y\nx\n")  # the same names, other ids
+    reordered = _stored(_plan(config))
+    assert fingerprint.first_difference(relabelled, reordered).startswith("the plan changed")
