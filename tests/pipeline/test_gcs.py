@@ -211,9 +211,9 @@ except Exception as e:
 
 
 def _dataset_bytes(gcs, prefix: str) -> dict[str, object]:
-    """What guarantee 5 (docs/guarantees.md) keeps identical: shards, schema, source tables, the
-    manifest apart from created_utc (the same files `tests.support.reliability.assert_same_dataset`
-    compares locally)."""
+    """What guarantee 5 (docs/guarantees.md) keeps identical: shards and their record offsets
+    (``offsets/<shard>.offsets``), schema, source tables, the manifest apart from created_utc
+    (the same files `tests.support.reliability.assert_same_dataset` compares locally)."""
     out = {}
     for name in gcs.list_names("out", prefix):
         base = name.removeprefix(prefix)
@@ -253,7 +253,7 @@ def test_gs_run_killed_while_finalising_is_refused_and_reruns_are_byte_identical
     first = _dataset_bytes(gcs, "rerun/")
     _run(gcs, "-m", "pipelines.record", *args)
     second = _dataset_bytes(gcs, "rerun/")
-    assert len(first) == 5 and first == second
+    assert len(first) == 6 and first == second  # 1 shard, its offsets, schema, 2 tables, manifest
     left = gcs.list_names("out", "rerun/")
     assert not [n for n in left if n.startswith("rerun/.tmp/") or n.endswith(".audiorecords-run")]
 

@@ -20,6 +20,7 @@ from replay import (
     replay_dataset,
     verify_dataset,
 )
+from replay import format as fmt
 from tests.support.reliability import ROOT, copy_dataset, shard_files
 
 pytestmark = pytest.mark.slow
@@ -33,17 +34,20 @@ def dataset(tmp_path, reliability_reference) -> Path:
 
 
 def gzip_copy(dataset: Path) -> Path:
-    """`dataset` with every shard re-compressed as GZIP (records and order unchanged)."""
+    """`dataset` with every shard re-compressed as GZIP (records and order unchanged: the record
+    offsets, counted in the uncompressed stream, stay)."""
     import tensorflow as tf
 
     manifest = json.loads((dataset / "manifest.json").read_text())
     for shard in manifest["splits"]["all"]["shards"]:
         src = dataset / shard["filename"]
+        offsets = dataset / fmt.offsets_filename(shard["filename"])
         shard["filename"] += ".gz"
         with tf.io.TFRecordWriter(str(dataset / shard["filename"]), "GZIP") as writer:
             for record in tf.data.TFRecordDataset(str(src)):
                 writer.write(record.numpy())
         src.unlink()
+        offsets.rename(dataset / fmt.offsets_filename(shard["filename"]))  # the same records
         shard["num_bytes"] = (dataset / shard["filename"]).stat().st_size
     manifest["compression"] = "GZIP"
     (dataset / "manifest.json").write_text(json.dumps(manifest))

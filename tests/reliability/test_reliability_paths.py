@@ -156,5 +156,6 @@ def test_nasty_file_names_and_labels_stay_inside_the_output_dir(
         "transform_fn",
         "transformed_metadata",
         "metadata",
+        "offsets",
         *(n for n in names if n.startswith("audiorecords.tfrecord-")),
     }, names

@@ -97,6 +97,11 @@ def shard_files(output_dir: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in sorted(output_dir.glob("*.tfrecord-*"))}
 
 
+def offsets_files(output_dir: Path) -> dict[str, bytes]:
+    """Every record offsets file's bytes (format version 4: ``offsets/<shard>.offsets``)."""
+    return {p.name: p.read_bytes() for p in sorted((output_dir / "offsets").glob("*.offsets"))}
+
+
 def manifest_without_time(output_dir: Path) -> dict:
     """manifest.json without created_utc; format version 3's source tables are compared through
     it (their sizes and SHA-256 are in the manifest)."""
@@ -106,12 +111,13 @@ def manifest_without_time(output_dir: Path) -> dict:
 
 
 def assert_same_dataset(got: Path, want: Path) -> None:
-    """Byte-identical shards, schema and source tables, equal manifests apart from
-    created_utc."""
-    a, b = shard_files(got), shard_files(want)
-    assert sorted(a) == sorted(b), (sorted(a), sorted(b))
-    for name in b:
-        assert a[name] == b[name], f"{name} differs ({len(a[name])} vs {len(b[name])} bytes)"
+    """Byte-identical shards, record offsets, schema and source tables, equal manifests apart
+    from created_utc."""
+    for files in (shard_files, offsets_files):
+        a, b = files(got), files(want)
+        assert sorted(a) == sorted(b), (sorted(a), sorted(b))
+        for name in b:
+            assert a[name] == b[name], f"{name} differs ({len(a[name])} vs {len(b[name])} bytes)"
     assert manifest_without_time(got) == manifest_without_time(want)
     assert (got / "schema.pbtxt").read_bytes() == (want / "schema.pbtxt").read_bytes()
     for table in ("files.jsonl", "errors.jsonl"):
