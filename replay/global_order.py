@@ -44,7 +44,7 @@ class GlobalOrder:
     """`replay_dataset(..., order=GlobalOrder(...))`: the global read order (module docstring).
 
     Attributes:
-      seed: the order's seed (an integer >= 0): the same seed, the same order.
+      seed: the order's seed (an integer in [0, 2**32)): the same seed, the same order.
       start: the position of the first element of this run, counted over every worker and
         every epoch (element `start` of an uninterrupted run): the one number a trainer saves
         to resume. A multiple of `global_batch_size` when that is given.
@@ -66,8 +66,8 @@ class GlobalOrder:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise ValueError(f"GlobalOrder: {name} must be an integer >= 0, not {value!r}")
-        if self.seed >= 1 << 63:
-            raise ValueError(f"GlobalOrder: seed must be below 2**63, not {self.seed}")
+        if self.seed >= 1 << 32:  # index_shuffle keys are 32-bit words
+            raise ValueError(f"GlobalOrder: seed must be below 2**32, not {self.seed}")
         if self.block_length < 1 or self.window_blocks < 1:
             raise ValueError("GlobalOrder: block_length and window_blocks must be >= 1")
         g = self.global_batch_size
@@ -198,13 +198,32 @@ class EpochOrder:
 
 
 def _index_shuffle(index: tf.Tensor, key: tf.Tensor, max_index: tf.Tensor | int) -> tf.Tensor:
-    """``tf.random.experimental.index_shuffle``'s op with a key of 3 integers (the public function
-    takes 2 and pads the op's third): `index`'s places in a permutation of [0, max_index]."""
+    """`index`'s places in a permutation of [0, max_index] keyed by `key` (3 integers, of which
+    the op reads the low 32 bits each): ``tf.random.experimental.index_shuffle``'s op (the public
+    function takes 2 words and pads the op's third).
+
+    The op is not a bijection when `max_index` is a power of 4 from 4**8 on (one value twice,
+    one never: its cipher's block is one bit short; TF 2.21). There it permutes [0, max_index + 1]
+    and the index that lands on max_index + 1 takes max_index + 1's place instead: a
+    permutation of [0, max_index] again.
+    """
     import tensorflow as tf
 
     index = tf.convert_to_tensor(index, tf.int64)
-    max_index = tf.broadcast_to(tf.cast(max_index, tf.int64), tf.shape(index))
-    return tf.raw_ops.RandomIndexShuffle(index=index, seed=key, max_index=max_index, rounds=4)
+    top = tf.broadcast_to(tf.cast(max_index, tf.int64), tf.shape(index))
+    odd_bits = tf.constant(0x5555555555555555, tf.int64)
+    power_of_4 = tf.logical_and(
+        tf.equal(tf.bitwise.bitwise_and(top, top - 1), 0),
+        tf.not_equal(tf.bitwise.bitwise_and(top, odd_bits), 0),
+    )
+    broken = tf.logical_and(power_of_4, top >= 4**8)
+    top = tf.where(broken, top + 1, top)
+
+    def shuffle(i: tf.Tensor) -> tf.Tensor:
+        return tf.raw_ops.RandomIndexShuffle(index=i, seed=key, max_index=top, rounds=4)
+
+    places = shuffle(index)
+    return tf.where(tf.logical_and(broken, tf.equal(places, top)), shuffle(top), places)
 
 
 def positions_records(
