@@ -4,8 +4,11 @@ Workers (`ProgressFile`, used by the DoFns) write their running totals to a smal
 their own under ``<output_dir>/.tmp/progress/`` at most every 2 s. The launcher
 (`ProgressReporter`, a thread) sums those files every second and shows one live line on a
 terminal (files done/total, windows, MB written, rate, ETA), or, off a terminal (CI, Dataflow
-logs), one log line every 30 s. Beam metrics are only queryable once the DirectRunner returns,
-hence files. Only for local output directories: on Dataflow the job page shows the counters.
+logs), one log line every 30 s. "MB written" counts the records' bytes as the read stage
+writes them (framed, into part files), so it grows with the reading; the shards, written from
+the parts afterwards, add no bytes to it (the summary line gives the shards' size). Beam
+metrics are only queryable once the DirectRunner returns, hence files. Only for local output
+directories: on Dataflow the job page shows the counters.
 """
 
 from __future__ import annotations

@@ -266,14 +266,17 @@ class ReadTaskFn(beam.DoFn):
     def _write(
         self, parts: PartWriter, seg: Segment, batch: pa.RecordBatch, records: list, first_row: int
     ) -> None:
-        """Routes a batch's encoded records to their shards' parts."""
+        """Routes a batch's encoded records to their shards' parts (their bytes counted in the
+        progress line as they are handed to the part writer)."""
         shards = _route(batch, seg, first_row, self._sharding)
         targets = np.unique(shards)
+        before = parts.written
         for shard in targets:
             part = records
             if len(targets) > 1:
                 part = [records[j] for j in np.flatnonzero(shards == shard)]
             parts.write(seg.file.split, int(shard), path=seg.file.path, records=part)
+        self._progress.add(bytes=parts.written - before)
 
     def _task_chunks(self, task: ReadTask) -> Iterator[tuple[int, object]]:
         """(segment, decoded chunk: `rows_to_batch` keyword arguments); a segment ends with

@@ -91,7 +91,7 @@ class WriteShardFn(beam.DoFn):
             info = future.result()
             self._bytes.inc(info["num_bytes"])
             self._shards.inc()
-            self._progress.add(bytes=info["num_bytes"], shards=1)
+            self._progress.add(shards=1)  # its bytes were counted as the read stage wrote them
             yield info
 
     def _ranges(
