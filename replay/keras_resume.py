@@ -29,6 +29,9 @@ only its remaining steps. The callback ends it early the one way Keras has, by s
 epoch's end, stands). Its logs are means over the steps it ran; the next epochs are whole.
 A checkpoint whose step ends an epoch is written at ``on_epoch_end`` (after validation and the
 callbacks listed before this one), and a run resumed from it starts the next epoch.
+
+Keras 3 (``import keras``): the callback and the model are Keras 3's. ``tf.keras`` is Keras 3 too,
+unless ``TF_USE_LEGACY_KERAS=1`` (importing tensorflow-transform sets it) made it Keras 2.
 """
 
 from __future__ import annotations
@@ -38,8 +41,8 @@ import os
 import secrets
 from typing import Any
 
+import keras
 import numpy as np
-import tensorflow as tf
 
 CHECKPOINT_FILE = "checkpoint.npz"
 _STATE_KEY = "state"
@@ -59,7 +62,7 @@ class _EndOfResumedEpoch:
 _END_EPOCH = _EndOfResumedEpoch()
 
 
-class GlobalOrderCheckpoint(tf.keras.callbacks.Callback):
+class GlobalOrderCheckpoint(keras.callbacks.Callback):
     """Saves the training state and the steps done every `save_every_steps` steps; `restore`
     loads them into a model and returns the position to read from (module docstring).
 
@@ -105,7 +108,7 @@ class GlobalOrderCheckpoint(tf.keras.callbacks.Callback):
         """The checkpoint file."""
         return os.path.join(self.directory, CHECKPOINT_FILE)
 
-    def restore(self, model: tf.keras.Model) -> int:
+    def restore(self, model: keras.Model) -> int:
         """Loads the last checkpoint into `model` (built and compiled) and its optimizer.
 
         Returns:
@@ -113,9 +116,16 @@ class GlobalOrderCheckpoint(tf.keras.callbacks.Callback):
           yet (the model is left as it is). Sets `initial_epoch` for ``fit(initial_epoch=...)``.
 
         Raises:
+          TypeError: not a Keras 3 model.
           ValueError: the model is not built or compiled, or the checkpoint is not of this
             model (other variables), or of another global batch size.
         """
+        if not isinstance(model, keras.Model):
+            raise TypeError(
+                f"GlobalOrderCheckpoint.restore: a Keras 3 model (`import keras`), not "
+                f"{type(model).__module__}.{type(model).__name__} (with TF_USE_LEGACY_KERAS=1, "
+                "set by importing tensorflow_transform, tf.keras is Keras 2)"
+            )
         if not model.built or model.optimizer is None:
             raise ValueError("GlobalOrderCheckpoint.restore: build and compile the model first")
         if not model.optimizer.built:
@@ -237,7 +247,7 @@ class GlobalOrderCheckpoint(tf.keras.callbacks.Callback):
         _write_atomically(self.path, arrays)
 
 
-def _groups(model: tf.keras.Model) -> dict[str, list]:
+def _groups(model: keras.Model) -> dict[str, list]:
     """The variables a checkpoint holds, by group, in a fixed order."""
     return {
         "model_variables": list(model.variables),

@@ -19,6 +19,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -140,10 +141,11 @@ def test_killed_while_saving_with_two_pipelines_resumes_with_one(data, reference
     _assert_bit_identical(tmp_path / "out.npz", reference)
 
 
-def _fit(data: str, model, checkpoint, *, epochs: int, start: int, **fit):
+def _fit(data: str, model, checkpoint, *, epochs: int, start: int, callbacks=None, **fit):
     ds = dataset(data, start=start, global_batch=G, pipelines=1, seed=0)
     fit = {"steps_per_epoch": 12, "initial_epoch": checkpoint.initial_epoch, **fit}
-    return model.fit(ds, epochs=epochs, callbacks=[checkpoint], verbose=0, **fit)
+    callbacks = callbacks or [checkpoint]
+    return model.fit(ds, epochs=epochs, callbacks=callbacks, verbose=0, **fit)
 
 
 def _model(data: str):
@@ -188,11 +190,36 @@ def test_a_checkpoint_holds_the_position_and_every_variable(data, tmp_path):
     assert (state["steps"], state["epoch"], state["steps_in_epoch"]) == (12, 1, 0)
 
 
+class _StopAtEpochEnd(keras.callbacks.Callback):
+    """What EarlyStopping does when it stops: ``stop_training = True`` at an epoch's end."""
+
+    def on_epoch_end(self, epoch, logs=None):
+        self.model.stop_training = True
+
+
+@pytest.mark.parametrize("stop_first", [True, False], ids=["stop_listed_first", "stop_last"])
+def test_a_stop_asked_at_the_end_of_the_resumed_epoch_stands(data, tmp_path, stop_first):
+    """The resumed epoch is ended through ``model.stop_training``: a stop another callback asks
+    for at that epoch's end still ends `fit`, whether it runs before the checkpoint's
+    ``on_epoch_end`` (which sets the flag back only while it holds its own marker) or after."""
+    model = _model(data)
+    checkpoint = GlobalOrderCheckpoint(tmp_path, save_every_steps=5, global_batch_size=G)
+    checkpoint.restore(model)
+    _fit(data, model, checkpoint, epochs=1, start=0)  # the last checkpoint: step 10 of 12
+    other = _model(data)
+    resumed = GlobalOrderCheckpoint(tmp_path, save_every_steps=5, global_batch_size=G)
+    assert resumed.restore(other) == 10 * G
+    stop = _StopAtEpochEnd()
+    callbacks = [stop, resumed] if stop_first else [resumed, stop]
+    history = _fit(data, other, resumed, epochs=3, start=10 * G, callbacks=callbacks)
+    assert history.epoch == [0] and int(other.optimizer.iterations.numpy()) == 12
+
+
 def test_refusals(data, tmp_path):
-    """What `GlobalOrderCheckpoint` refuses, each in a sentence: bad arguments, a checkpoint of
-    another model or global batch size, a fit without steps_per_epoch, another steps_per_epoch
-    or another initial_epoch than the checkpoint's; a temporary file of a killed save is
-    removed by `restore`."""
+    """What `GlobalOrderCheckpoint` refuses, each in a sentence: bad arguments, a model not of
+    Keras 3 or not built, a checkpoint of another model or global batch size, a fit without
+    steps_per_epoch, another steps_per_epoch or another initial_epoch than the checkpoint's; a
+    temporary file of a killed save is removed by `restore`."""
     with pytest.raises(ValueError, match="save_every_steps must be an integer >= 1"):
         GlobalOrderCheckpoint(tmp_path, save_every_steps=0, global_batch_size=G)
     with pytest.raises(ValueError, match="global_batch_size must be an integer >= 1"):
@@ -209,10 +236,12 @@ def test_refusals(data, tmp_path):
 
     with pytest.raises(ValueError, match="written with global_batch_size 8, not 4"):
         fresh(global_batch_size=4).restore(_model(data))
-    unbuilt = tf.keras.Sequential([tf.keras.layers.Dense(3)])
+    with pytest.raises(TypeError, match="a Keras 3 model"):
+        fresh().restore(object())
+    unbuilt = keras.Sequential([keras.layers.Dense(3)])
     with pytest.raises(ValueError, match="build and compile the model first"):
         fresh().restore(unbuilt)
-    small = tf.keras.Sequential([tf.keras.Input((4, 8)), tf.keras.layers.Dense(3)])
+    small = keras.Sequential([keras.Input((4, 8)), keras.layers.Dense(3)])
     small.compile(optimizer="adam", loss="mse")
     with pytest.raises(ValueError, match="not a checkpoint of this model"):
         fresh().restore(small)

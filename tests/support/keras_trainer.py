@@ -28,6 +28,7 @@ import json
 import os
 import signal
 
+import keras
 import numpy as np
 import tensorflow as tf
 
@@ -48,7 +49,7 @@ def _kill_once(marker: str) -> None:
     os.kill(os.getpid(), signal.SIGKILL)
 
 
-class _KillAtStep(tf.keras.callbacks.Callback):
+class _KillAtStep(keras.callbacks.Callback):
     """SIGKILLs the process at the end of global step `step` (once per marker)."""
 
     def __init__(self, checkpoint: GlobalOrderCheckpoint, step: int, marker: str):
@@ -96,19 +97,19 @@ def dataset(path: str, *, start: int, global_batch: int, pipelines: int, seed: i
     )
 
 
-def model_for(shape: tuple[int, ...], num_classes: int) -> tf.keras.Model:
-    model = tf.keras.Sequential(
+def model_for(shape: tuple[int, ...], num_classes: int) -> keras.Model:
+    model = keras.Sequential(
         [
-            tf.keras.Input(shape=shape),
-            tf.keras.layers.Flatten(),
-            tf.keras.layers.Dense(16, activation="relu"),
-            tf.keras.layers.Dropout(0.25),  # its seed generator's state is checkpointed too
-            tf.keras.layers.Dense(num_classes),
+            keras.Input(shape=shape),
+            keras.layers.Flatten(),
+            keras.layers.Dense(16, activation="relu"),
+            keras.layers.Dropout(0.25),  # its seed generator's state is checkpointed too
+            keras.layers.Dense(num_classes),
         ]
     )
     model.compile(
-        optimizer=tf.keras.optimizers.Adam(learning_rate=0.01),
-        loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        optimizer=keras.optimizers.Adam(learning_rate=0.01),
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
         metrics=["accuracy"],
     )
     return model
@@ -130,7 +131,7 @@ def main(argv: list[str] | None = None) -> None:
 
     tf.config.set_visible_devices([], "GPU")  # CPU only
     tf.config.experimental.enable_op_determinism()
-    tf.keras.utils.set_random_seed(args.seed)
+    keras.utils.set_random_seed(args.seed)
     info = load_info(args.data)
     steps_per_epoch = info.num_examples() // args.global_batch
     model = model_for(info.elements[FEATURE].shape, info.num_classes)
@@ -138,7 +139,7 @@ def main(argv: list[str] | None = None) -> None:
         args.checkpoint_dir, save_every_steps=args.save_every, global_batch_size=args.global_batch
     )
     marker = args.checkpoint_dir.rstrip("/") + ".killed"
-    callbacks: list[tf.keras.callbacks.Callback] = [checkpoint]
+    callbacks: list[keras.callbacks.Callback] = [checkpoint]
     if args.kill_at_step is not None:
         callbacks.append(_KillAtStep(checkpoint, args.kill_at_step, marker))
     if args.kill_in_save is not None:
