@@ -8,10 +8,12 @@ Public API::
     ds = replay_dataset("out/", split="train", shuffle_buffer=10_000, batch_size=64)
     ds = replay_dataset("out/", split="train", read_config=ReadConfig(seed=0, cycle_length=4))
     ds = replay_dataset("out/", split="train", order=GlobalOrder(seed=0, start=p), repeat=True)
+    checkpoint = GlobalOrderCheckpoint("ckpt/", save_every_steps=100, global_batch_size=64)
 
 ``import replay`` is cheap: it loads neither TensorFlow (imported on first use of
-`replay_dataset`, `default_reader_func` or `verify_dataset`) nor Apache Beam nor
-tensorflow-transform (`ReadConfig`, how `replay_dataset` reads, is plain Python).
+`replay_dataset`, `default_reader_func`, `verify_dataset` or `GlobalOrderCheckpoint`, the Keras
+callback that resumes a killed `fit` mid-epoch) nor Apache Beam nor tensorflow-transform
+(`ReadConfig`, how `replay_dataset` reads, is plain Python).
 """
 
 from __future__ import annotations
@@ -37,11 +39,13 @@ from replay.info import DatasetInfo, ShardInfo, load_info
 from replay.read_config import ReadConfig
 
 if TYPE_CHECKING:
+    from replay.keras_resume import GlobalOrderCheckpoint
     from replay.reader import default_reader_func, replay_dataset, verify_dataset
     from replay.transform import ServingTransform, load_transform
 
 # Attributes whose module imports TensorFlow: loaded on first access (PEP 562).
 _LAZY = {
+    "GlobalOrderCheckpoint": "replay.keras_resume",
     "replay_dataset": "replay.reader",
     "default_reader_func": "replay.reader",
     "verify_dataset": "replay.reader",
@@ -54,6 +58,7 @@ __all__ = [
     "DatasetInfo",
     "DatasetNotFoundError",
     "GlobalOrder",
+    "GlobalOrderCheckpoint",
     "IncompleteDatasetError",
     "ManifestError",
     "MissingShardError",

@@ -1,6 +1,7 @@
 """The README's commands are the real ones: CI runs the README test command; and the examples
 of docs/training.md run as written: "Train with it" trains a Keras model for an epoch on the
-recorded bundled sample, "From Python" records it."""
+recorded bundled sample, "Keras: resume a killed `fit` mid-epoch" trains it with checkpoints and
+runs again from the last one, "From Python" records it."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from tests.support.record_helpers import SAMPLE_DIR
 
 ROOT = Path(__file__).resolve().parents[2]
 README = page("README.md")
-TRAINING = page("training.md")  # "Train with it", "From Python"
+TRAINING = page("training.md")  # "Train with it", "Keras: resume ...", "From Python"
 
 
 def _bash_blocks() -> list[str]:
@@ -56,6 +57,31 @@ def test_train_with_it_example_runs(sample_dataset, tmp_path, monkeypatch):
     exec(compile(code, "docs/training.md", "exec"), namespace)  # noqa: S102 - documented
     history = namespace["model"].history.history
     assert len(history["loss"]) == 1 and history["loss"][0] > 0
+
+
+@pytest.mark.slow
+def test_keras_resume_example_runs(sample_dataset, tmp_path, monkeypatch):
+    """The example trains 3 epochs of 4 steps with a checkpoint every 2 (the last written at
+    the end of epoch 2: position 48); run again, it restores that checkpoint and trains no more."""
+    import numpy as np
+
+    shutil.copytree(sample_dataset, tmp_path / "out" / "sample")
+    heading = "### Keras: resume a killed `fit` mid-epoch\n"
+    code = re.search(heading + r".*?```python\n(.*?)```", TRAINING, flags=re.S).group(1)
+    monkeypatch.chdir(tmp_path)  # the example reads "out/sample" and writes "ckpt"
+    first: dict = {}
+    exec(compile(code, "docs/training.md", "exec"), first)  # noqa: S102 - documented
+    assert first["info"].num_examples() == 18 and first["start"] == 0
+    assert first["model"].history.epoch == [0, 1, 2]
+    assert int(first["model"].optimizer.iterations.numpy()) == 12
+    assert [p.name for p in (tmp_path / "ckpt").iterdir()] == ["checkpoint.npz"]
+    again: dict = {}
+    exec(compile(code, "docs/training.md", "exec"), again)  # noqa: S102 - documented
+    assert again["start"] == 48 and again["checkpoint"].initial_epoch == 3
+    assert again["model"].history.epoch == []
+    for got, want in zip(again["model"].variables, first["model"].variables, strict=True):
+        assert np.array_equal(got.numpy(), want.numpy())
+    assert int(again["model"].optimizer.iterations.numpy()) == 12
 
 
 @pytest.mark.slow

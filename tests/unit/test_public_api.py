@@ -26,6 +26,7 @@ REPLAY_NAMES = [
     "DatasetInfo",
     "DatasetNotFoundError",
     "GlobalOrder",
+    "GlobalOrderCheckpoint",
     "IncompleteDatasetError",
     "ManifestError",
     "MissingShardError",
@@ -226,6 +227,21 @@ def test_serving_transform_is_built_by_keyword_only():
         ("feature_names", KW, EMPTY),
         ("full_scale", KW, EMPTY),
     ]
+
+
+def test_global_order_checkpoint_is_built_by_keyword_and_restores_a_model():
+    """Pins `GlobalOrderCheckpoint` (a Keras callback): the directory, then two keyword-only
+    arguments without defaults; `restore(model)` returns the position to read from and sets
+    `initial_epoch`."""
+    cls = replay.GlobalOrderCheckpoint
+    assert _parameters(cls) == [
+        ("directory", POS, EMPTY),
+        ("save_every_steps", KW, EMPTY),
+        ("global_batch_size", KW, EMPTY),
+    ]
+    assert _parameters(cls.restore) == [("self", POS, EMPTY), ("model", POS, EMPTY)]
+    checkpoint = cls("ckpt", save_every_steps=10, global_batch_size=4)
+    assert (checkpoint.initial_epoch, checkpoint.steps) == (0, 0)
 
 
 def test_pipelines_exports_record_dataset_and_its_result():
