@@ -56,8 +56,19 @@ def pipeline_records(
     epochs = (
         tf.data.Dataset.range(epoch, epoch + 1) if not repeat else tf.data.Dataset.counter(epoch)
     )
-    windows = epochs.flat_map(reader.epoch_windows)
-    return windows.map(reader.read, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True), count
+    windows = epochs.flat_map(_traced(reader.epoch_windows))
+    return (
+        windows.map(_traced(reader.read), num_parallel_calls=tf.data.AUTOTUNE, deterministic=True),
+        count,
+    )
+
+
+def _traced(fn):
+    """`fn` for tf.data to trace as written, without AutoGraph's conversion: these functions are
+    graph code with no Python control flow on tensors, so the graph is the same; converting them
+    (parsing their source) took ~0.5 s of CPU at every `replay_dataset` call, most of a resume's
+    latency (issue 40, benchmarks/RESULTS.md)."""
+    return tf.autograph.experimental.do_not_convert(fn)
 
 
 def block_offsets(info: DatasetInfo, shards: Sequence[ShardInfo], blocks: Blocks) -> list[int]:
@@ -151,7 +162,9 @@ class _WindowReader:
         """The records of `blocks`, in order, ``[sum(counts)]``; fails naming their shards when
         one yields fewer than its count."""
         paths, offsets = tf.gather(self._path, blocks), tf.gather(self._offset, blocks)
-        parts = tf.data.Dataset.from_tensor_slices((paths, offsets, counts)).flat_map(self._block)
+        parts = tf.data.Dataset.from_tensor_slices((paths, offsets, counts)).flat_map(
+            _traced(self._block)
+        )
         expected = tf.reduce_sum(counts)
         records = (
             parts.batch(tf.maximum(expected, 1))
