@@ -26,7 +26,7 @@ from replay.global_order import Blocks, EpochOrder, GlobalOrder, Slots, plan_blo
 from replay.info import DatasetInfo, ShardInfo
 from replay.offsets import read_offsets
 
-READ_BUFFER_BYTES = 256 * 1024  # a block read's buffer (TFRecordDataset's default)
+READ_BUFFER_BYTES = 256 * 1024  # a block read's buffer at most (TFRecordDataset's default)
 
 
 def pipeline_records(
@@ -56,16 +56,50 @@ def pipeline_records(
     epochs = (
         tf.data.Dataset.range(epoch, epoch + 1) if not repeat else tf.data.Dataset.counter(epoch)
     )
-    windows = epochs.flat_map(reader.epoch_windows)
-    return windows.map(reader.read, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True), count
+    windows = epochs.flat_map(_traced(reader.epoch_windows))
+    return (
+        windows.map(_traced(reader.read), num_parallel_calls=tf.data.AUTOTUNE, deterministic=True),
+        count,
+    )
+
+
+def _traced(fn):
+    """`fn` for tf.data to trace as written, without AutoGraph's conversion: these functions are
+    graph code with no Python control flow on tensors, so the graph is the same; converting them
+    (parsing their source) took ~0.5 s of CPU at every `replay_dataset` call, most of a resume's
+    latency (issue 40, benchmarks/RESULTS.md)."""
+    return tf.autograph.experimental.do_not_convert(fn)
 
 
 def block_offsets(info: DatasetInfo, shards: Sequence[ShardInfo], blocks: Blocks) -> list[int]:
     """The byte offset of each block's first record, from the shards' checked offsets files."""
+    return block_extents(info, shards, blocks)[0]
+
+
+def block_extents(
+    info: DatasetInfo, shards: Sequence[ShardInfo], blocks: Blocks
+) -> tuple[list[int], list[int]]:
+    """Each block's byte offset (its first record's) and byte length (to the next block's
+    first record, or to its shard's end), from the shards' checked offsets files."""
     starts: dict[int, tuple[int, ...]] = {}
     for i in sorted(set(blocks.shard)):
         starts[i] = fmt.parse_offsets(read_offsets(info, shards[i]))
-    return [starts[s][f] for s, f in zip(blocks.shard, blocks.first, strict=True)]
+    offsets, lengths = [], []
+    for s, f, c in zip(blocks.shard, blocks.first, blocks.count, strict=True):
+        end = starts[s][f + c] if f + c < len(starts[s]) else shards[s].num_bytes
+        offsets.append(starts[s][f])
+        lengths.append(end - starts[s][f])
+    return offsets, lengths
+
+
+def read_buffers(info: DatasetInfo, lengths: Sequence[int]) -> list[int]:
+    """Each block read's buffer: its byte length up to `READ_BUFFER_BYTES` in an uncompressed
+    shard (a block of small records is then one read of its own bytes, not of 256 KiB: issue 40
+    measured 22% less CPU an epoch with 272-byte records), `READ_BUFFER_BYTES` in a compressed
+    one (where the buffer is the compressed stream's, read from the shard's start)."""
+    if info.compression_type:
+        return [READ_BUFFER_BYTES] * len(lengths)
+    return [min(READ_BUFFER_BYTES, max(n, 1)) for n in lengths]
 
 
 class _WindowReader:
@@ -88,8 +122,10 @@ class _WindowReader:
         # per block, and one more: the padding of a last window (no shard, no records)
         paths = [s.path for s in shards]
         self._path = tf.constant([paths[i] for i in blocks.shard] + [""], tf.string)
-        offsets = block_offsets(info, shards, blocks) + [0]
-        self._offset = tf.constant(offsets, tf.int64, shape=[num + 1])
+        offsets, lengths = block_extents(info, shards, blocks)
+        self._offset = tf.constant(offsets + [0], tf.int64, shape=[num + 1])
+        buffers = read_buffers(info, lengths) + [READ_BUFFER_BYTES]
+        self._buffer = tf.constant(buffers, tf.int64, shape=[num + 1])
         self._count = tf.constant(list(blocks.count) + [0], tf.int64, shape=[num + 1])
         self._pad = num
 
@@ -151,7 +187,10 @@ class _WindowReader:
         """The records of `blocks`, in order, ``[sum(counts)]``; fails naming their shards when
         one yields fewer than its count."""
         paths, offsets = tf.gather(self._path, blocks), tf.gather(self._offset, blocks)
-        parts = tf.data.Dataset.from_tensor_slices((paths, offsets, counts)).flat_map(self._block)
+        buffers = tf.gather(self._buffer, blocks)
+        parts = tf.data.Dataset.from_tensor_slices((paths, offsets, counts, buffers)).flat_map(
+            _traced(self._block)
+        )
         expected = tf.reduce_sum(counts)
         records = (
             parts.batch(tf.maximum(expected, 1))
@@ -175,12 +214,15 @@ class _WindowReader:
         with tf.control_dependencies([tf.debugging.Assert(tf.equal(got, expected), [message])]):
             return tf.identity(records)
 
-    def _block(self, path: tf.Tensor, offset: tf.Tensor, count: tf.Tensor) -> tf.data.Dataset:
-        """`count` records of the shard `path` from byte `offset` (a dataset of strings)."""
+    def _block(
+        self, path: tf.Tensor, offset: tf.Tensor, count: tf.Tensor, buffer: tf.Tensor
+    ) -> tf.data.Dataset:
+        """`count` records of the shard `path` from byte `offset`, read with a `buffer`-byte
+        buffer (a dataset of strings)."""
         variant = tf.raw_ops.TFRecordDatasetV2(
             filenames=tf.reshape(path, [1]),
             compression_type=self._compression,
-            buffer_size=tf.constant(READ_BUFFER_BYTES, tf.int64),
+            buffer_size=buffer,
             byte_offsets=tf.reshape(offset, [1]),
         )
         records = tf.data.experimental.from_variant(variant, tf.TensorSpec([], tf.string))
