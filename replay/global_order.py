@@ -12,6 +12,10 @@ records, built in two levels from the shards' record offsets (format version 4,
 2. *Windows*: consecutive runs of `window_blocks` blocks of that order. The records of window w
    are taken in the order of ``index_shuffle`` keyed by (seed, epoch, w + 1).
 
+The op's key is three 32-bit words, each a SipHash (``tf.strings.to_hash_bucket_strong``, keyed
+by the seed) of "epoch:key": keyed directly by small integers, its cipher's few rounds left
+seed 0's first block order visibly close to the recorded one.
+
 A block is one read from its first record's byte offset (TensorFlow's TFRecord reader, so every
 record's CRC is still checked), and a window is the memory one reader holds: reading from any P
 reads the blocks of P's window and nothing before them. With W input pipelines and a global
@@ -34,8 +38,12 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import tensorflow as tf
 
-BLOCK_LENGTH = 16  # records a block: one read each
-WINDOW_BLOCKS = 64  # blocks a window: the records one reader holds, shuffled together
+# Defaults chosen on shuffle quality at 10^6 windows against a permutation (benchmarks/RESULTS.md,
+# "Issue 40"): 4 x 256 holds the 1,024 records 16 x 64 held, with batch class counts and shard
+# mix nearer a permutation's (1.05x and 2.4x its figures, against 1.30x and 11x).
+BLOCK_LENGTH = 4  # records a block: one read each
+WINDOW_BLOCKS = 256  # blocks a window: the records one reader holds, shuffled together
+_KEY_SALTS = (b"audiorecords-0", b"audiorecords-1", b"audiorecords-2")  # the 3 key words
 _BLOCK_KEY = 0  # index_shuffle key (seed, epoch, 0): the epoch's block order; windows w + 1
 
 
@@ -161,11 +169,23 @@ class EpochOrder:
         self._count = tf.constant(blocks.count, tf.int64, shape=[self.num_blocks])
 
     def _key(self, epoch: tf.Tensor, key: tf.Tensor) -> tf.Tensor:
+        """index_shuffle's key of (seed, epoch, key): 3 SipHash words (module docstring)."""
         import tensorflow as tf
 
-        return tf.stack(
-            [tf.constant(self.seed, tf.int64), tf.cast(epoch, tf.int64), tf.cast(key, tf.int64)]
+        text = tf.strings.join(
+            [
+                tf.strings.as_string(tf.cast(epoch, tf.int64)),
+                tf.strings.as_string(tf.cast(key, tf.int64)),
+            ],
+            separator=":",
         )
+        words = [
+            tf.strings.to_hash_bucket_strong(
+                tf.strings.join([salt, text]), 1 << 32, key=[self.seed, 0x676C6F62]
+            )
+            for salt in _KEY_SALTS
+        ]
+        return tf.stack(words)
 
     def block_order(self, epoch: tf.Tensor) -> tf.Tensor:
         """The epoch's blocks in read order, ``[num_blocks]`` int64."""
