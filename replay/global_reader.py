@@ -25,6 +25,7 @@ from replay import format as fmt
 from replay.global_order import Blocks, EpochOrder, GlobalOrder, Slots, plan_blocks
 from replay.info import DatasetInfo, ShardInfo
 from replay.offsets import read_offsets
+from replay.shards import unreadable_message
 
 READ_BUFFER_BYTES = 256 * 1024  # a block read's buffer at most (TFRecordDataset's default)
 
@@ -199,17 +200,9 @@ class _WindowReader:
             .get_single_element()
         )
         got = tf.size(records, out_type=tf.int64)
-        message = tf.strings.join(
-            [
-                "replay: a block of shard(s) ",
-                tf.strings.reduce_join(tf.unique(paths).y, separator=", "),
-                " is corrupt, truncated or unreadable: read ",
-                tf.strings.as_string(got),
-                " of ",
-                tf.strings.as_string(expected),
-                " records (the reader's error, if any, is logged above; replay.verify_dataset "
-                "checks every shard)",
-            ]
+        shards = tf.strings.reduce_join(tf.unique(paths).y, separator=", ")
+        message = unreadable_message(
+            tf.strings.join(["a block of shard(s) ", shards]), got, expected
         )
         with tf.control_dependencies([tf.debugging.Assert(tf.equal(got, expected), [message])]):
             return tf.identity(records)

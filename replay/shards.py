@@ -83,6 +83,23 @@ def shard_datasets(
     return files.map(make)
 
 
+def unreadable_message(what: tf.Tensor, read: tf.Tensor, expected: tf.Tensor) -> tf.Tensor:
+    """The error of a record count check: `what` (a shard, the shards of a block) read `read` of
+    the `expected` records the manifest lists."""
+    return tf.strings.join(
+        [
+            "replay: ",
+            what,
+            " is corrupt, truncated or unreadable: read ",
+            tf.strings.as_string(read),
+            " of ",
+            tf.strings.as_string(expected),
+            " records the manifest lists (the reader's error, if any, is logged above; "
+            "replay.verify_dataset checks every shard)",
+        ]
+    )
+
+
 def _shard_dataset(
     path: tf.Tensor,
     num_records: tf.Tensor,
@@ -107,18 +124,7 @@ def _shard_dataset(
     def count(total: tf.Tensor, batch: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
         size = tf.size(batch, out_type=tf.int64)
         total += size
-        message = tf.strings.join(
-            [
-                "replay: shard ",
-                path,
-                " is corrupt, truncated or unreadable: read ",
-                tf.strings.as_string(total),
-                " of ",
-                tf.strings.as_string(num_records),
-                " records the manifest lists (the reader's error, if any, is logged above; "
-                "replay.verify_dataset checks every shard)",
-            ]
-        )
+        message = unreadable_message(tf.strings.join(["shard ", path]), total, num_records)
         # A block past the manifest's count fails before it is passed on (so no count check
         # downstream, e.g. assert_cardinality's, sees the extra records first); the end-of-shard
         # sentinel (an empty block) fails when records are missing.
