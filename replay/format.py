@@ -12,6 +12,7 @@ Layout of an output directory (also documented in docs/output-layout.md)::
       schema.pbtxt                           tensorflow_metadata Schema of the stored records
       <name>.tfrecord-00000-of-00004.gz      shards (no --splits)
       <name>-train.tfrecord-00000-of-00003   shards of split "train" (with --splits)
+      offsets/<shard filename>.offsets       v4: where each record of that shard starts
       transform_fn/                          TFT SavedModel: vocabulary + normalisation
       transformed_metadata/                  TFT schema of the transformed records
       metadata/schema.pbtxt                  schema of the raw keys (TFT's raw metadata)
