@@ -122,7 +122,8 @@ class _WindowReader:
         num = len(blocks)
         # per block, and one more: the padding of a last window (no shard, no records)
         paths = [s.path for s in shards]
-        self._path = tf.constant([paths[i] for i in blocks.shard] + [""], tf.string)
+        self._paths = tf.constant(paths + [""], tf.string)  # by shard; "" for the padding
+        self._shard = tf.constant(list(blocks.shard) + [len(paths)], tf.int64, shape=[num + 1])
         offsets, lengths = block_extents(info, shards, blocks)
         self._offset = tf.constant(offsets + [0], tf.int64, shape=[num + 1])
         buffers = read_buffers(info, lengths) + [READ_BUFFER_BYTES]
@@ -187,7 +188,8 @@ class _WindowReader:
     def _read_blocks(self, blocks: tf.Tensor, counts: tf.Tensor) -> tf.Tensor:
         """The records of `blocks`, in order, ``[sum(counts)]``; fails naming their shards when
         one yields fewer than its count."""
-        paths, offsets = tf.gather(self._path, blocks), tf.gather(self._offset, blocks)
+        paths = tf.gather(self._paths, tf.gather(self._shard, blocks))
+        offsets = tf.gather(self._offset, blocks)
         buffers = tf.gather(self._buffer, blocks)
         parts = tf.data.Dataset.from_tensor_slices((paths, offsets, counts, buffers)).flat_map(
             _traced(self._block)
