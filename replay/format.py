@@ -89,6 +89,7 @@ MAX_TABLE_LINE_BYTES = 1 << 20  # one entry; an annotated file's summary takes a
 OFFSETS_DIR = "offsets"  # v4: <shard filename>.offsets, one per shard (`offsets_filename`)
 OFFSETS_SUFFIX = ".offsets"
 OFFSET_BYTES = 8  # one little-endian uint64 a record
+FRAME_BYTES = 16  # TFRecord's framing of a record: its length and that's CRC, then the data's CRC
 SCHEMA_FILENAME = "schema.pbtxt"
 TRANSFORM_FN_DIR = "transform_fn"  # tft.TFTransformOutput.TRANSFORM_FN_DIR
 TRANSFORMED_METADATA_DIR = "transformed_metadata"

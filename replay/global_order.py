@@ -38,9 +38,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import tensorflow as tf
 
-# Defaults chosen on shuffle quality at 10^6 windows against a permutation (benchmarks/RESULTS.md,
-# "Issue 40"): 4 x 256 holds the 1,024 records 16 x 64 held, with batch class counts and shard
-# mix nearer a permutation's (1.05x and 2.4x its figures, against 1.30x and 11x).
+# Defaults chosen on shuffle quality against a permutation (benchmarks/RESULTS.md, "Issue 40"):
+# small blocks mix shards, many blocks a window mix batches; 1,024 records held.
 BLOCK_LENGTH = 4  # records a block: one read each
 WINDOW_BLOCKS = 256  # blocks a window: the records one reader holds, shuffled together
 _KEY_SALTS = (b"audiorecords-0", b"audiorecords-1", b"audiorecords-2")  # the 3 key words

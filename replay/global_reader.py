@@ -66,15 +66,9 @@ def pipeline_records(
 
 def _traced(fn):
     """`fn` for tf.data to trace as written, without AutoGraph's conversion: these functions are
-    graph code with no Python control flow on tensors, so the graph is the same; converting them
-    (parsing their source) took ~0.5 s of CPU at every `replay_dataset` call, most of a resume's
-    latency (issue 40, benchmarks/RESULTS.md)."""
+    graph code with no Python control flow on tensors, so the graph is the same, and converting
+    them (parsing their source) was most of a resume's latency (benchmarks/RESULTS.md)."""
     return tf.autograph.experimental.do_not_convert(fn)
-
-
-def block_offsets(info: DatasetInfo, shards: Sequence[ShardInfo], blocks: Blocks) -> list[int]:
-    """The byte offset of each block's first record, from the shards' checked offsets files."""
-    return block_extents(info, shards, blocks)[0]
 
 
 def block_extents(
@@ -95,9 +89,9 @@ def block_extents(
 
 def read_buffers(info: DatasetInfo, lengths: Sequence[int]) -> list[int]:
     """Each block read's buffer: its byte length up to `READ_BUFFER_BYTES` in an uncompressed
-    shard (a block of small records is then one read of its own bytes, not of 256 KiB: issue 40
-    measured 22% less CPU an epoch with 272-byte records), `READ_BUFFER_BYTES` in a compressed
-    one (where the buffer is the compressed stream's, read from the shard's start)."""
+    shard (a block of small records is one read of its own bytes, not of 256 KiB), and
+    `READ_BUFFER_BYTES` in a compressed one (where the buffer is the compressed stream's, read
+    from the shard's start)."""
     if info.compression_type:
         return [READ_BUFFER_BYTES] * len(lengths)
     return [min(READ_BUFFER_BYTES, max(n, 1)) for n in lengths]

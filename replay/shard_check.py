@@ -13,6 +13,7 @@ import re
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
+from replay import format as fmt
 from replay.errors import ReplayError
 from replay.info import DatasetInfo, ShardInfo
 from replay.offsets import read_offsets
@@ -21,7 +22,6 @@ if TYPE_CHECKING:
     import tensorflow as tf
 
 READ_BATCH = 256  # records decoded per parse call while checking
-FRAME_BYTES = 16  # TFRecord framing around each record: length, its CRC, the data's CRC
 
 
 @dataclasses.dataclass(frozen=True)
@@ -89,7 +89,7 @@ def shard_reader(info: DatasetInfo) -> Callable[[ShardInfo], tuple[int, str | No
             total, position, first_bad = state
             with tf.control_dependencies([decoded(batch)]):
                 size = tf.size(batch, out_type=tf.int64)
-            framed = tf.cast(tf.strings.length(batch), tf.int64) + FRAME_BYTES
+            framed = tf.cast(tf.strings.length(batch), tf.int64) + fmt.FRAME_BYTES
             starts = position + tf.cumsum(framed, exclusive=True)
             stored = offsets[total : total + size]
             stored = tf.pad(
