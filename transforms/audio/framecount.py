@@ -7,13 +7,16 @@ the frames that call did decode. So `settle` checks the header's count by decodi
 frame it announces (a seek: libFLAC bisects, a few frames are decoded). When that fails, for
 FLAC it shows libsndfile the file with STREAMINFO's total patched (like
 `transforms.audio.riff.canonical_header` for WAV) and binary-searches the largest total whose last
-frame decodes, so every later read ends where the stream does; for Ogg / AIFF (whose readers
+frame decodes, so every later read ends where the stream does (a file of at most
+`SEARCH_IN_MEMORY_BYTES` is read once and searched in memory: libFLAC's seeks in a small file
+read most of it at every step); for Ogg / AIFF (whose readers
 return short reads) it counts by decoding. Hand-written because neither libsndfile nor soundfile
 exposes the number of frames decoded before an error.
 """
 
 from __future__ import annotations
 
+import io
 from collections.abc import Callable
 from typing import BinaryIO
 
@@ -22,6 +25,7 @@ import soundfile as sf
 from transforms.audio import formats, riff
 
 COUNT_CHUNK_FRAMES = 4096  # frames per read when counting
+SEARCH_IN_MEMORY_BYTES = 1 << 20  # 1 MiB: a FLAC file this small is searched from memory
 _MAX_FRAMES_PER_BYTE = 8192  # FLAC: a constant frame of 65535 samples takes 8+ bytes
 _TOTAL_AT = 18  # STREAMINFO's rate|channels|bits|total-samples 64-bit field, after fLaC + header
 _TOTAL_BITS = 36
@@ -92,7 +96,10 @@ def settle(
         return guard, claim
     if not flac or flac_with_total(fileobj, 1) is None:
         return guard, _decodable(open_sound, guard, dtype)
-    lo, hi = 0, min(claim - 1, riff.file_size(fileobj) * _MAX_FRAMES_PER_BYTE)
+    size = riff.file_size(fileobj)
+    if size <= SEARCH_IN_MEMORY_BYTES:  # each step of the search reads a small file again
+        fileobj = io.BytesIO(riff.read_head(fileobj, size))
+    lo, hi = 0, min(claim - 1, size * _MAX_FRAMES_PER_BYTE)
     while lo < hi:  # the largest total whose last frame decodes (decoding is sequential)
         mid = (lo + hi + 1) // 2
         if _last_frame_decodes(open_sound, _patched(fileobj, mid), mid, dtype):
