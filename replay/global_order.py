@@ -194,17 +194,17 @@ class EpochOrder:
         return _index_shuffle(index, self._key(epoch, _BLOCK_KEY), self.num_blocks - 1)
 
     def windows(self, epoch: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
-        """The epoch's windows: (blocks ``[num_windows, window_blocks]``, -1 past the last
-        block; first records ``[num_windows]``, counted in the epoch; sizes ``[num_windows]``)."""
+        """The epoch's windows: (blocks ``[num_windows, window_blocks]``, the last window padded
+        with `num_blocks`, a block of no records; first records ``[num_windows]``, counted in the
+        epoch; sizes ``[num_windows]``)."""
         import tensorflow as tf
 
         order = self.block_order(epoch)
         pad = self.num_windows * self.window_blocks - self.num_blocks
-        padded = tf.concat([order, tf.fill([pad], tf.constant(-1, tf.int64))], 0)
+        padded = tf.concat([order, tf.fill([pad], tf.constant(self.num_blocks, tf.int64))], 0)
         blocks = tf.reshape(padded, [self.num_windows, self.window_blocks])
-        padded_count = tf.concat([self._count, tf.zeros([1], tf.int64)], 0)  # -1 -> the 0
-        none = tf.constant(self.num_blocks, tf.int64)
-        counts = tf.gather(padded_count, tf.where(blocks < 0, none, blocks))
+        padded_count = tf.concat([self._count, tf.zeros([1], tf.int64)], 0)  # the padding: 0
+        counts = tf.gather(padded_count, blocks)
         sizes = tf.reduce_sum(counts, axis=1)
         return blocks, tf.cumsum(sizes, exclusive=True), sizes
 
@@ -255,20 +255,21 @@ def positions_records(
     order = EpochOrder(blocks, seed=seed, window_blocks=window_blocks)
     n = order.num_records
     out = []
-    cache: dict[int, tuple] = {}
+    epochs: dict[int, tuple] = {}  # epoch -> its windows
+    perms: dict[tuple[int, int], object] = {}  # (epoch, window) -> its permutation
     for position in positions:
         epoch, q = divmod(position, n)
-        if epoch not in cache:
-            cache[epoch] = tuple(t.numpy() for t in order.windows(tf.constant(epoch, tf.int64)))
-        window_blocks_, starts, sizes = cache[epoch]
+        if epoch not in epochs:
+            epochs[epoch] = tuple(t.numpy() for t in order.windows(tf.constant(epoch, tf.int64)))
+        window_blocks_, starts, sizes = epochs[epoch]
         w = int((starts <= q).sum()) - 1
-        j = q - int(starts[w])
-        perm = order.window_permutation(
-            tf.constant(epoch, tf.int64), tf.constant(w, tf.int64), tf.constant(int(sizes[w]))
-        ).numpy()
-        r = int(perm[j])
+        if (epoch, w) not in perms:
+            perms[epoch, w] = order.window_permutation(
+                tf.constant(epoch, tf.int64), tf.constant(w, tf.int64), tf.constant(int(sizes[w]))
+            ).numpy()
+        r = int(perms[epoch, w][q - int(starts[w])])
         for block in window_blocks_[w]:
-            if block < 0:
+            if block >= len(blocks):  # the padding
                 break
             if r < blocks.count[block]:
                 out.append((blocks.shard[block], blocks.first[block] + r))

@@ -114,7 +114,7 @@ class _WindowReader:
         self._slots = slots
         self._compression = info.compression_type
         num = len(blocks)
-        # per block, and one more: the padding of a last window (no shard, no records)
+        # per block, and one more: `EpochOrder.windows`' padding (no shard, no records)
         paths = [s.path for s in shards]
         self._paths = tf.constant(paths + [""], tf.string)  # by shard; "" for the padding
         self._shard = tf.constant(list(blocks.shard) + [len(paths)], tf.int64, shape=[num + 1])
@@ -123,7 +123,6 @@ class _WindowReader:
         buffers = read_buffers(info, lengths) + [READ_BUFFER_BYTES]
         self._buffer = tf.constant(buffers, tf.int64, shape=[num + 1])
         self._count = tf.constant(list(blocks.count) + [0], tf.int64, shape=[num + 1])
-        self._pad = num
 
     def epoch_windows(self, epoch: tf.Tensor) -> tf.data.Dataset:
         """The epoch's windows from the one holding `start`: (epoch, window, its blocks, its
@@ -132,7 +131,6 @@ class _WindowReader:
         into = tf.maximum(self._start - epoch * self._n, 0)  # start's place in this epoch
         first = tf.reduce_sum(tf.cast(firsts <= into, tf.int64)) - 1
         ids = tf.range(first, self._order.num_windows, dtype=tf.int64)
-        blocks = tf.where(blocks < 0, tf.constant(self._pad, tf.int64), blocks)
         return tf.data.Dataset.from_tensor_slices(
             (
                 tf.fill(tf.shape(ids), epoch),
