@@ -118,6 +118,13 @@ class RecordConfig:
         parse=bool,
         manifest=None,
     )
+    append: bool = _option(
+        False,
+        "add the inputs a finished dataset in --output_dir does not hold yet as its next "
+        "version, with its own options and transform (docs/growing.md)",
+        parse=bool,
+        manifest=None,
+    )
     strict: bool = _option(False, "fail the job on the first bad input file", parse=bool)
     splits: str | None = _option(
         None, "e.g. train=80,validation=10,test=10: whole files per split by path hash"
@@ -315,6 +322,11 @@ class RecordConfig:
             not (self.resume and self.overwrite),
             "--resume and --overwrite exclude each other: --resume keeps an unfinished run's "
             "work, --overwrite deletes it",
+        )
+        require(
+            not (self.append and self.overwrite),
+            "--append and --overwrite exclude each other: --append keeps the dataset and adds "
+            "to it, --overwrite deletes it",
         )
         output_scheme = _fs.scheme(self.output_dir or "")
         require(

@@ -39,7 +39,7 @@ from pipelines import fingerprint as fp
 from pipelines import resume
 from pipelines.config import RecordConfig, UsageError
 from pipelines.inputs import RUN_MARKER, match_inputs, output_dir_state
-from pipelines.plan import RecordPlan, one_task, plan_record
+from pipelines.plan import Continuation, RecordPlan, one_task, plan_record
 from pipelines.result import RecordResult
 from replay import format as fmt
 from replay._fs import is_url
@@ -238,6 +238,7 @@ def run_job(
     *,
     beam_argv: Sequence[str] = (),
     shard_func: Callable[[dict], int] | None = None,
+    continuation: Continuation | None = None,
 ) -> RecordResult:
     """Plans, runs the pipeline and returns what it produced.
 
@@ -246,6 +247,7 @@ def run_job(
       beam_argv: the command line holding the Beam options (the CLI's whole argv; record
         options in it are ignored here, they are in `config`).
       shard_func: optional element -> shard callable (Python API, see pipelines.api).
+      continuation: set by `pipelines.append` for the record job of an ``--append``.
 
     Returns:
       The `RecordResult` (counts, errors, bytes, seconds, counters), built from the manifest.
@@ -253,6 +255,15 @@ def run_job(
     Raises:
       UsageError: invalid arguments or inputs (before any work).
     """
+    if config.append:
+        from pipelines import append
+
+        def record(sub: RecordConfig, *, continuation: Continuation) -> RecordResult:
+            return run_job(
+                sub, beam_argv=beam_argv, shard_func=shard_func, continuation=continuation
+            )
+
+        return append.run_append(config, run=record)
     argv = list(beam_argv)
     options = JobOptions(argv)  # PipelineOptions(argv) with each view built once
     # Planning lists and reads inputs with Beam's FileSystems before any Pipeline exists: give it
@@ -262,7 +273,9 @@ def run_job(
     finished = resume.finished_dataset(out, config.params()) if config.resume else None
     if finished is not None:  # checked: the same options, this format, reads back
         return finished_result(finished, config)
-    plan = plan_record(config, shard_func=shard_func)  # validates before the runner
+    plan = plan_record(  # validates before the runner
+        config, shard_func=shard_func, continuation=continuation
+    )
     try:
         runners.configure(options, input_bytes=plan.input_bytes, argv=argv)
     except runners.RunnerError as e:

@@ -93,28 +93,47 @@ class ScannedInputs:
     stamps: tuple[tuple[str, int, float], ...] = ()  # (path, size, mtime) of every match
 
 
+@dataclasses.dataclass(frozen=True)
+class Continuation:
+    """The dataset an ``--append`` run adds to (`pipelines.append`), as planning needs it."""
+
+    first_index: int  # the first new file's `index`: after every index the dataset gave
+    split_base: str  # the prefix the dataset's own paths were hashed into splits without
+    known: frozenset[str]  # the inputs the dataset holds (files and errors): not planned
+
+
 def plan_record(
-    config: RecordConfig | Any, *, shard_func: Callable[[dict], int] | None = None
+    config: RecordConfig | Any,
+    *,
+    shard_func: Callable[[dict], int] | None = None,
+    continuation: Continuation | None = None,
 ) -> RecordPlan:
     """Validates the options, scans the inputs and sizes the work.
 
     Args:
       config: the run's `RecordConfig` (or parsed options, e.g. a `RecordOptions` view).
       shard_func: optional element -> shard index callable (Python API).
+      continuation: with ``--append``, the dataset the run adds to.
 
     Raises:
       UsageError: the first problem found, as one line naming the option.
     """
     if not isinstance(config, RecordConfig):
         config = RecordConfig.from_namespace(config)  # validates
-    scanned = scan_inputs(config, shard_func=shard_func)
+    scanned = scan_inputs(config, shard_func=shard_func, continuation=continuation)
     return size_tasks(config, scanned, cpu_count=os.cpu_count() or 1)
 
 
 def scan_inputs(
-    config: RecordConfig, *, shard_func: Callable[[dict], int] | None = None
+    config: RecordConfig,
+    *,
+    shard_func: Callable[[dict], int] | None = None,
+    continuation: Continuation | None = None,
 ) -> ScannedInputs:
     """Matches the inputs, reads their labels and headers, checks the output directory.
+
+    With a `continuation` (``--append``) the inputs the dataset holds are left out, the others
+    are numbered after its own and split by its rule.
 
     All of planning's I/O: the class list file, the file list, the label CSV, every file's
     header, the output directory's entries and the annotation tables.
@@ -128,6 +147,8 @@ def scan_inputs(
     except ValueError as e:
         raise UsageError(str(e)) from e
     stamps = tuple(match_stamped(config.input_pattern))
+    if continuation is not None:
+        stamps = tuple(s for s in stamps if s[0] not in continuation.known)
     matched = [(path, size) for path, size, _ in stamps]
     require(bool(matched), f"--input_pattern {config.input_pattern!r} matches no file")
     _, csv_path = labels.parse_label_source(config.label_source)
@@ -135,13 +156,20 @@ def scan_inputs(
     sharding = Sharding(
         shard_by=config.shard_by,
         splits=config.split_weights,
-        split_base=pattern_base(config.input_pattern),
+        split_base=(
+            pattern_base(config.input_pattern) if continuation is None else continuation.split_base
+        ),
         elements_per_shard=config.elements_per_shard,
         max_elements=config.max_elements,
         shard_func=shard_func,
     )
     labelled = label_inputs(
-        matched, config, csv_labels=csv_labels, fixed_classes=fixed_classes, sharding=sharding
+        matched,
+        config,
+        csv_labels=csv_labels,
+        fixed_classes=fixed_classes,
+        sharding=sharding,
+        first_index=0 if continuation is None else continuation.first_index,
     )
     classes = labels.run_classes((f.label for f in labelled if f.error is None), fixed_classes)
     inputs = scan_headers(labelled)
@@ -194,8 +222,10 @@ def label_inputs(
     csv_labels: Mapping[str, str] | None,
     fixed_classes: tuple[str, ...] | None,
     sharding: Sharding,
+    first_index: int = 0,
 ) -> list[InputFile]:
-    """(path, size) pairs -> `InputFile`s with index, label and split (pure).
+    """(path, size) pairs -> `InputFile`s with index (from `first_index`), label and split
+    (pure).
 
     Class ids come from every usable label, known here: never from the data. A file without a
     label, or whose label is outside ``--classes`` (unless ``--unknown_class keep``), gets its
@@ -208,12 +238,12 @@ def label_inputs(
             fixed_classes,
             keep_unknown=config.unknown_class == "keep",
         )
-        for i, (p, s) in enumerate(matched)
+        for i, (p, s) in enumerate(matched, start=first_index)
     ]
     if config.annotations:
         return [
             InputFile(index=i, path=p, size_bytes=s, label="", split=f.split)
-            for (i, (p, s)), f in zip(enumerate(matched), labelled, strict=True)
+            for (i, (p, s)), f in zip(enumerate(matched, start=first_index), labelled, strict=True)
         ]
     return labelled
 

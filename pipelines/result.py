@@ -40,6 +40,8 @@ class RecordResult:
       reused_windows: ``--resume``: the windows an unfinished run had committed (whole tasks
         and tasks' checkpoints), not read again.
       already_complete: ``--resume`` on a finished dataset: nothing was done (it is described).
+      dataset_version: the dataset version the run made (``--append``: the one it added; the
+        counts are the appended files').
     """
 
     output_dir: str
@@ -61,6 +63,7 @@ class RecordResult:
     reused_tasks: int = 0
     reused_windows: int = 0
     already_complete: bool = False
+    dataset_version: int = 1
 
     @classmethod
     def from_manifest(

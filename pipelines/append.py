@@ -1,0 +1,441 @@
+"""``--append``: a new version of a finished dataset holding only the inputs it does not hold yet.
+
+An append never rewrites what the dataset holds (the table formats' rule: immutable data files, a
+new snapshot per commit, one atomic switch). It runs the ordinary record job on the new files
+into ``appends/<token>/`` inside the dataset, with the dataset's own options, class list, signal
+dtype and compression (so the records have its layout), numbering the new files after the old
+ones and splitting them by the dataset's own rule. Then it commits: the next version's manifest
+(`next_manifest`: the old shards and tables, plus the new ones under their directory) is created
+as ``manifests/<version>.json``, which fails if another append created it first, and
+``manifest.json`` is replaced by the same bytes. A reader holds the manifest it opened, and the
+files it names never change: it keeps reading its version while a new one commits.
+
+The transform is *frozen*: the dataset's ``transform_fn/``, class list and z-score statistics
+are kept as they are; the new records' ``<feature>_norm`` use them.
+
+The token names the work, not the moment: the same append of the same files onto the same
+version gets the same directory, so ``--append --resume`` continues a killed one through the
+record job's own ``--resume``, and an ``--append`` without it starts that directory again.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import hashlib
+import json
+import os
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from pipelines.config import OPTION_NAMES, RecordConfig, UsageError, require
+from pipelines.plan import Continuation
+from replay import format as fmt
+from replay._fs import is_url
+
+APPENDS_DIR = "appends"  # the appended versions' shards and tables: appends/<token>/
+MANIFESTS_DIR = "manifests"  # every version's manifest: manifests/<version>.json
+APPEND_MODE = "append"
+RECORD_MODE = "record"
+# The options an append may set apart from the dataset's: which files, how their failures and
+# unknown labels are handled, how many shards the new records fill.
+FREE_OPTIONS = ("input_pattern", "unknown_class", "strict", "num_shards", "elements_per_shard")
+_FIRST_APPENDABLE_FORMAT = fmt.TABLES_VERSION  # tables of their own: a version adds its own
+# What the record job writes that an appended version does not keep: the transform is frozen.
+_NOT_KEPT = (
+    fmt.MANIFEST_FILENAME,
+    fmt.SCHEMA_FILENAME,
+    "transform_fn",
+    "transformed_metadata",
+    "metadata",
+    fmt.FEATURE_FN_DIR,
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class AppendPlan:
+    """An append, planned before any record work (`plan_append`)."""
+
+    dataset_dir: str
+    base: Mapping[str, Any]  # the manifest of the version appended to
+    version: int  # the version this append commits
+    config: RecordConfig  # the record job of the new files, into `data_dir`
+    continuation: Continuation
+    data_dir: str  # relative to `dataset_dir`: appends/<token>
+
+
+def manifest_version(manifest: Mapping[str, Any]) -> int:
+    """The dataset version a manifest describes (format <= 4: version 1)."""
+    return int(manifest.get("dataset_version", 1))
+
+
+def commits_of(manifest: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """A manifest's commits (format <= 4: its one record run, as a version 5 commit)."""
+    if "commits" in manifest:
+        return [dict(c) for c in manifest["commits"]]
+    return [
+        {
+            "version": 1,
+            "dir": "",
+            "mode": RECORD_MODE,
+            "created_utc": manifest["created_utc"],
+            "input_pattern": manifest["params"]["input_pattern"],
+            "num_files": manifest["num_files"],
+            "num_errors": manifest["num_errors"],
+            "num_examples": manifest["num_examples"],
+            "tables": {k: dict(v) for k, v in manifest["tables"].items()},
+        }
+    ]
+
+
+def stored_config(params: Mapping[str, Any], **changes: Any) -> RecordConfig:
+    """The `RecordConfig` of a dataset's stored ``params``, with `changes`."""
+    values = {k: v for k, v in params.items() if k in OPTION_NAMES}
+    return RecordConfig(**{**values, **changes})
+
+
+def option_conflicts(config: RecordConfig, params: Mapping[str, Any]) -> list[str]:
+    """The options set in `config` (away from their defaults) that differ from the dataset's
+    stored `params`, as ``--name value (the dataset's: value)`` phrases; `FREE_OPTIONS` aside."""
+    defaults = {f.name: f.default for f in dataclasses.fields(RecordConfig)}
+    own = config.params()
+    conflicts = []
+    for name, value in own.items():
+        if name in FREE_OPTIONS or name not in params:
+            continue
+        field_default = defaults.get(name)
+        if name == "hop_len":
+            given = config.hop_len is not None
+        elif name == "features":
+            given = config.features != defaults["features"]
+        else:
+            given = value != field_default
+        if given and json.dumps(value) != json.dumps(params[name]):
+            conflicts.append(f"--{name} {value} (the dataset's: {params[name]})")
+    return conflicts
+
+
+def append_token(base: Mapping[str, Any], config: RecordConfig, new: Sequence[Any]) -> str:
+    """``v<version>-<digest>``: the work's name, from the version appended to, the options and
+    the new files' (path, size, modification time)."""
+    digest = hashlib.sha256()
+    for part in (
+        json.dumps(base.get("commits") or base.get("tables"), sort_keys=True),
+        json.dumps(config.params(), sort_keys=True),
+        json.dumps([list(s) for s in new]),
+    ):
+        digest.update(part.encode("utf-8"))
+        digest.update(b"\0")
+    return f"v{manifest_version(base) + 1}-{digest.hexdigest()[:16]}"
+
+
+def read_dataset(path: str) -> tuple[dict[str, Any], frozenset[str]]:
+    """A finished dataset's latest manifest, checked by the reader, and every input it holds
+    (its files and its errors, of every version).
+
+    Raises:
+      UsageError: no finished dataset there, or one the reader refuses.
+    """
+    from replay import load_info
+    from replay.errors import ReplayError
+
+    try:
+        info = load_info(path)
+        known = frozenset(f["path"] for f in info.files) | {e["path"] for e in info.errors}
+    except ReplayError as e:
+        raise UsageError(f"--append: {path} holds no finished dataset to append to ({e})") from e
+    return json.loads(json.dumps(info.manifest, default=dict)), known
+
+
+def plan_append(config: RecordConfig) -> AppendPlan | None:
+    """Checks `config` against the dataset in its ``output_dir`` and plans the append; None with
+    ``--resume`` when every input is in the dataset already (the append was committed).
+
+    Raises:
+      UsageError: no finished dataset there, one of a format that cannot grow, an option that
+        would change the records' layout, an annotated dataset, or an object store.
+    """
+    from pipelines.inputs import match_stamped
+    from transforms.planning.sharding import pattern_base
+
+    out = config.output_dir.rstrip("/") or "/"
+    require(
+        not is_url(out),
+        f"--append: {out}: appending on an object store is not supported yet (local and "
+        "mounted directories only)",
+    )
+    base, known = read_dataset(out)
+    require(
+        base["format_version"] >= _FIRST_APPENDABLE_FORMAT,
+        f"--append: {out} is of format version {base['format_version']}, whose file lists live "
+        f"in its manifest; record it again with this version to append to it",
+    )
+    params = base["params"]
+    require(
+        not params.get("annotations"),
+        f"--append: {out} was recorded with --annotations; appending to an annotated dataset "
+        "is not supported yet",
+    )
+    conflicts = option_conflicts(config, params)
+    require(
+        not conflicts,
+        f"--append: {', '.join(conflicts)}: an append records with the dataset's own options "
+        "(they fix the records' layout); leave them out",
+    )
+    elements = base["elements"]
+    sub = stored_config(
+        params,
+        **{name: getattr(config, name) for name in FREE_OPTIONS},
+        output_dir=out,
+        classes=",".join(base["classes"]) if base["classes"] else None,
+        signal_dtype=elements["signal"]["dtype"],
+        compression=base["compression"],
+        resume=config.resume,
+    )
+    new = [s for s in match_stamped(config.input_pattern) if s[0] not in known]
+    if not new and config.resume:
+        return None
+    require(
+        bool(new),
+        f"--append: every file --input_pattern {config.input_pattern!r} matches is in {out} "
+        f"already (version {manifest_version(base)}): nothing to append",
+    )
+    token = append_token(base, sub, new)
+    data_dir = f"{APPENDS_DIR}/{token}"
+    commits = commits_of(base)
+    first_index = sum(c["num_files"] + c["num_errors"] for c in commits)
+    return AppendPlan(
+        dataset_dir=out,
+        base=base,
+        version=manifest_version(base) + 1,
+        config=dataclasses.replace(sub, output_dir=f"{out}/{data_dir}"),
+        continuation=Continuation(
+            first_index=first_index,
+            split_base=pattern_base(params["input_pattern"]),
+            known=known,
+        ),
+        data_dir=data_dir,
+    )
+
+
+def next_manifest(
+    base: Mapping[str, Any],
+    added: Mapping[str, Any],
+    *,
+    data_dir: str,
+    created_utc: str,
+) -> dict[str, Any]:
+    """The manifest of the version after `base` that adds the dataset `added` (recorded into
+    `data_dir`, relative to the dataset) (pure).
+
+    The new version lists every shard of `base`, then `added`'s under `data_dir`, split by
+    split; its commits are `base`'s plus one for `added`; its counts are the sums. The elements
+    (the z-score statistics with them), classes and options stay `base`'s: the transform is
+    frozen.
+
+    Raises:
+      ValueError: `added` does not hold `base`'s elements (keys, dtypes, shapes, encodings).
+    """
+    problem = layout_difference(base["elements"], added["elements"])
+    if problem is not None:
+        raise ValueError(f"the new records do not have the dataset's layout: {problem}")
+    commits = commits_of(base)
+    commits.append(
+        {
+            "version": manifest_version(base) + 1,
+            "dir": data_dir,
+            "mode": APPEND_MODE,
+            "created_utc": created_utc,
+            "input_pattern": added["params"]["input_pattern"],
+            "num_files": added["num_files"],
+            "num_errors": added["num_errors"],
+            "num_examples": added["num_examples"],
+            "tables": {k: dict(v) for k, v in commits_of(added)[0]["tables"].items()},
+        }
+    )
+    splits = {name: _split(s) for name, s in base["splits"].items()}
+    for name, split in added["splits"].items():
+        merged = splits.setdefault(name, {"num_examples": 0, "shards": []})
+        merged["num_examples"] += split["num_examples"]
+        merged["shards"] += [
+            dict(shard, filename=f"{data_dir}/{shard['filename']}") for shard in split["shards"]
+        ]
+    manifest = {k: v for k, v in base.items() if k != "tables"}
+    manifest.update(
+        format_version=fmt.FORMAT_VERSION,
+        dataset_version=manifest_version(base) + 1,
+        splits=splits,
+        num_examples=sum(c["num_examples"] for c in commits),
+        num_files=sum(c["num_files"] for c in commits),
+        num_errors=sum(c["num_errors"] for c in commits),
+        commits=commits,
+        versions=dict(added["versions"]),
+    )
+    return manifest
+
+
+def _split(split: Mapping[str, Any]) -> dict[str, Any]:
+    return {"num_examples": split["num_examples"], "shards": [dict(s) for s in split["shards"]]}
+
+
+def layout_difference(base: Mapping[str, Any], added: Mapping[str, Any]) -> str | None:
+    """How `added`'s element specs differ from `base`'s, as a phrase (the z-score statistics
+    aside: the dataset's are kept); None: the same layout."""
+    statistics = ("mean", "var")
+    for key in sorted(set(base) | set(added)):
+        if key not in base or key not in added:
+            return f"key {key!r} is only in the {'new' if key in added else 'stored'} records"
+        mine = {k: v for k, v in base[key].items() if k not in statistics}
+        theirs = {k: v for k, v in added[key].items() if k not in statistics}
+        if mine != theirs:
+            return f"key {key!r} is {theirs} (the dataset's: {mine})"
+    return None
+
+
+def now_utc() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+
+
+def commit(plan: AppendPlan, *, created_utc: str | None = None) -> dict[str, Any]:
+    """Commits the recorded append as the next version; returns its manifest.
+
+    The commit point is the exclusive creation of ``manifests/<version>.json``; then
+    ``manifest.json`` becomes the same bytes (`switch_latest`), and what is not kept is removed
+    (`clean_up`).
+
+    Raises:
+      UsageError: another append committed this version first (this append's directory is
+        removed: nothing of it stays), or the new records do not have the dataset's layout.
+    """
+    out = plan.dataset_dir
+    data = f"{out}/{plan.data_dir}"
+    with open(f"{data}/{fmt.MANIFEST_FILENAME}", "rb") as fh:
+        added = json.load(fh)
+    try:
+        manifest = next_manifest(
+            plan.base, added, data_dir=plan.data_dir, created_utc=created_utc or now_utc()
+        )
+    except ValueError as e:
+        raise UsageError(f"--append: {out}: {e}") from e
+    text = json.dumps(manifest, indent=1).encode("utf-8")
+    manifests = f"{out}/{MANIFESTS_DIR}"
+    os.makedirs(manifests, exist_ok=True)
+    if plan.version == 2:  # the first append keeps version 1's manifest beside the others
+        with open(f"{out}/{fmt.MANIFEST_FILENAME}", "rb") as fh:
+            create_exclusively(f"{manifests}/1.json", fh.read(), missing_ok=True)
+    if not create_exclusively(f"{manifests}/{plan.version}.json", text):
+        _remove_tree(data)
+        raise UsageError(
+            f"--append: another append committed version {plan.version} of {out} first; "
+            "nothing of this one was kept: run it again to append what is still new"
+        )
+    switch_latest(out, text)
+    clean_up(out, manifest)
+    return manifest
+
+
+def switch_latest(out: str, text: bytes) -> None:
+    """``manifest.json`` := `text` (the newest version's manifest), atomically."""
+    from transforms.record import atomic
+
+    atomic.write_bytes_atomically(f"{out}/{fmt.MANIFEST_FILENAME}", text)
+
+
+def clean_up(out: str, manifest: Mapping[str, Any]) -> None:
+    """After version `manifest` committed: removes what its append's record job wrote for its
+    own transform, and the directories of appends that can no longer commit (killed ones, or
+    ones still running for a version that is now taken: theirs fails at its commit)."""
+    committed = {c["dir"] for c in commits_of(manifest)}
+    latest = manifest_version(manifest)
+    for c in commits_of(manifest):
+        if c["mode"] == APPEND_MODE:
+            for name in _NOT_KEPT:
+                path = f"{out}/{c['dir']}/{name}"
+                if os.path.isdir(path):
+                    _remove_tree(path)
+                elif os.path.exists(path):
+                    os.remove(path)
+    appends = f"{out}/{APPENDS_DIR}"
+    for name in sorted(os.listdir(appends)) if os.path.isdir(appends) else ():
+        version = _token_version(name)
+        if f"{APPENDS_DIR}/{name}" not in committed and version is not None and version <= latest:
+            _remove_tree(f"{appends}/{name}")
+
+
+def finish_commit(out: str) -> None:
+    """Finishes what a killed append left after its commit point: ``manifest.json`` becomes the
+    newest committed version's (``manifests/<v>.json``), then `clean_up`. Nothing to do on a
+    dataset never appended to."""
+    manifests = f"{out}/{MANIFESTS_DIR}"
+    if not os.path.isdir(manifests):
+        return
+    with open(f"{out}/{fmt.MANIFEST_FILENAME}", "rb") as fh:
+        latest = fh.read()
+    version = manifest_version(json.loads(latest))
+    while os.path.exists(f"{manifests}/{version + 1}.json"):
+        version += 1
+        with open(f"{manifests}/{version}.json", "rb") as fh:
+            latest = fh.read()
+    with open(f"{out}/{fmt.MANIFEST_FILENAME}", "rb") as fh:
+        if fh.read() != latest:
+            switch_latest(out, latest)
+    clean_up(out, json.loads(latest))
+
+
+def _token_version(name: str) -> int | None:
+    """The version an append directory's token targets (``v3-...`` -> 3); None: not a token."""
+    head = name.split("-", 1)[0]
+    return int(head[1:]) if head[:1] == "v" and head[1:].isdigit() else None
+
+
+def create_exclusively(path: str, data: bytes, *, missing_ok: bool = False) -> bool:
+    """Creates `path` holding `data`, complete or not at all; False when it exists already
+    (`missing_ok`: then it is left as it is). A temporary file is hard-linked into place: the
+    link fails when the name exists, and never shows a half-written file."""
+    from transforms.record import atomic
+
+    tmp = atomic.temp_name(path)
+    with open(tmp, "wb") as fh:
+        fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())
+    try:
+        os.link(tmp, path)
+    except FileExistsError:
+        return missing_ok
+    finally:
+        os.remove(tmp)
+    return True
+
+
+def _remove_tree(path: str) -> None:
+    import shutil
+
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def run_append(config: RecordConfig, *, run: Callable[..., Any]) -> Any:
+    """Plans the append, records the new files with `run` (`pipelines.job.run_job` with a
+    `Continuation`) and commits.
+
+    Returns:
+      The record job's `RecordResult` (the appended files' counts), for the dataset directory
+      and the version committed; with ``--resume`` on an append already committed, the
+      finished dataset's result (``already_complete``).
+    """
+    from pipelines import job
+    from replay import load_info
+
+    out = config.output_dir.rstrip("/") or "/"
+    if not is_url(out) and os.path.exists(f"{out}/{fmt.MANIFEST_FILENAME}"):
+        finish_commit(out)
+    plan = plan_append(config)
+    if plan is None:
+        info = load_info(out)
+        result = job.finished_result(info, config)
+        return dataclasses.replace(result, dataset_version=manifest_version(info.manifest))
+    if not config.resume:
+        _remove_tree(f"{plan.dataset_dir}/{plan.data_dir}")  # a killed try of the same append
+    result = run(plan.config, continuation=plan.continuation)
+    commit(plan)
+    return dataclasses.replace(result, output_dir=plan.dataset_dir, dataset_version=plan.version)

@@ -1,0 +1,171 @@
+"""``--append`` (`pipelines.append`): a finished dataset grows by the inputs it does not hold.
+
+Real record runs (DirectRunner) on real WAV files; the records are read back with plain tf.data
+(`tests.support.record_helpers`), not with `replay`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pipelines import append
+from pipelines.config import RecordConfig, UsageError
+from pipelines.job import run_job
+from tests.support import wavgen
+from tests.support.record_helpers import cli_error, raw_manifest, read_records
+from tests.support.record_helpers import record as run_record
+
+WIN = 2000
+RATE = 8000
+OPTIONS = ("--win_len", str(WIN), "--features", "log_mel", "--num_mel_bins", "16")
+
+
+def write_day(root: Path, day: int, labels: tuple[str, ...] = ("bird", "rain")) -> Path:
+    """Writes a day's folder of files, one per label, 1-3 windows each (16-bit, 8 kHz)."""
+    folder = root / f"day{day:02d}"
+    folder.mkdir(parents=True)
+    for i, label in enumerate(labels):
+        frames = (1 + (day + i) % 3) * WIN + 37
+        samples = wavgen.synth(frames, seed=100 * day + i)
+        wavgen.write_wav(
+            folder / f"d{day}f{i}_{label}.wav", samples, sample_rate=RATE, subtype="PCM_16"
+        )
+    return folder
+
+
+def digests(out: Path) -> dict[str, str]:
+    """{relative path: SHA-256} of every file of a dataset directory."""
+    return {
+        str(p.relative_to(out)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(out.rglob("*"))
+        if p.is_file()
+    }
+
+
+def element_key(e: dict) -> tuple:
+    """An element as the multiset comparison sees it: everything but the file's id (`index`:
+    an append numbers its files after the dataset's)."""
+    return (
+        e["filepath"],
+        int(e["win_start_idx"]),
+        e["class"],
+        int(e["target"]),
+        e["signal"].tobytes(),
+        e["log_mel"].tobytes(),
+    )
+
+
+def appended(pattern: str, out: Path, *extra: str):
+    return run_record(pattern, out, "--append", *extra)
+
+
+def test_an_append_records_only_the_new_files_and_rewrites_nothing(tmp_path):
+    corpus, out, scratch = tmp_path / "corpus", tmp_path / "out", tmp_path / "scratch"
+    write_day(corpus, 1)
+    run_record(f"{corpus}/*/*.wav", out, *OPTIONS)
+    before = digests(out)
+    v1 = (out / "manifest.json").read_bytes()
+    write_day(corpus, 2)
+
+    result = appended(f"{corpus}/*/*.wav", out)
+
+    assert (result.num_files, result.dataset_version, result.output_dir) == (2, 2, str(out))
+    after = digests(out)
+    kept = {k: v for k, v in after.items() if k in before and k != "manifest.json"}
+    assert kept == {k: v for k, v in before.items() if k != "manifest.json"}
+    assert (out / "manifests" / "1.json").read_bytes() == v1
+    assert (out / "manifests" / "2.json").read_bytes() == (out / "manifest.json").read_bytes()
+    manifest = raw_manifest(out)
+    assert manifest["dataset_version"] == 2
+    assert [c["version"] for c in manifest["commits"]] == [1, 2]
+    data_dir = manifest["commits"][1]["dir"]
+    assert data_dir.startswith("appends/v2-")
+    new = sorted(str(p.relative_to(out)) for p in (out / data_dir).rglob("*") if p.is_file())
+    assert new == [  # the records, their offsets and tables: no transform of their own
+        f"{data_dir}/audiorecords.tfrecord-00000-of-00001",
+        f"{data_dir}/errors.jsonl",
+        f"{data_dir}/files.jsonl",
+        f"{data_dir}/offsets/audiorecords.tfrecord-00000-of-00001.offsets",
+    ]
+    rows = [json.loads(line) for line in (out / data_dir / "files.jsonl").read_text().splitlines()]
+    assert [r["index"] for r in rows] == [2, 3]  # numbered after the dataset's 2 files
+    assert all("/day02/" in r["path"] for r in rows)
+
+    run_record(f"{corpus}/*/*.wav", scratch, *OPTIONS)  # the union, from scratch
+    grown, whole = read_records(out), read_records(scratch)
+    assert sorted(map(element_key, grown)) == sorted(map(element_key, whole))
+    stored = raw_manifest(out)["elements"]["log_mel_norm"]
+    assert (stored["mean"], stored["var"]) == tuple(
+        json.loads(v1)["elements"]["log_mel_norm"][k] for k in ("mean", "var")
+    )  # frozen: the dataset's statistics
+
+
+def test_an_append_takes_the_datasets_options_and_refuses_others(tmp_path, capsys):
+    corpus, out = tmp_path / "corpus", tmp_path / "out"
+    write_day(corpus, 1)
+    run_record(f"{corpus}/*/*.wav", out, *OPTIONS, "--signal_dtype", "int32")
+    write_day(corpus, 2)
+    pattern = f"{corpus}/*/*.wav"
+    line = cli_error(capsys, "--input_pattern", pattern, "--output_dir", str(out), "--append",
+                     "--win_len", "1000", "--features", "mfcc")  # fmt: skip
+    assert "--win_len 1000 (the dataset's: 2000)" in line and "--features" in line, line
+    line = cli_error(capsys, "--input_pattern", pattern, "--output_dir", str(out), "--append",
+                     "--overwrite")  # fmt: skip
+    assert "--append and --overwrite exclude each other" in line
+    line = cli_error(capsys, "--input_pattern", pattern, "--output_dir", str(tmp_path / "none"),
+                     "--append")  # fmt: skip
+    assert "holds no finished dataset to append to" in line
+
+    result = appended(pattern, out, "--win_len", str(WIN))  # the dataset's own value: fine
+    assert result.num_files == 2
+    assert {r["signal"].dtype for r in read_records(out)} == {np.dtype("int32")}
+    line = cli_error(capsys, "--input_pattern", pattern, "--output_dir", str(out), "--append")
+    assert "is in" in line and "already (version 2): nothing to append" in line
+
+
+def test_a_label_outside_the_class_list_is_an_error_or_kept_as_minus_one(tmp_path):
+    corpus, out = tmp_path / "corpus", tmp_path / "out"
+    write_day(corpus, 1)
+    run_record(f"{corpus}/*/*.wav", out, *OPTIONS)
+    write_day(corpus, 2, labels=("wind", "rain"))
+    result = appended(f"{corpus}/day02/*.wav", out)
+    assert result.num_files == 1 and result.num_failed == 1
+    assert "wind" in result.errors[0]["path"]
+    assert raw_manifest(out)["classes"] == ["bird", "rain"]
+
+    write_day(corpus, 3, labels=("wind",))
+    appended(f"{corpus}/day03/*.wav", out, "--unknown_class", "keep")
+    targets = {(r["class"], int(r["target"])) for r in read_records(out)}
+    assert targets == {("bird", 0), ("rain", 1), ("wind", -1)}
+    # the wind file of day 2 stays in errors: an input the dataset holds is not recorded again
+    assert raw_manifest(out)["num_errors"] == 1
+
+
+def test_of_two_appends_to_one_version_exactly_one_commits(tmp_path):
+    corpus, out = tmp_path / "corpus", tmp_path / "out"
+    write_day(corpus, 1)
+    run_record(f"{corpus}/*/*.wav", out, *OPTIONS)
+    write_day(corpus, 2)
+    write_day(corpus, 3)
+    plans = []
+    for day in (2, 3):  # both planned on version 1, both recorded, then both commit
+        config = RecordConfig(
+            input_pattern=f"{corpus}/day0{day}/*.wav", output_dir=str(out), append=True
+        )
+        plan = append.plan_append(config)
+        run_job(plan.config, continuation=plan.continuation)
+        plans.append(plan)
+    before = digests(out)
+    append.commit(plans[0])
+    with pytest.raises(UsageError, match="another append committed version 2 .* first"):
+        append.commit(plans[1])
+    assert not (out / plans[1].data_dir).exists()
+    manifest = raw_manifest(out)
+    assert manifest["dataset_version"] == 2 and len(manifest["commits"]) == 2
+    assert {r["filepath"].split("/")[-2] for r in read_records(out)} == {"day01", "day02"}
+    assert all(before[k] == v for k, v in digests(out).items() if k in before and "manifest" not in k)
