@@ -26,7 +26,7 @@ import hashlib
 import json
 import os
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 from pipelines.config import OPTION_NAMES, RecordConfig, UsageError, require
 from pipelines.plan import Continuation
@@ -309,8 +309,14 @@ def commit(plan: AppendPlan, *, created_utc: str | None = None) -> dict[str, Any
     """
     out = plan.dataset_dir
     data = f"{out}/{plan.data_dir}"
-    with open(f"{data}/{fmt.MANIFEST_FILENAME}", "rb") as fh:
-        added = json.load(fh)
+    manifests = f"{out}/{MANIFESTS_DIR}"
+    if os.path.exists(f"{manifests}/{plan.version}.json"):
+        _lost(plan)
+    try:
+        with open(f"{data}/{fmt.MANIFEST_FILENAME}", "rb") as fh:
+            added = json.load(fh)
+    except FileNotFoundError:  # removed by the append that took the version (`clean_up`)
+        _lost(plan)
     try:
         manifest = next_manifest(
             plan.base, added, data_dir=plan.data_dir, created_utc=created_utc or now_utc()
@@ -318,20 +324,24 @@ def commit(plan: AppendPlan, *, created_utc: str | None = None) -> dict[str, Any
     except ValueError as e:
         raise UsageError(f"--append: {out}: {e}") from e
     text = json.dumps(manifest, indent=1).encode("utf-8")
-    manifests = f"{out}/{MANIFESTS_DIR}"
     os.makedirs(manifests, exist_ok=True)
     if plan.version == 2:  # the first append keeps version 1's manifest beside the others
         with open(f"{out}/{fmt.MANIFEST_FILENAME}", "rb") as fh:
             create_exclusively(f"{manifests}/1.json", fh.read(), missing_ok=True)
     if not create_exclusively(f"{manifests}/{plan.version}.json", text):
-        _remove_tree(data)
-        raise UsageError(
-            f"--append: another append committed version {plan.version} of {out} first; "
-            "nothing of this one was kept: run it again to append what is still new"
-        )
+        _lost(plan)
     switch_latest(out, text)
     clean_up(out, manifest)
     return manifest
+
+
+def _lost(plan: AppendPlan) -> NoReturn:
+    """Another append committed `plan`'s version first: this one's directory goes."""
+    _remove_tree(f"{plan.dataset_dir}/{plan.data_dir}")
+    raise UsageError(
+        f"--append: another append committed version {plan.version} of {plan.dataset_dir} "
+        "first; nothing of this one was kept: run it again to append what is still new"
+    )
 
 
 def switch_latest(out: str, text: bytes) -> None:

@@ -168,4 +168,6 @@ def test_of_two_appends_to_one_version_exactly_one_commits(tmp_path):
     manifest = raw_manifest(out)
     assert manifest["dataset_version"] == 2 and len(manifest["commits"]) == 2
     assert {r["filepath"].split("/")[-2] for r in read_records(out)} == {"day01", "day02"}
-    assert all(before[k] == v for k, v in digests(out).items() if k in before and "manifest" not in k)
+    assert all(
+        before[k] == v for k, v in digests(out).items() if k in before and "manifest" not in k
+    )
