@@ -28,7 +28,7 @@ import dataclasses
 import json
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import apache_beam as beam
@@ -47,6 +47,7 @@ from runners.internals import JobOptions
 from transforms.planning.types import ReadTask, ShardSpec
 from transforms.record import atomic
 from transforms.record import staged as staged_lists
+from transforms.record.moments import total as total_moments
 from transforms.record.progress import ProgressReporter
 from transforms.record.stages import (
     Analyze,
@@ -59,11 +60,19 @@ from transforms.record.stages import (
 )
 
 
-def build_pipeline(p: beam.Pipeline, plan: RecordPlan, *, staged: StagedPlan) -> None:
+def build_pipeline(
+    p: beam.Pipeline,
+    plan: RecordPlan,
+    *,
+    staged: StagedPlan,
+    prior_moments: Mapping[str, Any] | None = None,
+) -> None:
     """Adds the record job's stages to `p` (runner-agnostic; see `transforms.record.stages`).
 
     `staged`: the read tasks (with ``--resume``, what they reuse of the committed work) and the
-    errors planning found, as `stage_plan` wrote them for the job.
+    errors planning found, as `stage_plan` wrote them for the job. `prior_moments`
+    (``--append_transform refresh``): the dataset's stored {feature: Moments}, added to this
+    job's in the z-score statistics (not in the moments its manifest stores).
     """
     from transforms.record.publish import WriteTransformFn  # imports TFT
 
@@ -84,9 +93,15 @@ def build_pipeline(p: beam.Pipeline, plan: RecordPlan, *, staged: StagedPlan) ->
     errors = (  # {"path", "reason"}: files failed in planning or reading, bad table rows
         (read["errors"], planned_errors) | "AllErrors" >> beam.Flatten()
     )
+    # {feature: Moments} of this job's analysed rows, one element (stored in the manifest)
+    moments = read["stats"] | "TotalMoments" >> beam.CombineGlobally(total_moments)
+    analysed = read["stats"]  # {feature: Moments}: the statistics' rows
+    if prior_moments is not None:
+        prior = p | "PriorMoments" >> beam.Create([dict(prior_moments)])
+        analysed = (analysed, prior) | "WithPrior" >> beam.Flatten()
     # TFT's transform_fn (saved model path + metadata), one element
     transform_fn = read["rows"] | "Analyze" >> Analyze(
-        layout, classes=plan.classes, temp_dir=f"{out}/.tmp/tft", moments=read["stats"]
+        layout, classes=plan.classes, temp_dir=f"{out}/.tmp/tft", moments=analysed
     )
     # transform_fn/ written (one element), an ordering side input of Finalize
     transform_written = transform_fn | "WriteTransformFn" >> WriteTransformFn(out)
@@ -118,6 +133,7 @@ def build_pipeline(p: beam.Pipeline, plan: RecordPlan, *, staged: StagedPlan) ->
         errors=errors,
         compression=compression,
         transform_written=transform_written,
+        moments=moments,
     )
 
 
@@ -299,7 +315,8 @@ def run_job(
     start = time.monotonic()
     p = beam.Pipeline(options=options)
     staged = stage_plan(plan, reused.tasks)
-    build_pipeline(p, plan, staged=staged)
+    prior = None if continuation is None else continuation.prior_moments
+    build_pipeline(p, plan, staged=staged, prior_moments=prior)
     try:
         with ProgressReporter(plan.output_dir, total_files=len(plan.inputs)):
             result = p.run()

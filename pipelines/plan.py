@@ -100,6 +100,8 @@ class Continuation:
     first_index: int  # the first new file's `index`: after every index the dataset gave
     split_base: str  # the prefix the dataset's own paths were hashed into splits without
     known: frozenset[str]  # the inputs the dataset holds (files and errors): not planned
+    # --append_transform refresh: the dataset's {feature: Moments}, in the new statistics
+    prior_moments: Mapping[str, Any] | None = None
 
 
 def plan_record(

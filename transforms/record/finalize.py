@@ -221,11 +221,13 @@ def finalize(
     classes: Sequence[str],
     analyzed_splits: Sequence[str],
     transform_written: Any = None,
+    moments: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Writes the empty shards, the schemas, feature_fn/ and, last, manifest.json.
 
     `files`: the read stage's per-segment summaries (`file_lines`); `errors`: {"path",
     "reason"} of the files that failed, in planning or reading, and bad annotation rows.
+    `moments`: {feature: Moments} of the analysed rows, stored in the manifest.
 
     Raises:
       RuntimeError: TFT's class vocabulary differs from the planned `classes` (a bug: the

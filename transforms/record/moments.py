@@ -31,7 +31,7 @@ A row holding an infinity or NaN makes the statistics NaN (counted in ``nonfinit
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from fractions import Fraction
 from typing import Any
 
@@ -178,3 +178,23 @@ def features_to_json(moments: Mapping[str, Moments]) -> dict[str, dict[str, int]
 def features_from_json(obj: Mapping[str, Any]) -> FeatureMoments:
     """The inverse of `features_to_json`."""
     return {k: Moments.from_json(v) for k, v in obj.items()}
+
+
+def total(pieces: Iterable[Mapping[str, Moments]]) -> FeatureMoments:
+    """The exact sum, feature by feature, of `pieces` ({feature: Moments} each); {} for none.
+    Exact, so any grouping and order give the same (a Beam combine function as it is)."""
+    summed: FeatureMoments = {}
+    for piece in pieces:
+        for feature, moments in piece.items():
+            summed[feature] = summed.get(feature, Moments()) + moments
+    return dict(sorted(summed.items()))
+
+
+def to_json(moments: Mapping[str, Moments]) -> dict[str, dict[str, int]]:
+    """{feature: Moments} as a manifest stores them."""
+    return {feature: m.to_json() for feature, m in sorted(moments.items())}
+
+
+def from_json(obj: Mapping[str, Any]) -> FeatureMoments:
+    """The inverse of `to_json`."""
+    return {feature: Moments.from_json(m) for feature, m in obj.items()}

@@ -251,6 +251,7 @@ class Finalize(beam.PTransform):
         errors: beam.PCollection,
         compression: beam.PCollection,
         transform_written: beam.PCollection,
+        moments: beam.PCollection,
     ) -> None:
         super().__init__()
         self._spec = spec
@@ -267,6 +268,7 @@ class Finalize(beam.PTransform):
             "errors": beam.pvalue.AsList(errors),
             "compression": beam.pvalue.AsSingleton(compression),
             "transform_written": beam.pvalue.AsList(transform_written),
+            "moments": beam.pvalue.AsSingleton(moments),
         }
 
     def expand(self, pbegin: beam.pvalue.PBegin) -> beam.PCollection:
