@@ -5,6 +5,7 @@ Public API::
     from replay import ReadConfig, load_info, replay_dataset
 
     info = load_info("out/")                      # manifest: counts, classes, shapes, ...
+    info = load_info("out/", version=1)           # an earlier dataset version (appends)
     ds = replay_dataset("out/", split="train", shuffle_buffer=10_000, batch_size=64)
     ds = replay_dataset("out/", split="train", read_config=ReadConfig(seed=0, cycle_length=4))
     ds = replay_dataset("out/", split="train", order=GlobalOrder(seed=0, start=p), repeat=True)
@@ -33,6 +34,7 @@ from replay.errors import (
     ShardSizeError,
     UnknownFeatureError,
     UnknownSplitError,
+    VersionNotFoundError,
 )
 from replay.global_order import GlobalOrder
 from replay.info import DatasetInfo, ShardInfo, load_info
@@ -71,6 +73,7 @@ __all__ = [
     "ShardSizeError",
     "UnknownFeatureError",
     "UnknownSplitError",
+    "VersionNotFoundError",
     "default_reader_func",
     "load_info",
     "load_transform",

@@ -52,6 +52,16 @@ def isdir(path: str) -> bool:
     return _gfile().isdir(path) if is_url(path) else os.path.isdir(path)
 
 
+def listdir(path: str) -> list[str]:
+    """The entry names of directory `path` ([] when it does not exist)."""
+    if is_url(path):
+        return _gfile().listdir(path) if _gfile().isdir(path) else []
+    try:
+        return os.listdir(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+
+
 def read_text(path: str) -> str:
     """The file's text (UTF-8)."""
     return read_bytes(path).decode("utf-8")

@@ -46,6 +46,7 @@ def balanced_dataset(
     *,
     balance: str,
     split: str | Sequence[str] | None = None,
+    version: int | None = None,
     features: str | Sequence[str] | None = None,
     seed: int | None = None,
     shuffle_buffer: int = 0,
@@ -68,7 +69,7 @@ def balanced_dataset(
 
     if balance not in BALANCE_MODES:
         raise ValueError(f"balance must be one of {BALANCE_MODES} or None, got {balance!r}")
-    info = load_info(path)
+    info = load_info(path, version=version)
     wanted = info.select_features(features)
     key = LABELS_KEY if LABELS_KEY in info.elements else fmt.TARGET_KEY
     if key not in info.elements or not info.classes:

@@ -25,6 +25,11 @@ class ManifestError(ReplayError, fmt.FormatError):
     """manifest.json is not one this reader understands (e.g. a newer ``format_version``)."""
 
 
+class VersionNotFoundError(ManifestError):
+    """A requested dataset version does not exist (the message lists the available ones), or
+    its stored manifest describes another version."""
+
+
 class ShardError(ReplayError):
     """A shard file listed in the manifest is unusable."""
 

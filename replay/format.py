@@ -13,6 +13,9 @@ Layout of an output directory (also documented in docs/output-layout.md)::
       <name>.tfrecord-00000-of-00004.gz      shards (no --splits)
       <name>-train.tfrecord-00000-of-00003   shards of split "train" (with --splits)
       offsets/<shard filename>.offsets       v4: where each record of that shard starts
+      manifests/<v>.json                     v5: version v's manifest, immutable (appended only)
+      appends/<token>/                       v5: one appended commit: its shards, offsets/,
+                                             files.jsonl and errors.jsonl, as the root holds them
       transform_fn/                          TFT SavedModel: vocabulary + normalisation
       transformed_metadata/                  TFT schema of the transformed records
       metadata/schema.pbtxt                  schema of the raw keys (TFT's raw metadata)
@@ -62,6 +65,43 @@ manifest cannot point a reader at another file). The manifest gives their entry 
 (``{"files": {"num_bytes", "sha256"}, "errors": {...}}``); a reader refuses a table that
 disagrees with them, and a missing one unless its count is 0. `replay.load_info` never opens
 them: `DatasetInfo.files` / ``.errors`` read and check a table on first use.
+
+Versions and commits (format version 5). A dataset grows by appending: each append records only
+new inputs into a directory of its own, ``appends/<token>/`` (`APPENDS_DIR`; the token matches
+`COMMIT_TOKEN_RE`, one path segment), and commits a new *dataset version*. The manifest's
+``dataset_version`` (an integer >= 1: the first record is version 1, each append adds 1) and
+``commits``, one entry per version 1 .. ``dataset_version`` in order, describe them. Commit i
+(0-based) has:
+
+- ``version``: i + 1;
+- ``dir``: ``""`` for version 1 (the dataset directory itself), else ``appends/<token>``
+  (`commit_dir_problem`: no other form, so no ``..``, absolute path, backslash or empty
+  segment);
+- ``mode``: ``"record"`` for version 1, ``"append"`` after (`COMMIT_MODES`);
+- ``created_utc`` (ISO-8601), ``input_pattern`` (the run's input glob);
+- ``num_files``, ``num_errors``, ``num_examples``: that commit's own counts (integers >= 0;
+  ``num_examples`` is the sum of the commit's shards over every split);
+- ``tables``: ``{"files": {"num_bytes", "sha256"}, "errors": {...}}`` of that commit's own
+  source tables, ``<dir>/files.jsonl`` and ``<dir>/errors.jsonl`` (the root ones for ``""``).
+
+A version 5 manifest has no top-level ``tables``; its ``num_files``, ``num_errors`` and
+``num_examples`` are the sums over its commits. ``splits[split].shards`` is the union of every
+commit's shards of that split, in commit order: a shard of commit directory D is named
+``D/<name>`` (``<name>`` alone for ``""``), where ``<name>`` is `shard_filename` of its index and
+count *within that commit's shards of the split*; its record offsets file is
+``D/offsets/<name>.offsets`` (`offsets_filename`). The reader's source tables are the
+concatenation of every commit's, in commit order. ``transform_fn/``, ``feature_fn/`` and the
+other metadata stay at the root (version 1's).
+
+Each version's manifest is also stored, immutable, as ``manifests/<v>.json``
+(`version_manifest_filename`). An append writes its files, then ``manifests/<v>.json`` of the
+version it appends to when that is absent, then creates ``manifests/<v+1>.json`` exclusively
+(the commit point), then replaces ``manifest.json`` with the same bytes. A reader takes
+``manifest.json`` and then, while ``manifests/<v+1>.json`` exists, that one (an append killed
+between its commit point and the pointer update is committed). A dataset never appended to has
+no ``manifests/`` directory: its manifest.json is version 1. A format version <= 4 dataset is
+version 1 with one implicit commit (`implicit_commit`). Shards are never rewritten, so a reader
+holding version v's manifest keeps reading exactly v while later versions are committed.
 """
 
 from __future__ import annotations
@@ -76,9 +116,10 @@ from typing import Any
 
 FORMAT_NAME = "audiorecords"
 FORMAT_VERSION = 4  # bump on any change an older reader cannot read
-READABLE_VERSIONS = (1, 2, 3, 4)  # format versions this reader reads
+READABLE_VERSIONS = (1, 2, 3, 4, 5)  # format versions this reader reads
 TABLES_VERSION = 3  # from this version on, files / errors are tables of their own
 OFFSETS_VERSION = 4  # from this version on, every shard has a record offsets file
+COMMITS_VERSION = 5  # from this version on, a manifest lists its commits (dataset versions)
 
 MANIFEST_FILENAME = "manifest.json"
 FILES_TABLE = "files.jsonl"  # v3: the "files" entries (never a name taken from the manifest)
@@ -90,6 +131,12 @@ OFFSETS_DIR = "offsets"  # v4: <shard filename>.offsets, one per shard (`offsets
 OFFSETS_SUFFIX = ".offsets"
 OFFSET_BYTES = 8  # one little-endian uint64 a record
 FRAME_BYTES = 16  # TFRecord's framing of a record: its length and that's CRC, then the data's CRC
+MANIFESTS_DIR = "manifests"  # v5: <v>.json, version v's manifest (`version_manifest_filename`)
+APPENDS_DIR = "appends"  # v5: <token>/, one appended commit's files
+COMMIT_TOKEN_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")  # fullmatch: one segment
+RECORD_MODE = "record"  # version 1's commit
+APPEND_MODE = "append"  # every later commit
+COMMIT_MODES = (RECORD_MODE, APPEND_MODE)
 SCHEMA_FILENAME = "schema.pbtxt"
 TRANSFORM_FN_DIR = "transform_fn"  # tft.TFTransformOutput.TRANSFORM_FN_DIR
 TRANSFORMED_METADATA_DIR = "transformed_metadata"
@@ -268,8 +315,81 @@ def shard_filename(
 
 def offsets_filename(shard: str) -> str:
     """The record offsets file of the shard file named `shard`, relative to the dataset
-    directory (format version 4)."""
-    return f"{OFFSETS_DIR}/{shard}{OFFSETS_SUFFIX}"
+    directory (format version 4): ``offsets/<name>.offsets`` beside the shard, so
+    ``appends/<token>/offsets/<name>.offsets`` for ``appends/<token>/<name>`` (version 5)."""
+    directory, name = split_shard_filename(shard)
+    return commit_file(directory, f"{OFFSETS_DIR}/{name}{OFFSETS_SUFFIX}")
+
+
+def split_shard_filename(filename: str) -> tuple[str, str]:
+    """``(commit dir, shard name)`` of a manifest's shard `filename` (format version 5):
+    ``("appends/t", "x.tfrecord-...")`` for ``appends/t/x.tfrecord-...``, ``("", filename)``
+    for a name without a directory."""
+    directory, _, name = filename.rpartition("/")
+    return directory, name
+
+
+def commit_file(directory: str, name: str) -> str:
+    """The path, relative to the dataset directory, of file `name` of the commit whose
+    directory is `directory` (``""``: the dataset directory itself)."""
+    return f"{directory}/{name}" if directory else name
+
+
+def append_dir(token: str) -> str:
+    """The commit directory of an append named `token`: ``appends/<token>``."""
+    problem = commit_token_problem(token)
+    if problem:
+        raise ValueError(f"append token {token!r} {problem}")
+    return f"{APPENDS_DIR}/{token}"
+
+
+def commit_token_problem(token: str) -> str | None:
+    """Why `token` cannot name an append's directory, or None when it can."""
+    if not isinstance(token, str) or not COMMIT_TOKEN_RE.fullmatch(token):
+        return f"does not match {COMMIT_TOKEN_RE.pattern}"
+    return None
+
+
+def commit_dir_problem(directory: str, *, version: int) -> str | None:
+    """Why `directory` is not a valid ``dir`` of commit `version` (format version 5), or None.
+
+    Version 1's is ``""``; every later one's is ``appends/<token>`` with a token matching
+    `COMMIT_TOKEN_RE`: one segment, so no ``..``, absolute path, backslash or empty segment.
+    """
+    if version == 1:
+        return None if directory == "" else "must be '' (version 1 is the dataset directory)"
+    prefix = f"{APPENDS_DIR}/"
+    if not directory.startswith(prefix) or commit_token_problem(directory[len(prefix) :]):
+        return f"is not {prefix}<token> (<token> matching {COMMIT_TOKEN_RE.pattern})"
+    return None
+
+
+def version_manifest_filename(version: int) -> str:
+    """Version `version`'s immutable manifest, relative to the dataset directory (format
+    version 5): ``manifests/<version>.json``."""
+    if type(version) is not int or version < 1:
+        raise ValueError(f"a dataset version is an integer >= 1, not {version!r}")
+    return f"{MANIFESTS_DIR}/{version}.json"
+
+
+def implicit_commit(manifest: Mapping[str, Any]) -> dict[str, Any]:
+    """The one commit of a format version <= 4 manifest (version 1, recorded, the dataset
+    directory), as a version 5 manifest lists it; ``tables`` only from version 3."""
+    params = manifest.get("params") or {}
+    pattern = params.get("input_pattern", "") if isinstance(params, Mapping) else ""
+    commit = {
+        "version": 1,
+        "dir": "",
+        "mode": RECORD_MODE,
+        "created_utc": manifest.get("created_utc", ""),
+        "input_pattern": pattern if isinstance(pattern, str) else "",
+        "num_files": manifest.get("num_files", len(manifest.get("files", ()))),
+        "num_errors": manifest.get("num_errors", len(manifest.get("errors", ()))),
+        "num_examples": manifest["num_examples"],
+    }
+    if "tables" in manifest:
+        commit["tables"] = manifest["tables"]
+    return commit
 
 
 def offsets_bytes(offsets: Sequence[int]) -> bytes:
@@ -329,8 +449,13 @@ def split_names(manifest: Mapping[str, Any]) -> Sequence[str]:
 #
 # manifest.json (JSON object; keys in this order, sorted where they are maps):
 #   format            "audiorecords"
-#   format_version    4 (3: no record offsets; 2: also files / errors inside the manifest;
-#                      1: also float tensors as float_list, <feature>_norm stored; all read still)
+#   format_version    5 (4: no commits; 3: also no record offsets; 2: also files / errors
+#                      inside the manifest; 1: also float tensors as float_list, <feature>_norm
+#                      stored; all read still)
+#   dataset_version   v5: the version this manifest describes (1: the first record)
+#   commits           v5: [{"version", "dir", "mode", "created_utc", "input_pattern",
+#                      "num_files", "num_errors", "num_examples", "tables"}], one per version
+#                      1 .. dataset_version (module docstring, "Versions and commits")
 #   complete          true (a manifest is only ever written complete, atomically, last)
 #   name              dataset name used in shard file names
 #   created_utc       ISO-8601 time; the only field that differs between identical runs
@@ -344,14 +469,15 @@ def split_names(manifest: Mapping[str, Any]) -> Sequence[str]:
 #   splits            {split: {"num_examples": n, "shards": [{"filename", "num_examples",
 #                      "num_bytes", "offsets"}]}} ; split "all" when the run had no --splits;
 #                      "offsets" (v4): {"num_bytes": n, "sha256": hex} of the shard's record
-#                      offsets file (`offsets_filename`)
+#                      offsets file (`offsets_filename`); v5: every commit's shards in commit
+#                      order, an appended commit's named "<dir>/<name>"
 #   analyzed_splits   [split]  the splits TFT's statistics (<feature>_norm) were computed on
 #                      (added in 2026-11 without a version bump; older manifests lack it)
-#   num_files         v3: entries of files.jsonl (FILES_TABLE)
-#   num_errors        v3: entries of errors.jsonl (ERRORS_TABLE)
-#   tables            v3: {"files": {"num_bytes": n, "sha256": hex}, "errors": {...}}: each
+#   num_files         v3: entries of files.jsonl (FILES_TABLE); v5: the sum over commits
+#   num_errors        v3: entries of errors.jsonl (ERRORS_TABLE); v5: the sum over commits
+#   tables            v3, v4: {"files": {"num_bytes": n, "sha256": hex}, "errors": {...}}: each
 #                      table file's size and SHA-256 (64 lowercase hex digits); the file names
-#                      are fixed (TABLE_FILENAMES), never given here
+#                      are fixed (TABLE_FILENAMES), never given here; v5: in each commit
 #   files             v1, v2 only (v3: one entry a line of files.jsonl):
 #                      [{"path", "index", "label", "split", "num_windows", "sample_rate",
 #                       "num_frames", "num_channels", "subtype", "full_scale"}]  every decoded

@@ -2,6 +2,11 @@
 
 Importing this module (and calling `load_info` on a local path) does not import TensorFlow; only
 `DatasetInfo.element_spec` and URLs (``gs://...``) do.
+
+Dataset versions (format version 5, `replay.format`, "Versions and commits"): `load_info` reads
+the latest version (``manifest.json``, or ``manifests/<v+1>.json`` while one exists past it) or,
+with ``version=v``, version v's stored manifest. A `DatasetInfo` is one version: its shards and
+tables are that version's, and stay readable while later versions are appended.
 """
 
 from __future__ import annotations
@@ -9,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
@@ -25,6 +31,7 @@ from replay.errors import (
     ShardSizeError,
     UnknownFeatureError,
     UnknownSplitError,
+    VersionNotFoundError,
 )
 from replay.tables import SourceTables, freeze
 
@@ -45,6 +52,7 @@ class ShardInfo:
       offsets_path: full path or URL of its record offsets file (format version 4; None
         before: `format.offsets_filename`).
       offsets_sha256: that file's SHA-256 (hex) as the manifest gives it.
+      commit: the dataset version whose commit wrote the shard (1 before format version 5).
     """
 
     split: str
@@ -54,6 +62,7 @@ class ShardInfo:
     num_bytes: int
     offsets_path: str | None = None
     offsets_sha256: str | None = None
+    commit: int = 1
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,12 +73,17 @@ class DatasetInfo:
       path: the dataset directory (as given to `load_info`).
       name: dataset name used in shard file names.
       format_version: manifest format version.
+      version: the dataset version (``dataset_version``; 1 before format version 5).
       created_utc: when the run finished (ISO-8601).
       compression: NONE, GZIP or ZLIB (`compression_type` is tf.data's argument).
       elements: `format.ElementSpec` of every key of a decoded element, in manifest order.
       classes: the class vocabulary in `target` order.
       splits: split names in manifest order ("all" for a run without splits).
-      shards: split -> its `ShardInfo`s in order.
+      shards: split -> its `ShardInfo`s in order (format version 5: every commit's, in commit
+        order).
+      commits: one read-only mapping per version 1 .. `version`, as the manifest's ``commits``
+        (`replay.format`); before format version 5 the one implicit commit
+        (`format.implicit_commit`).
       params: the record run's options.
       versions: library versions of the record run.
       manifest: the whole manifest, read-only (format version 3: without the source tables).
@@ -84,12 +98,14 @@ class DatasetInfo:
     path: str
     name: str
     format_version: int
+    version: int
     created_utc: str
     compression: str
     elements: Mapping[str, fmt.ElementSpec]
     classes: tuple[str, ...]
     splits: tuple[str, ...]
     shards: Mapping[str, tuple[ShardInfo, ...]] = dataclasses.field(repr=False)
+    commits: tuple[Mapping[str, Any], ...] = dataclasses.field(repr=False)
     params: Mapping[str, Any] = dataclasses.field(repr=False)
     versions: Mapping[str, Any] = dataclasses.field(repr=False)
     manifest: Mapping[str, Any] = dataclasses.field(repr=False)
@@ -121,13 +137,38 @@ class DatasetInfo:
 
     def check_tables(self) -> None:
         """Reads and checks both source tables now (size, SHA-256, every entry), as the first
-        access of `files` / `errors` would. `pipelines.verify` runs it.
+        access of `files` / `errors` would: every commit's (format version 5).
+        `pipelines.verify` runs it.
 
         Raises:
           ManifestError: names the table file (and line).
         """
         for name in fmt.TABLE_FILENAMES:
             self.sources.get(name)
+
+    def check_versions(self) -> None:
+        """Checks every earlier version's stored manifest against this one (format version 5):
+        each ``manifests/<v>.json`` exists and validates, describes version v, has the same
+        elements, classes, name and compression, lists this version's first v commits, and its
+        shards of each split are exactly this version's shards of those commits, in order.
+        `pipelines.verify` and `replay.verify_dataset` run it. Nothing to check for version 1.
+
+        Raises:
+          ManifestError: the first problem, naming the stored manifest.
+        """
+        if self.version == 1:
+            return
+        for version in range(1, self.version + 1):
+            stored = _fs.join(self.path, fmt.version_manifest_filename(version))
+            if not _fs.exists(stored):
+                raise VersionNotFoundError(
+                    f"{stored}: missing: version {version} of {self.version} has no stored manifest"
+                )
+            older = _read_manifest(self.path, stored)
+            _check_version(older, version, stored)
+            problem = _history_problem(older, self)
+            if problem:
+                raise ManifestError(f"{stored}: {problem}")
 
     @property
     def num_classes(self) -> int:
@@ -253,22 +294,95 @@ def _names(paths: Iterable[str], limit: int = 5) -> str:
     return shown + (f", ... ({len(paths) - limit} more)" if len(paths) > limit else "")
 
 
-def load_info(path: str | os.PathLike) -> DatasetInfo:
-    """Read and validate a dataset's manifest.json.
+def load_info(path: str | os.PathLike, *, version: int | None = None) -> DatasetInfo:
+    """Read and validate a dataset's manifest.json (or a version's stored manifest).
 
     Args:
       path: the dataset directory: a local path or any tf.io.gfile URL (``gs://bucket/out``).
+      version: the dataset version to read (`DatasetInfo.version`; format version 5: each
+        append adds one); None: the latest, ``manifest.json``, or ``manifests/<v+1>.json``
+        while one exists past it (an append killed after its commit point). Version v is
+        ``manifests/<v>.json``, or manifest.json when that is version v (version 1 of a
+        dataset never appended to).
 
     Returns:
-      A read-only `DatasetInfo`.
+      A read-only `DatasetInfo` of that version.
 
     Raises:
       DatasetNotFoundError: `path` does not exist, is not a directory, or is a URL whose
         scheme TensorFlow's file I/O has no file system for (``s3://``).
       IncompleteDatasetError: no manifest.json, an unreadable one, or one not marked complete.
       ManifestError: a manifest this reader does not understand (e.g. a newer format_version).
+      VersionNotFoundError: no version `version` (the message lists the available ones), or a
+        stored manifest of another version than its name says.
+      TypeError: `version` is not an integer.
     """
     path = os.fspath(path)
+    if version is not None and type(version) is not int:
+        raise TypeError(f"version must be an integer, not {type(version).__name__}")
+    _check_directory(path)
+    manifest_path = _fs.join(path, fmt.MANIFEST_FILENAME)
+    if version is not None:
+        stored = _fs.join(path, fmt.version_manifest_filename(max(version, 1)))
+        if version >= 1 and _fs.exists(stored):
+            return _check_version(_read_manifest(path, stored), version, stored)
+        info = _read_manifest(path, manifest_path)
+        if info.version != version:
+            raise VersionNotFoundError(
+                f"{path}: no dataset version {version!r}; available versions: "
+                f"{available_versions(path, info.version)}"
+            )
+        return info
+    info = _read_manifest(path, manifest_path)
+    while True:  # a committed version past the pointer: an append killed before updating it
+        stored = _fs.join(path, fmt.version_manifest_filename(info.version + 1))
+        if not _fs.exists(stored):
+            return info
+        info = _check_version(_read_manifest(path, stored), info.version + 1, stored)
+
+
+def available_versions(path: str, latest: int) -> list[int]:
+    """The dataset versions of the dataset at `path`: those stored in ``manifests/`` and
+    `latest`, manifest.json's (format version 5), sorted."""
+    stored = re.compile(r"([1-9][0-9]{0,8})\.json")
+    names = _fs.listdir(_fs.join(path, fmt.MANIFESTS_DIR))
+    found = {int(m[1]) for m in map(stored.fullmatch, names) if m}
+    return sorted(found | {latest})
+
+
+def _check_version(info: DatasetInfo, version: int, where: str) -> DatasetInfo:
+    """`info`, the manifest stored at `where` as version `version`'s, when it is that version."""
+    if info.version != version:
+        raise VersionNotFoundError(
+            f"{where}: the manifest of dataset version {version} says dataset_version "
+            f"{info.version}"
+        )
+    return info
+
+
+def _history_problem(older: DatasetInfo, latest: DatasetInfo) -> str | None:
+    """Why `older` is not an earlier version of `latest` (`DatasetInfo.check_versions`)."""
+    for field in ("name", "compression", "elements", "classes", "splits"):
+        if getattr(older, field) != getattr(latest, field):
+            return f"its {field} differ from version {latest.version}'s"
+    keys = ("version", "dir", "mode", *fmt.TABLE_COUNT_KEYS.values(), "num_examples", "tables")
+    for i, commit in enumerate(older.commits):
+        newer = latest.commits[i]
+        differ = [k for k in keys if k in commit and commit[k] != newer.get(k)]
+        if differ:
+            return f"commits[{i}]: {', '.join(differ)} differ from version {latest.version}'s"
+    for split in older.splits:
+        kept = [s for s in latest.shards[split] if s.commit <= older.version]
+        if list(older.shards[split]) != kept:
+            return (
+                f"splits.{split}.shards: not version {latest.version}'s shards of commits 1 to "
+                f"{older.version} ({len(older.shards[split])} listed, {len(kept)} expected)"
+            )
+    return None
+
+
+def _check_directory(path: str) -> None:
+    """Refuses a `path` that is no dataset directory `load_info` can read."""
     if _fs.scheme(path) not in _fs.DATASET_SCHEMES:
         raise DatasetNotFoundError(
             f"{path}: replay reads with TensorFlow's file I/O, which has no "
@@ -277,7 +391,10 @@ def load_info(path: str | os.PathLike) -> DatasetInfo:
     if not _fs.isdir(path):
         what = "is not a directory" if _fs.exists(path) else "does not exist"
         raise DatasetNotFoundError(f"{path}: dataset directory {what}")
-    manifest_path = _fs.join(path, fmt.MANIFEST_FILENAME)
+
+
+def _read_manifest(path: str, manifest_path: str) -> DatasetInfo:
+    """The `DatasetInfo` of the manifest file `manifest_path` of the dataset at `path`."""
     if not _fs.exists(manifest_path):
         raise IncompleteDatasetError(
             f"{path}: incomplete dataset: no {fmt.MANIFEST_FILENAME} (the record pipeline writes "
@@ -313,6 +430,13 @@ def parse_manifest(raw: bytes, *, path: str, manifest_path: str) -> DatasetInfo:
     return _from_manifest(path, manifest)
 
 
+def _commits(manifest: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The manifest's commits; before format version 5 its one implicit commit."""
+    if manifest["format_version"] < fmt.COMMITS_VERSION:
+        return [fmt.implicit_commit(manifest)]
+    return list(manifest["commits"])
+
+
 def _offsets(path: str, shard: Mapping[str, Any]) -> dict[str, Any]:
     """A shard's record offsets file as `ShardInfo` names it (none before format version 4)."""
     if "offsets" not in shard:
@@ -326,6 +450,8 @@ def _offsets(path: str, shard: Mapping[str, Any]) -> dict[str, Any]:
 def _from_manifest(path: str, manifest: dict[str, Any]) -> DatasetInfo:
     """The `DatasetInfo` of a manifest `replay.manifest.validate` accepted."""
     elements = fmt.element_specs(manifest)
+    commits = _commits(manifest)
+    commit_of = {commit["dir"]: commit["version"] for commit in commits}
     shards = {
         split: tuple(
             ShardInfo(
@@ -334,6 +460,7 @@ def _from_manifest(path: str, manifest: dict[str, Any]) -> DatasetInfo:
                 path=_fs.join(path, shard["filename"]),
                 num_examples=shard["num_examples"],
                 num_bytes=shard["num_bytes"],
+                commit=commit_of[fmt.split_shard_filename(shard["filename"])[0]],
                 **_offsets(path, shard),
             )
             for shard in entry["shards"]
@@ -345,12 +472,14 @@ def _from_manifest(path: str, manifest: dict[str, Any]) -> DatasetInfo:
         path=path,
         name=manifest.get("name", fmt.DEFAULT_NAME),
         format_version=manifest["format_version"],
+        version=len(commits),
         created_utc=manifest.get("created_utc", ""),
         compression=manifest["compression"],
         elements=MappingProxyType(elements),
         classes=tuple(manifest.get("classes", ())),
         splits=tuple(fmt.split_names(manifest)),
         shards=MappingProxyType(shards),
+        commits=freeze(commits),
         params=frozen.get("params", freeze({})),
         versions=frozen.get("versions", freeze({})),
         manifest=frozen,

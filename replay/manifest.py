@@ -6,7 +6,12 @@ JSON integer, never a bool, float or string), ranges, element shapes (positive, 
 `MAX_VALUES_PER_KEY`), dtypes and encodings from the known sets, counts that add up (a split's
 ``num_examples`` is the sum of its shards', the manifest's the sum over splits), shard sizes that
 can hold the records they claim, and shard file names that are plain names of this dataset
-(`shard_name_problem`). Any failure is a `ManifestError` naming the manifest and the field, e.g.
+(`shard_name_problem`). Format version 5 adds the commits (`format`, "Versions and commits"):
+versions 1 .. ``dataset_version`` in order, each commit's directory the dataset directory or
+``appends/<token>`` and nothing else, its counts and source tables; every shard in the directory
+of a commit, named for its index within that commit's shards of the split, in commit order; the
+manifest's counts the sums over the commits. Any failure is a `ManifestError` naming the
+manifest and the field, e.g.
 ``out/manifest.json: splits.train.shards[0].filename: '../x.tfrecord' is not ...``.
 
 Keys this reader does not use are tolerated anywhere (other writers may add optional fields);
@@ -43,6 +48,7 @@ MAX_VALUES_PER_KEY = 1 << 28  # values of one key of one element (1 GiB of float
 MAX_KEYS = 10_000
 MAX_SPLITS = 1_000
 MAX_SHARDS_PER_SPLIT = 1_000_000
+MAX_COMMITS = 100_000  # dataset versions of one dataset
 RECORD_OVERHEAD_BYTES = 16  # TFRecord framing per record: length, its CRC, data CRC
 MAX_DEFLATE_RATIO = 1032  # zlib's maximum compression ratio: GZIP / ZLIB shards shrink at most so
 _SPLIT_NAME = re.compile(r"[A-Za-z0-9_]+")
@@ -73,7 +79,7 @@ def check_header(manifest: Any, *, path: str) -> dict[str, Any]:
     if version > max(fmt.READABLE_VERSIONS):
         c.fail(
             "format_version",
-            f"{version} is newer than this reader understands ({fmt.FORMAT_VERSION}); "
+            f"{version} is newer than this reader understands ({max(fmt.READABLE_VERSIONS)}); "
             "upgrade audiorecords",
         )
     if version < 1:
@@ -111,19 +117,32 @@ def validate(manifest: Any, *, path: str) -> dict[str, Any]:
     if not isinstance(compression, str) or compression not in fmt.COMPRESSION_SUFFIXES:
         known = list(fmt.COMPRESSION_SUFFIXES)
         c.fail("compression", f"{show(compression)} is not one of {known}")
-    record_bytes = _check_elements(c, manifest["elements"], version=manifest["format_version"])
+    version = manifest["format_version"]
+    record_bytes = _check_elements(c, manifest["elements"], version=version)
+    commits = _check_commits(c, manifest)  # before the shards: their directories
+    per_commit = [0] * len(commits)
     total = _check_splits(
         c,
         manifest["splits"],
         name=name,
         compression=compression,
         record_bytes=record_bytes,
-        version=manifest["format_version"],
+        version=version,
+        commit_dirs={commit["dir"]: i for i, commit in enumerate(commits)},
+        per_commit=per_commit,
     )
     if c.as_int(manifest["num_examples"], "num_examples") != total:
         c.fail("num_examples", f"{manifest['num_examples']} but the splits hold {total}")
+    for i, commit in enumerate(commits):
+        if commit["num_examples"] != per_commit[i]:
+            c.fail(
+                f"commits[{i}].num_examples",
+                f"{commit['num_examples']} but its shards hold {per_commit[i]}",
+            )
     _check_vocabulary(c, manifest)
-    if manifest["format_version"] >= fmt.TABLES_VERSION:
+    if version >= fmt.COMMITS_VERSION:
+        _check_commit_sums(c, manifest, commits)
+    elif version >= fmt.TABLES_VERSION:
         _check_tables(c, manifest)
     else:
         _check_sources(c, manifest)
@@ -253,9 +272,21 @@ def _check_core_keys(c: Checker, elements: Mapping[str, Any]) -> None:
 
 
 def _check_splits(
-    c: Checker, splits: Any, *, name: str, compression: str, record_bytes: int, version: int
+    c: Checker,
+    splits: Any,
+    *,
+    name: str,
+    compression: str,
+    record_bytes: int,
+    version: int,
+    commit_dirs: Mapping[str, int],
+    per_commit: list[int],
 ) -> int:
-    """Checks every split and shard entry; returns the total example count."""
+    """Checks every split and shard entry; returns the total example count.
+
+    `commit_dirs`: each commit's directory -> its index (format version 5; ``{"": 0}`` before:
+    the one implicit commit). Adds each shard's examples to `per_commit` at its commit's index.
+    """
     splits = c.as_obj(splits, "splits")
     if not splits or len(splits) > MAX_SPLITS:
         c.fail("splits", f"{len(splits)} splits; expected 1 to {MAX_SPLITS}")
@@ -272,6 +303,9 @@ def _check_splits(
                 c.fail(field_of(field, part), "missing")
         shards = c.as_list(entry["shards"], field_of(field, "shards"), limit=MAX_SHARDS_PER_SPLIT)
         listed = Counter(s["filename"] for s in shards if isinstance(s, dict) and _named(s))
+        groups = Counter(_commit_dir(s["filename"], version) for s in shards if _named(s))
+        seen: Counter[str] = Counter()  # shards of each commit directory so far
+        last = 0  # the commit of the shard before: shards come in commit order
         count = 0
         for i, shard in enumerate(shards):
             sfield = f"{field_of(field, 'shards')}[{i}]"
@@ -280,10 +314,28 @@ def _check_splits(
                 if part not in shard:
                     c.fail(field_of(sfield, part), "missing")
             filename = c.as_str(shard["filename"], field_of(sfield, "filename"))
+            directory = _commit_dir(filename, version)
+            commit = commit_dirs.get(directory)
+            if commit is None:
+                known = [d for d in commit_dirs if d]
+                c.fail(
+                    field_of(sfield, "filename"),
+                    f"{show(filename)} is in no commit's directory (the commits' directories: "
+                    f"'' and {show(known)})",
+                )
+            if commit < last:
+                c.fail(
+                    field_of(sfield, "filename"),
+                    f"{show(filename)} of commit {commit + 1} comes after a shard of commit "
+                    f"{last + 1} (shards are listed in commit order)",
+                )
+            last = commit
             problem = shard_name_problem(
-                filename, name=name, split=split, index=i, num_shards=len(shards),
+                filename[len(directory) + 1 :] if directory else filename, name=name,
+                split=split, index=seen[directory], num_shards=groups[directory],
                 compression=compression,
             )  # fmt: skip
+            seen[directory] += 1
             if listed[filename] > 1:
                 problem = f"is listed {listed[filename]} times (each shard is read once)"
             if problem:
@@ -299,6 +351,7 @@ def _check_splits(
                 )
             _check_offsets(c, shard, sfield, version=version)
             count += examples
+            per_commit[commit] += examples
         if c.as_int(entry["num_examples"], field_of(field, "num_examples")) != count:
             claim = entry["num_examples"]
             c.fail(field_of(field, "num_examples"), f"{claim} but its shards hold {count}")
@@ -306,8 +359,92 @@ def _check_splits(
     return total
 
 
-def _named(shard: dict) -> bool:
-    return isinstance(shard.get("filename"), str)
+def _named(shard: Any) -> bool:
+    return isinstance(shard, dict) and isinstance(shard.get("filename"), str)
+
+
+def _commit_dir(filename: str, version: int) -> str:
+    """The commit directory a shard `filename` names (format version 5: the part before its
+    last ``/``); "" before version 5, where a shard name holds no directory."""
+    if version < fmt.COMMITS_VERSION:
+        return ""
+    return fmt.split_shard_filename(filename)[0]
+
+
+_COMMIT_COUNTS = ("num_files", "num_errors", "num_examples")
+
+
+def _check_commits(c: Checker, manifest: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Format version 5: ``dataset_version`` and ``commits`` (`format`, "Versions and
+    commits"); returns the commits. Before version 5: neither key, one implicit commit."""
+    version = manifest["format_version"]
+    if version < fmt.COMMITS_VERSION:
+        for key in ("dataset_version", "commits"):
+            if key in manifest:
+                c.fail(
+                    key, f"needs format_version {fmt.COMMITS_VERSION}, the manifest says {version}"
+                )
+        return [{"dir": "", "num_examples": manifest["num_examples"]}]
+    for key in ("dataset_version", "commits"):
+        if key not in manifest:
+            c.fail(key, "missing")
+    dataset_version = c.as_int(
+        manifest["dataset_version"], "dataset_version", low=1, high=MAX_COMMITS
+    )
+    commits = c.as_list(manifest["commits"], "commits", limit=MAX_COMMITS)
+    if len(commits) != dataset_version:
+        c.fail(
+            "commits",
+            f"{len(commits)} commits, but dataset_version is {dataset_version} (one commit a "
+            "version)",
+        )
+    dirs: set[str] = set()
+    for i, commit in enumerate(commits):
+        field = f"commits[{i}]"
+        commit = c.as_obj(commit, field)
+        for part in ("version", "dir", "mode", "created_utc", "input_pattern", *_COMMIT_COUNTS,
+                     "tables"):  # fmt: skip
+            if part not in commit:
+                c.fail(field_of(field, part), "missing")
+        number = c.as_int(commit["version"], field_of(field, "version"), high=MAX_COMMITS)
+        if number != i + 1:
+            c.fail(field_of(field, "version"), f"{number}, but commit {i} is version {i + 1}")
+        directory = c.as_str(commit["dir"], field_of(field, "dir"))
+        problem = fmt.commit_dir_problem(directory, version=i + 1)
+        if problem:
+            c.fail(field_of(field, "dir"), f"{show(directory)} {problem}")
+        if directory in dirs:
+            c.fail(field_of(field, "dir"), f"{show(directory)} is an earlier commit's directory")
+        dirs.add(directory)
+        mode = commit["mode"]
+        expected = fmt.RECORD_MODE if i == 0 else fmt.APPEND_MODE
+        if mode != expected:
+            c.fail(field_of(field, "mode"), f"{show(mode)}, but version {i + 1} is {expected!r}")
+        c.as_str(commit["created_utc"], field_of(field, "created_utc"))
+        c.as_str(commit["input_pattern"], field_of(field, "input_pattern"))
+        for key in _COMMIT_COUNTS:
+            c.as_int(commit[key], field_of(field, key))
+        _check_table_digests(c, commit, field)
+    return commits
+
+
+def _check_commit_sums(
+    c: Checker, manifest: Mapping[str, Any], commits: list[dict[str, Any]]
+) -> None:
+    """Format version 5: no top-level tables or lists; the counts are the commits' sums."""
+    for key in (*fmt.TABLE_FILENAMES, "tables"):
+        if key in manifest:
+            c.fail(
+                key,
+                f"a format_version {manifest['format_version']} manifest keeps its source "
+                "tables per commit (commits[i].tables)",
+            )
+    for key in fmt.TABLE_COUNT_KEYS.values():
+        if key not in manifest:
+            c.fail(key, "missing")
+        total = sum(commit[key] for commit in commits)
+        if c.as_int(manifest[key], key) != total:
+            c.fail(key, f"{manifest[key]} but the commits hold {total}")
 
 
 def _check_vocabulary(c: Checker, manifest: Mapping[str, Any]) -> None:
@@ -386,10 +523,15 @@ def _check_tables(c: Checker, manifest: Mapping[str, Any]) -> None:
     for key in (*fmt.TABLE_COUNT_KEYS.values(), "tables"):
         if key not in manifest:
             c.fail(key, "missing")
-    tables = c.as_obj(manifest["tables"], "tables")
+    _check_table_digests(c, manifest, "")
+
+
+def _check_table_digests(c: Checker, owner: Mapping[str, Any], parent: str) -> None:
+    """`owner`'s ``tables`` (the manifest's, v3 and v4; a commit's, v5) against its counts."""
+    tables = c.as_obj(owner["tables"], field_of(parent, "tables"))
     for key, count_key in fmt.TABLE_COUNT_KEYS.items():
-        count = c.as_int(manifest[count_key], count_key)
-        field = field_of("tables", key)
+        count = c.as_int(owner[count_key], field_of(parent, count_key))
+        field = field_of(field_of(parent, "tables"), key)
         if key not in tables:
             c.fail(field, "missing")
         size = _check_digest(c, tables[key], field)
@@ -397,7 +539,7 @@ def _check_tables(c: Checker, manifest: Mapping[str, Any]) -> None:
         if not least <= size <= most:
             c.fail(
                 field_of(field, "num_bytes"),
-                f"{size} bytes cannot hold {count_key} {count} lines of 3 to "
+                f"{size} bytes cannot hold {field_of(parent, count_key)} {count} lines of 3 to "
                 f"{fmt.MAX_TABLE_LINE_BYTES} bytes",
             )
 

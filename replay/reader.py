@@ -128,6 +128,7 @@ def replay_dataset(
     *,
     read_config: ReadConfig | None = None,
     split: str | Sequence[str] | None = None,
+    version: int | None = None,
     features: str | Sequence[str] | None = None,
     reader_func: ReaderFunc | None = None,
     shuffle_shards: bool = False,
@@ -166,6 +167,9 @@ def replay_dataset(
         `num_parallel_reads`, `deterministic`, `prefetch`, `input_context`, `service`,
         `processing_mode`, `job_name` (documented on `ReadConfig`). Not with any of them.
       split: a split name or a list of names; None: every split, in manifest order.
+      version: the dataset version to read (`load_info`; each append adds one); None: the
+        latest. The dataset read is the version's from the call on: versions committed while
+        it is iterated are not read (shards are never rewritten).
       features: the keys to decode (a name or a list); None: all. Others are not parsed.
       shuffle_shards: shuffle the order of shard files (before `reader_func`).
       shuffle_buffer: element shuffle buffer size after reading (0: no shuffle).
@@ -192,10 +196,13 @@ def replay_dataset(
     output = _Output(shuffle_shards, shuffle_buffer, repeat, batch_size, drop_remainder)
     if order is not None:
         _check_global(config, output, balance=balance)
-        return _global(path, order, config, output, split=split, features=features)
+        info = load_info(path, version=version)
+        return _global(info, order, config, output, split=split, features=features)
     if balance is not None:
-        return _balanced(path, config, output, balance=balance, split=split, features=features)
-    info = load_info(path)
+        return _balanced(
+            path, config, output, balance=balance, split=split, version=version, features=features
+        )
+    info = load_info(path, version=version)
     specs = info.select_features(features)
     shards = info.shard_list(split)
     info.check_shards(split)
@@ -256,7 +263,7 @@ def _check_global(config: ReadConfig, output: _Output, *, balance: str | None) -
 
 
 def _global(
-    path: str | os.PathLike,
+    info: DatasetInfo,
     order: GlobalOrder,
     config: ReadConfig,
     output: _Output,
@@ -266,7 +273,6 @@ def _global(
 ) -> tf.data.Dataset:
     """``order=GlobalOrder(...)``: this pipeline's records in the global order
     (`replay.global_reader`), batched by `batch_size` and decoded once per batch."""
-    info = load_info(path)
     specs = info.select_features(features)
     shards = info.shard_list(split)
     info.check_shards(split)
@@ -293,6 +299,7 @@ def _balanced(
     *,
     balance: str,
     split: str | Sequence[str] | None,
+    version: int | None,
     features: str | Sequence[str] | None,
 ) -> tf.data.Dataset:
     """``balance="class"``: `replay.balance.balanced_dataset`."""
@@ -304,6 +311,7 @@ def _balanced(
         path,
         balance=balance,
         split=split,
+        version=version,
         features=features,
         seed=config.seed,
         shuffle_buffer=output.shuffle_buffer,
@@ -492,11 +500,13 @@ def verify_dataset(
     Raises:
       CorruptShardError: a shard fails to read or holds a different record count (names it).
       ManifestError: a source table (files.jsonl, errors.jsonl) disagrees with the manifest or
-        holds a bad entry (`DatasetInfo.check_tables`).
+        holds a bad entry (`DatasetInfo.check_tables`); an earlier version's stored manifest is
+        missing or disagrees with the latest (`DatasetInfo.check_versions`).
       Any error of `load_info` / `DatasetInfo.check_shards`.
     """
     info = load_info(path)
     info.check_tables()
+    info.check_versions()
     info.check_shards(split)
     read = shard_reader(info)
     for shard in info.shard_list(split):

@@ -2,8 +2,10 @@
 
 Format versions 1 and 2 keep both lists inside manifest.json (validated with it); version 3 keeps
 them in ``files.jsonl`` / ``errors.jsonl`` (`replay.format`), which `load_info` never opens: a
-reader starts in a time that does not grow with the number of source files. `SourceTables` reads
-a table on first use and checks it completely before returning anything from it:
+reader starts in a time that does not grow with the number of source files. From version 5 each
+commit (dataset version) has its own pair in its directory, and a table is the concatenation of
+every commit's, in commit order, each file checked against its commit's entry. `SourceTables`
+reads a table on first use and checks it completely before returning anything from it:
 
 - the file is a regular file inside the dataset directory, of exactly the manifest's
   ``tables.<name>.num_bytes`` (a stat, before it is opened), and its SHA-256 is the manifest's;
@@ -65,7 +67,24 @@ class SourceTables:
         return self._manifest[fmt.TABLE_COUNT_KEYS[name]]
 
     def table_path(self, name: str) -> str:
+        """Table `name`'s file in the dataset directory (version 1's, format version 5)."""
         return _fs.join(self.path, fmt.TABLE_FILENAMES[name])
+
+    def parts(self, name: str) -> list[tuple[str, Mapping[str, Any], int, str]]:
+        """``(path, {"num_bytes", "sha256"}, count, the count's field)`` of each file table
+        `name` is made of, in order: one before format version 5, one a commit from it."""
+        key = fmt.TABLE_COUNT_KEYS[name]
+        if self._manifest["format_version"] < fmt.COMMITS_VERSION:
+            return [(self.table_path(name), self._manifest["tables"][name], self.count(name), key)]
+        return [
+            (
+                _fs.join(self.path, fmt.commit_file(commit["dir"], fmt.TABLE_FILENAMES[name])),
+                commit["tables"][name],
+                commit[key],
+                f"commits[{i}].{key}",
+            )
+            for i, commit in enumerate(self._manifest["commits"])
+        ]
 
     def get(self, name: str) -> tuple[Mapping[str, Any], ...]:
         """The entries of table `name`, read and checked on the first call.
@@ -77,15 +96,18 @@ class SourceTables:
             if name not in self._loaded:
                 if self.in_manifest:
                     entries = tuple(self._manifest.get(name, ()))  # validated and frozen
-                else:
-                    entries = self._read(name)
+                else:  # one table file, or one a commit (version 5), in order
+                    entries = tuple(
+                        entry for part in self.parts(name) for entry in self._read(name, *part)
+                    )
                 self._loaded[name] = entries
             return self._loaded[name]
 
-    def _read(self, name: str) -> tuple[Mapping[str, Any], ...]:
-        path = self.table_path(name)
-        count = self.count(name)
-        expected = self._manifest["tables"][name]
+    def _read(
+        self, name: str, path: str, expected: Mapping[str, Any], count: int, key: str
+    ) -> tuple[Mapping[str, Any], ...]:
+        """The `count` entries (the manifest's field `key`) of table file `path`, checked against
+        its `expected` size and SHA-256."""
         size = _stat_table(self.path, path, missing_ok=count == 0)
         if size is None:  # absent, and the manifest says it is empty
             return ()
@@ -120,7 +142,6 @@ class SourceTables:
         if problem is not None:
             raise ManifestError(f"{path}: {problem}")
         if len(entries) != count:
-            key = fmt.TABLE_COUNT_KEYS[name]
             raise ManifestError(
                 f"{path}: table holds {len(entries)} entries but the manifest's {key} is {count}"
             )

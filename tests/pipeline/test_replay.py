@@ -244,7 +244,9 @@ def test_unfinished_manifest_is_incomplete(tmp_path, damage):
 
 def test_newer_format_version(tmp_path):
     expected = write_dataset(tmp_path)
-    write_manifest(tmp_path, {**expected["manifest"], "format_version": fmt.FORMAT_VERSION + 1})
+    write_manifest(
+        tmp_path, {**expected["manifest"], "format_version": max(fmt.READABLE_VERSIONS) + 1}
+    )
     with pytest.raises(replay.ManifestError, match="newer"):
         replay_dataset(str(tmp_path))
 

@@ -13,6 +13,12 @@ version-1 layout (features and their ``_norm`` copies as float lists). The eleme
 returns are computed in numpy, independently of the writer and of the reader: the float32
 values the writer was given, rounded as `stored_values` says, and their z-scores.
 
+Format version 5 (``format_version=5``): the same files as version 4, the manifest with
+``dataset_version`` 1 and its one commit; `append_commit` then adds a dataset version as an
+append does (`replay.format`, "Versions and commits"): new records in ``appends/<token>/``
+(shards, record offsets, source tables), ``manifests/<v>.json`` of the version appended to and
+of the new one (created exclusively: the commit point), then ``manifest.json`` replaced.
+
 Real record runs, and reading stored records without `replay`: `tests.support.replay_recorded`.
 """
 
@@ -164,7 +170,8 @@ def write_dataset(
       signal_dtype: int16, int32 or float32.
       with_features: also the ``log_mel`` feature (float32 values like a log-mel's, mean about
         -3, variance about 6) and ``log_mel_norm``, its z-score with the dataset's statistics.
-      format_version: 4 (the layout of module docstring), 3 (the same without record
+      format_version: 5 (version 4 with one commit), 4 (the layout of module docstring), 3
+        (the same without record
         offsets), 2 (also with ``files`` and
         ``errors`` in the manifest) or 1 (the version-1 layout).
       feature_dtype: float32, float16 or bfloat16: how versions 2 and 3 store ``log_mel``.
@@ -223,6 +230,157 @@ def write_dataset(
     }
 
 
+def latest_manifest(directory: str | os.PathLike) -> dict[str, Any]:
+    """The latest version's manifest as JSON: manifest.json, or ``manifests/<v+1>.json`` while
+    one exists past it (read here with json, not with `replay`)."""
+    directory = os.fspath(directory)
+    with open(os.path.join(directory, fmt.MANIFEST_FILENAME)) as f:
+        manifest = json.load(f)
+    while True:
+        following = os.path.join(directory, "manifests", f"{manifest['dataset_version'] + 1}.json")
+        if not os.path.exists(following):
+            return manifest
+        with open(following) as f:
+            manifest = json.load(f)
+
+
+def append_commit(
+    directory: str | os.PathLike,
+    *,
+    token: str,
+    num_examples_per_shard: Sequence[int] | Mapping[str, Sequence[int]] = (4, 2),
+    seed: int = 1,
+    update_pointer: bool = True,
+    num_errors: int = 1,
+) -> dict[str, Any]:
+    """Appends a dataset version to the format version 5 dataset in `directory`, as the record
+    job's ``--append`` does (module docstring): new random records, with the latest version's
+    element specs (the same z-score statistics), in ``appends/<token>/``.
+
+    Args:
+      directory: a dataset `write_dataset` wrote with ``format_version=5`` (appended to or not).
+      token: the append's directory name, ``appends/<token>``.
+      num_examples_per_shard: records per shard of this commit, for every split or per split.
+      seed: random seed of the contents.
+      update_pointer: replace manifest.json after the commit point (False: an append killed
+        between creating ``manifests/<v+1>.json`` and replacing manifest.json).
+      num_errors: entries of this commit's errors table.
+
+    Returns:
+      ``{"manifest", "files", "errors", "elements", "shards", "given"}`` as `write_dataset`,
+      of this commit only ("manifest": the new version's whole manifest).
+    """
+    directory = os.fspath(directory)
+    previous = latest_manifest(directory)
+    version = previous["dataset_version"] + 1
+    commit_dir = f"appends/{token}"
+    splits = list(previous["splits"])
+    if isinstance(num_examples_per_shard, Mapping):
+        counts = {split: list(num_examples_per_shard.get(split, ())) for split in splits}
+    else:
+        counts = {split: list(num_examples_per_shard) for split in splits}
+    specs = fmt.element_specs(previous)
+    win_len = specs[fmt.SIGNAL_KEY].shape[0]
+    rng = np.random.default_rng(seed)
+    shards, given, files = _random_elements(
+        rng,
+        counts,
+        win_len=win_len,
+        signal_dtype=specs[fmt.SIGNAL_KEY].dtype,
+        with_features=FEATURE in specs,
+        first_index=previous["num_files"],
+    )
+    store = _append_store(given, specs, feature_dtype=previous["params"].get("feature_dtype"))
+    elements, shard_paths, new_splits = _write_shards(
+        directory,
+        shards,
+        specs,
+        compression=previous["compression"],
+        store=store,
+        offsets=True,
+        commit_dir=commit_dir,
+    )
+    errors = [{"path": f"/data/bad-{token}-{i}.wav", "reason": "empty"} for i in range(num_errors)]
+    tables = write_tables(os.path.join(directory, commit_dir), files=files, errors=errors)
+    manifest = json.loads(json.dumps(previous))
+    added = sum(len(e) for e in elements.values())
+    for split, entry in new_splits.items():
+        manifest["splits"][split]["shards"] += entry["shards"]
+        manifest["splits"][split]["num_examples"] += entry["num_examples"]
+    manifest["num_examples"] += added
+    manifest["num_files"] += tables["num_files"]
+    manifest["num_errors"] += tables["num_errors"]
+    manifest["dataset_version"] = version
+    manifest["created_utc"] = datetime.datetime.now(datetime.timezone.utc).isoformat()
+    manifest["commits"].append(
+        {
+            "version": version,
+            "dir": commit_dir,
+            "mode": "append",
+            "created_utc": manifest["created_utc"],
+            "input_pattern": f"/data/{token}/*.wav",
+            "num_files": tables["num_files"],
+            "num_errors": tables["num_errors"],
+            "num_examples": added,
+            "tables": tables["tables"],
+        }
+    )
+    commit_manifest(directory, manifest, previous=previous, update_pointer=update_pointer)
+    return {
+        "manifest": manifest,
+        "files": files,
+        "errors": errors,
+        "elements": elements,
+        "shards": shard_paths,
+        "given": given,
+    }
+
+
+def commit_manifest(
+    directory: str | os.PathLike,
+    manifest: Mapping[str, Any],
+    *,
+    previous: Mapping[str, Any],
+    update_pointer: bool = True,
+) -> None:
+    """Commits `manifest` (version v+1) over `previous` (version v), as an append does:
+    ``manifests/<v>.json`` when absent, ``manifests/<v+1>.json`` created exclusively (the
+    commit point), then manifest.json replaced with the same bytes (with `update_pointer`)."""
+    directory = os.fspath(directory)
+    stored = os.path.join(directory, "manifests")
+    os.makedirs(stored, exist_ok=True)
+    old = os.path.join(stored, f"{previous['dataset_version']}.json")
+    if not os.path.exists(old):
+        with open(old, "x") as f:
+            json.dump(previous, f, indent=1)
+    data = json.dumps(manifest, indent=1)
+    with open(os.path.join(stored, f"{manifest['dataset_version']}.json"), "x") as f:
+        f.write(data)
+    if update_pointer:
+        temporary = os.path.join(directory, fmt.MANIFEST_FILENAME + ".tmp")
+        with open(temporary, "w") as f:
+            f.write(data)
+        os.replace(temporary, os.path.join(directory, fmt.MANIFEST_FILENAME))
+
+
+def _append_store(
+    given: dict[int, np.ndarray], specs: Mapping[str, fmt.ElementSpec], *, feature_dtype: Any
+) -> Callable[[dict[str, Any]], dict[str, bytes]]:
+    """`_feature_store`'s ``store`` for an appended commit: the feature keys with the dataset's
+    own z-score statistics (fixed by version 1)."""
+    if not given:
+        return lambda element: {}
+    z = specs[NORM].z_score
+
+    def store(element: dict[str, Any]) -> dict[str, bytes]:
+        mel = given[int(element[fmt.INDEX_KEY])]
+        element[FEATURE] = stored_values(mel, feature_dtype or "float32")
+        element[NORM] = z_score(element[FEATURE], z.mean, z.var)
+        return {FEATURE: _raw_feature_bytes(mel, specs[FEATURE])}
+
+    return store
+
+
 def _random_elements(
     rng: np.random.Generator,
     counts: Mapping[str, Sequence[int]],
@@ -230,10 +388,11 @@ def _random_elements(
     win_len: int,
     signal_dtype: str,
     with_features: bool,
+    first_index: int = 0,
 ) -> tuple[dict[str, list[list[dict[str, Any]]]], dict[int, np.ndarray], list[dict[str, Any]]]:
     """Random elements without their feature keys, shard by shard: ``({split: [[element]]},
     given, files)``: `given` the log_mel of each index as the writer is given it (with
-    `with_features`), `files` a files-table entry per element."""
+    `with_features`), `files` a files-table entry per element; indices from `first_index`."""
     shards: dict[str, list[list[dict[str, Any]]]] = {}  # split -> shard -> elements
     given: dict[int, np.ndarray] = {}  # index -> log_mel as the writer is given it
     files: list[dict[str, Any]] = []
@@ -242,7 +401,7 @@ def _random_elements(
         for count in split_counts:
             shards[split].append([])
             for _ in range(count):
-                index = len(files)
+                index = first_index + len(files)
                 target = int(rng.integers(len(CLASSES)))
                 element = {
                     fmt.CLASS_KEY: CLASSES[target].encode(),
@@ -323,10 +482,12 @@ def _write_shards(
     compression: str,
     store: Callable[[dict[str, Any]], dict[str, bytes]],
     offsets: bool,
+    commit_dir: str = "",
 ) -> tuple[dict[str, list[dict[str, Any]]], dict[str, list[str]], dict[str, Any]]:
     """Writes every shard of `shards` (with `offsets`, also its record offsets file, each
-    record's start counted here from the records' lengths); returns ``(elements, shard paths,
-    manifest splits)``, each by split."""
+    record's start counted here from the records' lengths) into `commit_dir` of `directory`,
+    each shard named for its index among that commit's shards of its split; returns
+    ``(elements, shard paths, manifest splits)``, each by split."""
     elements: dict[str, list[dict[str, Any]]] = {}
     shard_paths: dict[str, list[str]] = {}
     manifest_splits: dict[str, Any] = {}
@@ -340,7 +501,10 @@ def _write_shards(
                 num_shards=len(split_shards),
                 compression=compression,
             )
+            if commit_dir:  # the manifest's name: "<dir>/<name>", written by hand here
+                filename = f"{commit_dir}/{filename}"
             path = os.path.join(directory, filename)
+            os.makedirs(os.path.dirname(path), exist_ok=True)
             starts, position = [], 0
             with tf.io.TFRecordWriter(path, options=fmt.tf_compression_type(compression)) as w:
                 for element in shard:
@@ -357,8 +521,10 @@ def _write_shards(
             }
             if offsets:
                 data = struct.pack(f"<{len(starts)}Q", *starts)
-                os.makedirs(os.path.join(directory, fmt.OFFSETS_DIR), exist_ok=True)
-                with open(os.path.join(directory, fmt.offsets_filename(filename)), "wb") as f:
+                offsets_dir = os.path.join(directory, commit_dir, fmt.OFFSETS_DIR)
+                os.makedirs(offsets_dir, exist_ok=True)
+                name = filename.rsplit("/", 1)[-1]
+                with open(os.path.join(offsets_dir, name + fmt.OFFSETS_SUFFIX), "wb") as f:
                     f.write(data)
                 entry["offsets"] = {
                     "num_bytes": len(data),
@@ -405,6 +571,19 @@ def _write_metadata(
         tables = write_tables(directory, files=files, errors=errors)
     else:
         tables = {"files": files, "errors": errors}
+    if format_version >= 5:  # one commit: version 1, the tables' counts and digests in it
+        commit = {
+            "version": 1,
+            "dir": "",
+            "mode": "record",
+            "created_utc": manifest["created_utc"],
+            "input_pattern": "/data/*/*.wav",
+            "num_files": tables["num_files"],
+            "num_errors": tables["num_errors"],
+            "num_examples": manifest["num_examples"],
+            "tables": tables.pop("tables"),
+        }
+        manifest.update(dataset_version=1, commits=[commit])
     params = manifest.pop("params")
     manifest.update(tables, params=params, versions=manifest.pop("versions"))  # writer's order
     write_schema(directory, specs)

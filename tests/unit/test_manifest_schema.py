@@ -108,7 +108,7 @@ CRAFTED = {  # issue 15's manifests, and their kin: edit -> the field the error 
     "count_is_float": (_set("splits/train/shards/0/num_examples", 1.0), "num_examples"),
     "count_is_bool": (_set("splits/train/shards/0/num_bytes", True), "num_bytes"),
     "version_string": (_set("format_version", "1"), "format_version: expected an integer"),
-    "version_newer": (_set("format_version", 5), "format_version: 5 is newer"),
+    "version_newer": (_set("format_version", 6), "format_version: 6 is newer"),
     "z_score_in_v1": (
         lambda m: _v2(_set("format_version", 1))(m),
         "elements.log_mel_norm: encoding z_score needs format_version 2",

@@ -39,6 +39,7 @@ REPLAY_NAMES = [
     "ShardSizeError",
     "UnknownFeatureError",
     "UnknownSplitError",
+    "VersionNotFoundError",
     "default_reader_func",
     "load_info",
     "load_transform",
@@ -51,6 +52,7 @@ SIGNATURES = {  # name: [(parameter, kind, default)]
         ("path", POS, EMPTY),
         ("read_config", KW, None),
         ("split", KW, None),
+        ("version", KW, None),
         ("features", KW, None),
         ("reader_func", KW, None),
         ("shuffle_shards", KW, False),
@@ -80,7 +82,7 @@ SIGNATURES = {  # name: [(parameter, kind, default)]
         ("deterministic", KW, None),
     ],
     "verify_dataset": [("path", POS, EMPTY), ("split", KW, None)],
-    "load_info": [("path", POS, EMPTY)],
+    "load_info": [("path", POS, EMPTY), ("version", KW, None)],
     "load_transform": [("path", POS, EMPTY)],
 }
 
@@ -102,6 +104,13 @@ ERROR_BASES = {
     "CorruptShardError": ["ShardError", "ReplayError", "Exception"],
     "UnknownSplitError": ["ReplayError", "ValueError", "Exception"],
     "UnknownFeatureError": ["ReplayError", "ValueError", "Exception"],
+    "VersionNotFoundError": [
+        "ManifestError",
+        "ReplayError",
+        "FormatError",
+        "ValueError",
+        "Exception",
+    ],
 }
 
 
@@ -151,17 +160,20 @@ def test_dataset_info_and_shard_info_fields_and_members():
         "num_bytes",
         "offsets_path",
         "offsets_sha256",
+        "commit",  # the dataset version whose commit wrote it (format version 5)
     ]
     assert [f.name for f in dataclasses.fields(replay.DatasetInfo)] == [
         "path",
         "name",
         "format_version",
+        "version",  # the dataset version (format version 5; 1 before)
         "created_utc",
         "compression",
         "elements",
         "classes",
         "splits",
         "shards",
+        "commits",  # one per dataset version (format version 5; one implicit before)
         "params",
         "versions",
         "manifest",
@@ -178,6 +190,7 @@ def test_dataset_info_and_shard_info_fields_and_members():
         "schema": "method",
         "check_shards": "method",
         "check_tables": "method",
+        "check_versions": "method",
         "files": "property",
         "errors": "property",
         "num_files": "property",
