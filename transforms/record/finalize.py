@@ -24,6 +24,7 @@ from transforms.audio import features_tf
 from transforms.planning.layout import RecordLayout
 from transforms.planning.types import ShardSpec
 from transforms.record import atomic
+from transforms.record.moments import to_json as moments_json
 from transforms.record.preprocessing import CLASS_VOCABULARY, element_schema, z_score_scope
 from transforms.record.write_shards import write_shard
 
@@ -101,13 +102,16 @@ def build_manifest(
     created_utc: str,
     split_names: Sequence[str] = (),
     analyzed_splits: Sequence[str] = (),
+    moments: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The manifest.json content (see replay/format.py), deterministic apart from created_utc.
+    """The manifest.json content (see replay/format.py), deterministic apart from created_utc:
+    dataset version 1, one commit.
 
     Splits appear in `split_names` order (the order of ``--splits``), then any others sorted.
     `analyzed_splits` are the splits TFT's statistics were computed on. The source tables hold
     `num_files` and `num_errors` entries; `table_digests` are their files' sizes and SHA-256
-    (`format.table_digest`).
+    (`format.table_digest`). `moments` ({feature: Moments} of the analysed rows) are stored
+    in the commit, so that an append can recompute the statistics of the union.
     """
     splits: dict[str, dict[str, Any]] = {
         name: {"num_examples": 0, "shards": []} for name in split_names
@@ -116,6 +120,19 @@ def build_manifest(
         split = splits.setdefault(shard["split"], {"num_examples": 0, "shards": []})
         split["num_examples"] += shard["num_examples"]
         split["shards"].append({k: shard[k] for k in SHARD_ENTRY_KEYS})
+    num_examples = sum(s["num_examples"] for s in splits.values())
+    commit = {
+        "version": 1,
+        "dir": "",
+        "mode": fmt.RECORD_MODE,
+        "created_utc": created_utc,
+        "input_pattern": params.get("input_pattern", ""),
+        "num_files": num_files,
+        "num_errors": num_errors,
+        "num_examples": num_examples,
+        "tables": {key: dict(table_digests[key]) for key in fmt.TABLE_FILENAMES},
+        "moments": moments_json(moments or {}),
+    }
     return {
         "format": fmt.FORMAT_NAME,
         "format_version": fmt.FORMAT_VERSION,
@@ -124,14 +141,15 @@ def build_manifest(
         "created_utc": created_utc,
         "compression": compression,
         "elements": {k: spec.to_json() for k, spec in elements.items()},
-        "num_examples": sum(s["num_examples"] for s in splits.values()),
+        "num_examples": num_examples,
         "classes": list(classes),
         "num_classes": len(classes),
         "splits": splits,
         "analyzed_splits": list(analyzed_splits),
         "num_files": num_files,
         "num_errors": num_errors,
-        "tables": {key: dict(table_digests[key]) for key in fmt.TABLE_FILENAMES},
+        "dataset_version": 1,
+        "commits": [commit],
         "params": dict(params),
         "versions": dict(versions),
     }
@@ -285,6 +303,7 @@ def finalize(
         created_utc=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         split_names=list(num_shards),
         analyzed_splits=analyzed_splits,
+        moments=moments,
     )
     text = json.dumps(manifest, indent=1, sort_keys=False)
     _write_atomically(out, fmt.MANIFEST_FILENAME, text.encode("utf-8"))
