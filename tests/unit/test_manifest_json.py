@@ -19,6 +19,7 @@ from replay import load_info
 from transforms.planning.layout import RecordLayout
 from transforms.planning.types import ShardSpec
 from transforms.record.finalize import build_manifest, error_lines, file_lines, write_table
+from transforms.record.moments import Moments
 from transforms.record.write_shards import write_shard
 
 # What finalize writes for a run with --splits train=60,test=40, --feature_dtype float16, one
@@ -26,7 +27,7 @@ from transforms.record.write_shards import write_shard
 MANIFEST_TEXT = """
 {
  "format": "audiorecords",
- "format_version": 4,
+ "format_version": 5,
  "complete": true,
  "name": "birds",
  "created_utc": "2026-11-25T10:00:00+00:00",
@@ -85,17 +86,31 @@ MANIFEST_TEXT = """
  "analyzed_splits": ["train"],
  "num_files": 2,
  "num_errors": 2,
- "tables": {
-  "files": {
-   "num_bytes": 135,
-   "sha256": "8482d9ac9a19f9be0aa0a510d920c267d94d335acc635c7686c54495af250459"
-  },
-  "errors": {
-   "num_bytes": 100,
-   "sha256": "caf8fb3a7f3df7e720e60082361e5a8a5121f3e10eb534c250d3a874c9e75aad"
+ "dataset_version": 1,
+ "commits": [
+  {
+   "version": 1,
+   "dir": "",
+   "mode": "record",
+   "created_utc": "2026-11-25T10:00:00+00:00",
+   "input_pattern": "in/*.wav",
+   "num_files": 2,
+   "num_errors": 2,
+   "num_examples": 15,
+   "tables": {
+    "files": {
+     "num_bytes": 135,
+     "sha256": "8482d9ac9a19f9be0aa0a510d920c267d94d335acc635c7686c54495af250459"
+    },
+    "errors": {
+     "num_bytes": 100,
+     "sha256": "caf8fb3a7f3df7e720e60082361e5a8a5121f3e10eb534c250d3a874c9e75aad"
+    }
+   },
+   "moments": {"log_mel": {"count": 72, "total": -108, "total_sq": 45, "nonfinite": 0}}
   }
- },
- "params": {"win_len": 64, "splits": "train=60,test=40"},
+ ],
+ "params": {"input_pattern": "in/*.wav", "win_len": 64, "splits": "train=60,test=40"},
  "versions": {"audiorecords": "0.1.0"}
 }
 """
@@ -112,9 +127,21 @@ FILES = [json.loads(line) for line in FILES_TEXT.splitlines()]
 ERRORS = [json.loads(line) for line in ERRORS_TEXT.splitlines()]
 
 
+def v4_manifest_text() -> str:
+    """The same run as format version 4 wrote it: no commits, the tables' digests at the top."""
+    manifest = json.loads(MANIFEST_TEXT)
+    (commit,) = manifest.pop("commits")
+    del manifest["dataset_version"]
+    params = manifest.pop("params")
+    manifest.update(
+        format_version=4, tables=commit["tables"], params=params, versions=manifest.pop("versions")
+    )
+    return json.dumps(manifest, indent=1)
+
+
 def v3_manifest_text() -> str:
     """The same run as format version 3 wrote it: no record offsets."""
-    manifest = json.loads(MANIFEST_TEXT)
+    manifest = json.loads(v4_manifest_text())
     for split in manifest["splits"].values():
         for shard in split["shards"]:
             del shard["offsets"]
@@ -170,11 +197,12 @@ def test_build_manifest_gives_the_pinned_json_text():
         num_files=len(files),
         num_errors=len(errors),
         table_digests={key: fmt.table_digest(data) for key, data in table_bytes.items()},
-        params={"win_len": 64, "splits": "train=60,test=40"},
+        params={"input_pattern": "in/*.wav", "win_len": 64, "splits": "train=60,test=40"},
         versions={"audiorecords": "0.1.0"},
         created_utc="2026-11-25T10:00:00+00:00",
         split_names=["train", "test"],
         analyzed_splits=["train"],
+        moments={"log_mel": Moments(count=72, total=-108, total_sq=45)},
     )
     # json.loads keeps the literal's key order: equal texts mean equal keys, order and values.
     assert json.dumps(manifest) == json.dumps(json.loads(MANIFEST_TEXT))
@@ -267,13 +295,13 @@ def test_write_shard_writes_the_pinned_name_and_entry(tmp_path):
     ]
 
 
-@pytest.mark.parametrize("version", [4, 3, 2])
+@pytest.mark.parametrize("version", [5, 4, 3, 2])
 def test_load_info_reads_the_pinned_manifest_text(tmp_path, version):
     """Pins the reader's view of the literal manifest: splits in order, shard names, counts,
     classes, the element specs (stored dtype, computed z-score key), and the source files and
     errors (v3: from the literal tables, v2: from the manifest)."""
     if version >= 3:
-        text = MANIFEST_TEXT if version == 4 else v3_manifest_text()
+        text = {5: MANIFEST_TEXT, 4: v4_manifest_text(), 3: v3_manifest_text()}[version]
         (tmp_path / "manifest.json").write_text(text)
         (tmp_path / "files.jsonl").write_text(FILES_TEXT)
         (tmp_path / "errors.jsonl").write_text(ERRORS_TEXT)

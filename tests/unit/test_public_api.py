@@ -288,4 +288,5 @@ def test_pipelines_exports_record_dataset_and_its_result():
         "reused_tasks",
         "reused_windows",
         "already_complete",
+        "dataset_version",
     ]
