@@ -33,23 +33,18 @@ from pipelines.plan import Continuation
 from replay import format as fmt
 from replay._fs import is_url
 
-APPENDS_DIR = "appends"  # the appended versions' shards and tables: appends/<token>/
-MANIFESTS_DIR = "manifests"  # every version's manifest: manifests/<version>.json
-APPEND_MODE = "append"
-RECORD_MODE = "record"
+APPENDS_DIR = fmt.APPENDS_DIR
+MANIFESTS_DIR = fmt.MANIFESTS_DIR
+APPEND_MODE = fmt.APPEND_MODE
+FROZEN, REFRESH = "frozen", "refresh"  # --append_transform: a commit's ``transform``
 # The options an append may set apart from the dataset's: which files, how their failures and
 # unknown labels are handled, how many shards the new records fill.
 FREE_OPTIONS = ("input_pattern", "unknown_class", "strict", "num_shards", "elements_per_shard")
 _FIRST_APPENDABLE_FORMAT = fmt.TABLES_VERSION  # tables of their own: a version adds its own
-# What the record job writes that an appended version does not keep: the transform is frozen.
-_NOT_KEPT = (
-    fmt.MANIFEST_FILENAME,
-    fmt.SCHEMA_FILENAME,
-    "transform_fn",
-    "transformed_metadata",
-    "metadata",
-    fmt.FEATURE_FN_DIR,
-)
+# What the record job writes that an appended version does not keep; a refreshing one keeps its
+# transform (`_TRANSFORM`).
+_NOT_KEPT = (fmt.MANIFEST_FILENAME, fmt.SCHEMA_FILENAME, "metadata", fmt.FEATURE_FN_DIR)
+_TRANSFORM = (fmt.TRANSFORM_FN_DIR, fmt.TRANSFORMED_METADATA_DIR)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -62,6 +57,7 @@ class AppendPlan:
     config: RecordConfig  # the record job of the new files, into `data_dir`
     continuation: Continuation
     data_dir: str  # relative to `dataset_dir`: appends/<token>
+    transform: str = FROZEN  # --append_transform
 
 
 def manifest_version(manifest: Mapping[str, Any]) -> int:
@@ -73,19 +69,18 @@ def commits_of(manifest: Mapping[str, Any]) -> list[dict[str, Any]]:
     """A manifest's commits (format <= 4: its one record run, as a version 5 commit)."""
     if "commits" in manifest:
         return [dict(c) for c in manifest["commits"]]
-    return [
-        {
-            "version": 1,
-            "dir": "",
-            "mode": RECORD_MODE,
-            "created_utc": manifest["created_utc"],
-            "input_pattern": manifest["params"]["input_pattern"],
-            "num_files": manifest["num_files"],
-            "num_errors": manifest["num_errors"],
-            "num_examples": manifest["num_examples"],
-            "tables": {k: dict(v) for k, v in manifest["tables"].items()},
-        }
-    ]
+    return [fmt.implicit_commit(manifest)]
+
+
+def stored_moments(manifest: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The exact moments of every analysed row of the dataset, summed over its commits
+    ({feature: Moments}); None when a commit has none stored (written before version 5)."""
+    from transforms.record.moments import from_json, total
+
+    commits = commits_of(manifest)
+    if any("moments" not in c for c in commits):
+        return None
+    return total(from_json(c["moments"]) for c in commits)
 
 
 def stored_config(params: Mapping[str, Any], **changes: Any) -> RecordConfig:
@@ -115,12 +110,15 @@ def option_conflicts(config: RecordConfig, params: Mapping[str, Any]) -> list[st
     return conflicts
 
 
-def append_token(base: Mapping[str, Any], config: RecordConfig, new: Sequence[Any]) -> str:
-    """``v<version>-<digest>``: the work's name, from the version appended to, the options and
-    the new files' (path, size, modification time)."""
+def append_token(
+    base: Mapping[str, Any], config: RecordConfig, new: Sequence[Any], *, transform: str
+) -> str:
+    """``v<version>-<digest>``: the work's name, from the version appended to, the options,
+    the transform mode and the new files' (path, size, modification time)."""
     digest = hashlib.sha256()
     for part in (
         json.dumps(base.get("commits") or base.get("tables"), sort_keys=True),
+        transform,
         json.dumps(config.params(), sort_keys=True),
         json.dumps([list(s) for s in new]),
     ):
@@ -176,6 +174,19 @@ def plan_append(config: RecordConfig) -> AppendPlan | None:
         f"--append: {out} was recorded with --annotations; appending to an annotated dataset "
         "is not supported yet",
     )
+    refresh = config.append_transform == REFRESH
+    prior = stored_moments(base) if refresh else None
+    require(
+        not refresh or prior is not None,
+        f"--append_transform refresh: {out} was recorded before format version 5 and stores no "
+        "moments to recompute its statistics from; append with the frozen transform, or record "
+        "it again",
+    )
+    require(
+        not refresh or any(s.get("encoding") == "z_score" for s in base["elements"].values()),
+        f"--append_transform refresh: {out} has no z-score statistics (recorded without "
+        "features or with --no_normalize): nothing to refresh",
+    )
     conflicts = option_conflicts(config, params)
     require(
         not conflicts,
@@ -200,7 +211,7 @@ def plan_append(config: RecordConfig) -> AppendPlan | None:
         f"--append: every file --input_pattern {config.input_pattern!r} matches is in {out} "
         f"already (version {manifest_version(base)}): nothing to append",
     )
-    token = append_token(base, sub, new)
+    token = append_token(base, sub, new, transform=config.append_transform)
     data_dir = f"{APPENDS_DIR}/{token}"
     commits = commits_of(base)
     first_index = sum(c["num_files"] + c["num_errors"] for c in commits)
@@ -213,8 +224,10 @@ def plan_append(config: RecordConfig) -> AppendPlan | None:
             first_index=first_index,
             split_base=pattern_base(params["input_pattern"]),
             known=known,
+            prior_moments=prior,
         ),
         data_dir=data_dir,
+        transform=config.append_transform,
     )
 
 
@@ -224,14 +237,16 @@ def next_manifest(
     *,
     data_dir: str,
     created_utc: str,
+    transform: str = FROZEN,
 ) -> dict[str, Any]:
     """The manifest of the version after `base` that adds the dataset `added` (recorded into
     `data_dir`, relative to the dataset) (pure).
 
     The new version lists every shard of `base`, then `added`'s under `data_dir`, split by
-    split; its commits are `base`'s plus one for `added`; its counts are the sums. The elements
-    (the z-score statistics with them), classes and options stay `base`'s: the transform is
-    frozen.
+    split; its commits are `base`'s plus one for `added` (with `added`'s own moments); its
+    counts are the sums. Classes and options stay `base`'s. The element specs are `base`'s
+    with the `transform` frozen, `added`'s (the z-score statistics of the union, which its
+    record job computed with `base`'s moments) with ``"refresh"``.
 
     Raises:
       ValueError: `added` does not hold `base`'s elements (keys, dtypes, shapes, encodings).
@@ -251,6 +266,8 @@ def next_manifest(
             "num_errors": added["num_errors"],
             "num_examples": added["num_examples"],
             "tables": {k: dict(v) for k, v in commits_of(added)[0]["tables"].items()},
+            "transform": transform,
+            "moments": dict(commits_of(added)[0].get("moments", {})),
         }
     )
     splits = {name: _split(s) for name, s in base["splits"].items()}
@@ -271,6 +288,8 @@ def next_manifest(
         commits=commits,
         versions=dict(added["versions"]),
     )
+    if transform == REFRESH:
+        manifest["elements"] = {k: dict(v) for k, v in added["elements"].items()}
     return manifest
 
 
@@ -319,7 +338,11 @@ def commit(plan: AppendPlan, *, created_utc: str | None = None) -> dict[str, Any
         _lost(plan)
     try:
         manifest = next_manifest(
-            plan.base, added, data_dir=plan.data_dir, created_utc=created_utc or now_utc()
+            plan.base,
+            added,
+            data_dir=plan.data_dir,
+            created_utc=created_utc or now_utc(),
+            transform=plan.transform,
         )
     except ValueError as e:
         raise UsageError(f"--append: {out}: {e}") from e
@@ -359,7 +382,7 @@ def clean_up(out: str, manifest: Mapping[str, Any]) -> None:
     latest = manifest_version(manifest)
     for c in commits_of(manifest):
         if c["mode"] == APPEND_MODE:
-            for name in _NOT_KEPT:
+            for name in _NOT_KEPT + (() if c.get("transform") == REFRESH else _TRANSFORM):
                 path = f"{out}/{c['dir']}/{name}"
                 if os.path.isdir(path):
                     _remove_tree(path)

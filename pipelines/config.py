@@ -34,6 +34,7 @@ from transforms.planning.compression import COMPRESSIONS
 from transforms.planning.types import CHANNEL_MODES
 
 REQUIRED = ("input_pattern", "output_dir")  # the options without a default
+APPEND_TRANSFORMS = ("frozen", "refresh")  # --append_transform
 _RULE = aw.LabelRule()  # the annotation rule's defaults
 RECORD = "record"  # manifest: a field of every run's ``params``
 ANNOTATION = "annotation"  # manifest: a field of ``params`` only for runs with --annotations
@@ -123,6 +124,13 @@ class RecordConfig:
         "add the inputs a finished dataset in --output_dir does not hold yet as its next "
         "version, with its own options and transform (docs/growing.md)",
         parse=bool,
+        manifest=None,
+    )
+    append_transform: str = _option(
+        "frozen",
+        "with --append: frozen keeps the dataset's transform and statistics; refresh "
+        "recomputes the z-score statistics of the union and adds a new transform graph",
+        choices=APPEND_TRANSFORMS,
         manifest=None,
     )
     strict: bool = _option(False, "fail the job on the first bad input file", parse=bool)
@@ -327,6 +335,14 @@ class RecordConfig:
             not (self.append and self.overwrite),
             "--append and --overwrite exclude each other: --append keeps the dataset and adds "
             "to it, --overwrite deletes it",
+        )
+        require(
+            self.append_transform in APPEND_TRANSFORMS,
+            f"--append_transform must be one of {', '.join(APPEND_TRANSFORMS)}",
+        )
+        require(
+            self.append or self.append_transform == "frozen",
+            "--append_transform is for --append (a record run makes its transform)",
         )
         output_scheme = _fs.scheme(self.output_dir or "")
         require(

@@ -137,6 +137,9 @@ COMMIT_TOKEN_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")  # fullmatch: o
 RECORD_MODE = "record"  # version 1's commit
 APPEND_MODE = "append"  # every later commit
 COMMIT_MODES = (RECORD_MODE, APPEND_MODE)
+# an append's ``transform``: frozen keeps the transform before it; refresh brings its own
+# (``<dir>/transform_fn/``, the statistics of the union in the version's elements)
+APPEND_TRANSFORMS = ("frozen", "refresh")
 SCHEMA_FILENAME = "schema.pbtxt"
 TRANSFORM_FN_DIR = "transform_fn"  # tft.TFTransformOutput.TRANSFORM_FN_DIR
 TRANSFORMED_METADATA_DIR = "transformed_metadata"

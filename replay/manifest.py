@@ -425,7 +425,27 @@ def _check_commits(c: Checker, manifest: Mapping[str, Any]) -> list[dict[str, An
         for key in _COMMIT_COUNTS:
             c.as_int(commit[key], field_of(field, key))
         _check_table_digests(c, commit, field)
+        _check_commit_transform(c, commit, field, first=i == 0)
     return commits
+
+
+def _check_commit_transform(c: Checker, commit: Mapping[str, Any], field: str, *, first: bool):
+    """A commit's optional ``transform`` (appends only: which transform the version uses) and
+    ``moments`` ({feature: {count, total, total_sq, nonfinite}}, integers)."""
+    if "transform" in commit:
+        transform = commit["transform"]
+        if first or transform not in fmt.APPEND_TRANSFORMS:
+            allowed = "none on version 1" if first else f"one of {list(fmt.APPEND_TRANSFORMS)}"
+            c.fail(field_of(field, "transform"), f"{show(transform)}: {allowed}")
+    moments = c.optional(commit, "moments", field, c.as_obj)
+    for feature, value in (moments or {}).items():
+        where = field_of(field_of(field, "moments"), feature)
+        value = c.as_obj(value, where)
+        for key in ("count", "total", "total_sq", "nonfinite"):
+            if key not in value:
+                c.fail(field_of(where, key), "missing")
+            if type(value[key]) is not int:  # exact totals: any size, any sign
+                c.fail(field_of(where, key), f"expected an integer, got {show(value[key])}")
 
 
 def _check_commit_sums(

@@ -63,8 +63,22 @@ class ServingTransform:
         return dict(self._transform_fn.transform_fn(inputs))
 
 
-def load_transform(path: str | os.PathLike) -> ServingTransform:
+def transform_dir(info: Any) -> str:
+    """The ``transform_fn/`` of the dataset version `info` describes: that of its newest
+    append with ``transform: "refresh"`` (``appends/<token>/transform_fn``), else the root's.
+    `tft.TFTransformOutput` takes its parent directory."""
+    directory = ""
+    for commit in info.commits:
+        if commit.get("transform") == "refresh":
+            directory = commit["dir"]
+    return _fs.join(info.path, fmt.commit_file(directory, fmt.TRANSFORM_FN_DIR))
+
+
+def load_transform(path: str | os.PathLike, *, version: int | None = None) -> ServingTransform:
     """Loads ``feature_fn/`` and ``transform_fn/`` of a dataset as a `ServingTransform`.
+
+    `version`: the dataset version whose transform to load (default the newest; see
+    `load_info`): an append that refreshed the statistics brings its own ``transform_fn/``.
 
     Raises:
       ReplayError: the dataset has no features, or its files do not share one sample rate and
@@ -72,26 +86,26 @@ def load_transform(path: str | os.PathLike) -> ServingTransform:
     """
     import tensorflow as tf
 
-    info = load_info(path)
+    info = load_info(path, version=version)
     root = os.fspath(path).rstrip("/")
     names = tuple(info.params.get("features", ()))
     if not names:
         raise ReplayError(f"{root}: the dataset was recorded without features; nothing to serve")
     scales = {f.get("full_scale") for f in info.files}
     feature_dir = _fs.join(root, fmt.FEATURE_FN_DIR)
-    transform_dir = _fs.join(root, fmt.TRANSFORM_FN_DIR)
+    transform = transform_dir(info)
     if len(scales) != 1 or None in scales or not tf.io.gfile.exists(feature_dir):
         raise ReplayError(
             f"{root}: no single serving transform: files differ in sample rate or format "
             "(record with --sample_rate to resample them to one rate)"
         )
-    for directory in (feature_dir, transform_dir):  # the SavedModels must be the dataset's own
+    for directory in (feature_dir, transform):  # the SavedModels must be the dataset's own
         target = _fs.outside(root, directory)
         if target is not None:
             raise ReplayError(f"{directory}: leads outside the dataset directory (to {target})")
     return ServingTransform(
         feature_fn=tf.saved_model.load(feature_dir),
-        transform_fn=tf.saved_model.load(transform_dir),
+        transform_fn=tf.saved_model.load(transform),
         feature_names=names,
         full_scale=float(scales.pop()),
     )

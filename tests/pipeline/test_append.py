@@ -171,3 +171,58 @@ def test_of_two_appends_to_one_version_exactly_one_commits(tmp_path):
     assert all(
         before[k] == v for k, v in digests(out).items() if k in before and "manifest" not in k
     )
+
+
+def test_a_refreshing_append_has_the_statistics_of_a_record_of_the_union(tmp_path):
+    """--append_transform refresh: the union's statistics, bit for bit a from-scratch run's
+    (moments are exact integers), and a transform graph of its own; a frozen append after it
+    keeps them; class ids never change."""
+    from replay import load_info, load_transform
+    from transforms.record.moments import from_json, total
+
+    corpus, out, scratch = tmp_path / "corpus", tmp_path / "out", tmp_path / "scratch"
+    write_day(corpus, 1)
+    run_record(f"{corpus}/*/*.wav", out, *OPTIONS)
+    root_transform = digests(out / "transform_fn")
+    write_day(corpus, 2, labels=("bird", "bird", "rain"))
+    appended(f"{corpus}/*/*.wav", out, "--append_transform", "refresh")
+    run_record(f"{corpus}/*/*.wav", scratch, *OPTIONS)  # the union, from scratch
+
+    grown, whole = raw_manifest(out), raw_manifest(scratch)
+    assert grown["elements"] == whole["elements"]  # mean and var: the same float32 bits
+    assert grown["classes"] == whole["classes"] == ["bird", "rain"]
+    summed = total(from_json(c["moments"]) for c in grown["commits"])
+    assert summed == from_json(whole["commits"][0]["moments"])
+    commit = grown["commits"][1]
+    assert commit["transform"] == "refresh"
+    assert digests(out / "transform_fn") == root_transform  # version 1's, untouched
+    assert (out / commit["dir"] / "transform_fn" / "saved_model.pb").is_file()
+    samples = np.stack([r["signal"] for r in read_records(scratch)[:4]])
+    ours, theirs = (
+        load_transform(out)({"signal": samples}),
+        load_transform(scratch)({"signal": samples}),
+    )
+    assert np.array_equal(ours["log_mel_norm"].numpy(), theirs["log_mel_norm"].numpy())
+    first = load_transform(out, version=1)({"signal": samples})["log_mel_norm"].numpy()
+    assert not np.array_equal(first, ours["log_mel_norm"].numpy())  # version 1's statistics
+
+    write_day(corpus, 3)
+    appended(f"{corpus}/*/*.wav", out)  # frozen: version 2's transform and statistics stay
+    latest = raw_manifest(out)
+    assert latest["elements"] == grown["elements"] and latest["commits"][2]["transform"] == "frozen"
+    assert load_info(out).version == 3
+    again = load_transform(out)({"signal": samples})["log_mel_norm"].numpy()
+    assert np.array_equal(again, ours["log_mel_norm"].numpy())
+
+
+def test_a_refresh_needs_stored_moments_and_statistics(tmp_path, capsys):
+    corpus, out = tmp_path / "corpus", tmp_path / "out"
+    write_day(corpus, 1)
+    run_record(f"{corpus}/*/*.wav", out, *OPTIONS, "--no_normalize")
+    write_day(corpus, 2)
+    line = cli_error(capsys, "--input_pattern", f"{corpus}/*/*.wav", "--output_dir", str(out),
+                     "--append", "--append_transform", "refresh")  # fmt: skip
+    assert "has no z-score statistics" in line and "nothing to refresh" in line
+    line = cli_error(capsys, "--input_pattern", f"{corpus}/*/*.wav", "--output_dir", str(out),
+                     "--append_transform", "refresh")  # fmt: skip
+    assert "--append_transform is for --append" in line
