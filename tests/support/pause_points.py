@@ -39,6 +39,17 @@ MORE_PHASES: dict[str, tuple[str, str, int]] = {
     # (small checkpoints: CHECKPOINT_BYTES_ENV)
     "checkpointed": ("transforms.record.resume", "commit_record", 3),
 }
+# Points of an --append run (tests/reliability/test_append_kills.py), after its record job:
+APPEND_PHASES: dict[str, tuple[str, str, int]] = {
+    # recorded: the new files' records, tables and manifest are in appends/<token>/; nothing of
+    # the commit is written
+    "append recorded": ("pipelines.append", "next_manifest", 1),
+    # committed: manifests/<v>.json is created (the commit point); manifest.json is the old one
+    "append committed": ("pipelines.append", "switch_latest", 1),
+    # switched: manifest.json is the new version's; the record job's own transform files and
+    # manifest are still in appends/<token>/
+    "append switched": ("pipelines.append", "clean_up", 1),
+}
 # read_windows.ANALYSIS_BATCH_BYTES for this run (tests/reliability/test_resume.py: many batches)
 ANALYSIS_BATCH_BYTES_ENV = "AUDIORECORDS_TEST_ANALYSIS_BATCH_BYTES"
 # read_windows.CHECKPOINT_BYTES for this run (tests/reliability/test_resume.py: many checkpoints)
@@ -78,7 +89,7 @@ def _pausing(fn: Callable, *, marker: str, at_call: int) -> Callable:
 
 def install(phase: str, marker: str) -> None:
     """Wraps the function of `phase` wherever the record job's modules bound it."""
-    module_name, attr, at_call = {**PHASES, **MORE_PHASES}[phase]
+    module_name, attr, at_call = {**PHASES, **MORE_PHASES, **APPEND_PHASES}[phase]
     importlib.import_module("pipelines.record")  # binds every `from x import y` of the job
     owner = importlib.import_module(module_name)
     *path, name = attr.split(".")

@@ -103,10 +103,12 @@ def offsets_files(output_dir: Path) -> dict[str, bytes]:
 
 
 def manifest_without_time(output_dir: Path) -> dict:
-    """manifest.json without created_utc; format version 3's source tables are compared through
-    it (their sizes and SHA-256 are in the manifest)."""
+    """manifest.json without created_utc (its commits' too); format version 3's source tables
+    are compared through it (their sizes and SHA-256 are in the manifest)."""
     manifest = json.loads((output_dir / "manifest.json").read_text())
     manifest.pop("created_utc")
+    for commit in manifest.get("commits", ()):  # format version 5: each commit's time
+        commit.pop("created_utc")
     return manifest
 
 
