@@ -359,7 +359,8 @@ def commit(plan: AppendPlan, *, created_utc: str | None = None) -> dict[str, Any
 
 
 def _lost(plan: AppendPlan) -> NoReturn:
-    """Another append committed `plan`'s version first: this one's directory goes."""
+    """Another append committed `plan`'s version first: this one's directory goes (the
+    winner's `clean_up` may have removed it while this one's record job ran)."""
     _remove_tree(f"{plan.dataset_dir}/{plan.data_dir}")
     raise UsageError(
         f"--append: another append committed version {plan.version} of {plan.dataset_dir} "
@@ -469,6 +470,11 @@ def run_append(config: RecordConfig, *, run: Callable[..., Any]) -> Any:
         return dataclasses.replace(result, dataset_version=manifest_version(info.manifest))
     if not config.resume:
         _remove_tree(f"{plan.dataset_dir}/{plan.data_dir}")  # a killed try of the same append
-    result = run(plan.config, continuation=plan.continuation)
+    try:
+        result = run(plan.config, continuation=plan.continuation)
+    except Exception:
+        if os.path.exists(f"{plan.dataset_dir}/{MANIFESTS_DIR}/{plan.version}.json"):
+            _lost(plan)  # another append took the version (and removed this one's files)
+        raise
     commit(plan)
     return dataclasses.replace(result, output_dir=plan.dataset_dir, dataset_version=plan.version)

@@ -226,3 +226,92 @@ def test_a_refresh_needs_stored_moments_and_statistics(tmp_path, capsys):
     line = cli_error(capsys, "--input_pattern", f"{corpus}/*/*.wav", "--output_dir", str(out),
                      "--append_transform", "refresh")  # fmt: skip
     assert "--append_transform is for --append" in line
+
+
+@pytest.mark.slow
+def test_ten_nightly_appends_replay_as_one_record_of_the_union(tmp_path):
+    """The nightly command ten times: every split replays (with `replay_dataset`) the same
+    multiset of elements, sample bytes and labels as one record of the union; the old shards'
+    SHA-256 never change."""
+    from replay import load_info, replay_dataset
+
+    corpus, out, scratch = tmp_path / "corpus", tmp_path / "out", tmp_path / "scratch"
+    options = (*OPTIONS, "--splits", "train=70,test=30")
+    labels = ("bird", "rain", "wind")
+    write_day(corpus, 1, labels)
+    run_record(f"{corpus}/*/*.wav", out, *options)
+    seen: dict[str, str] = {}
+    for day in range(2, 12):
+        shards = {k: v for k, v in digests(out).items() if ".tfrecord-" in k}
+        assert {k: shards[k] for k in seen} == seen  # every older shard unchanged
+        seen = shards
+        write_day(corpus, day, labels)
+        assert appended(f"{corpus}/*/*.wav", out).dataset_version == day
+    run_record(f"{corpus}/*/*.wav", scratch, *options)
+
+    info = load_info(out)
+    assert info.version == 11 and info.num_files == load_info(scratch).num_files == 33
+    keys = ["filepath", "win_start_idx", "signal", "class", "target", "log_mel"]
+
+    def elements(path: Path, split: str) -> list[tuple]:
+        ds = replay_dataset(path, split=split, features=keys)
+        return sorted(
+            (
+                e["filepath"],
+                int(e["win_start_idx"]),
+                e["signal"].tobytes(),
+                e["class"],
+                int(e["target"]),
+                e["log_mel"].tobytes(),
+            )  # fmt: skip
+            for e in ds.as_numpy_iterator()
+        )
+
+    for split in ("train", "test"):
+        assert elements(out, split) == elements(scratch, split), split
+
+
+@pytest.mark.slow
+def test_two_appends_run_at_once_commit_one_version_each_or_one_fails_cleanly(tmp_path):
+    """Two append processes started together: each commits a version of its own, or the one
+    that finds its version taken fails with one line and leaves nothing."""
+    import subprocess
+    import sys
+
+    corpus, out = tmp_path / "corpus", tmp_path / "out"
+    write_day(corpus, 1)
+    run_record(f"{corpus}/*/*.wav", out, *OPTIONS)
+    write_day(corpus, 2)
+    write_day(corpus, 3)
+    root = Path(__file__).resolve().parents[2]
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "pipelines.record",
+                "--input_pattern",
+                f"{corpus}/day0{day}/*.wav",
+                "--output_dir",
+                str(out),
+                "--append",
+            ],
+            cwd=root,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )  # fmt: skip
+        for day in (2, 3)
+    ]
+    outcomes = [(p.wait(timeout=600), *p.communicate()) for p in procs]
+    codes = sorted(code for code, _, _ in outcomes)
+    manifest = raw_manifest(out)
+    if codes == [0, 0]:  # one after the other: versions 2 and 3
+        assert manifest["dataset_version"] == 3
+    else:
+        assert codes == [0, 2], outcomes
+        (err,) = [e.strip().splitlines() for code, _, e in outcomes if code == 2]
+        assert err[-1].startswith("error: --append: another append committed version 2"), err
+        assert manifest["dataset_version"] == 2
+    committed = {c["dir"] for c in manifest["commits"][1:]}
+    assert {f"appends/{p.name}" for p in (out / "appends").iterdir()} == committed
