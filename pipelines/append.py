@@ -31,7 +31,6 @@ from typing import Any, NoReturn
 from pipelines.config import OPTION_NAMES, RecordConfig, UsageError, require
 from pipelines.plan import Continuation
 from replay import format as fmt
-from replay._fs import is_url
 
 APPENDS_DIR = fmt.APPENDS_DIR
 MANIFESTS_DIR = fmt.MANIFESTS_DIR
@@ -157,11 +156,6 @@ def plan_append(config: RecordConfig) -> AppendPlan | None:
     from transforms.planning.sharding import pattern_base
 
     out = config.output_dir.rstrip("/") or "/"
-    require(
-        not is_url(out),
-        f"--append: {out}: appending on an object store is not supported yet (local and "
-        "mounted directories only)",
-    )
     base, known = read_dataset(out)
     require(
         base["format_version"] >= _FIRST_APPENDABLE_FORMAT,
@@ -329,11 +323,10 @@ def commit(plan: AppendPlan, *, created_utc: str | None = None) -> dict[str, Any
     out = plan.dataset_dir
     data = f"{out}/{plan.data_dir}"
     manifests = f"{out}/{MANIFESTS_DIR}"
-    if os.path.exists(f"{manifests}/{plan.version}.json"):
+    if _gfile().exists(f"{manifests}/{plan.version}.json"):
         _lost(plan)
     try:
-        with open(f"{data}/{fmt.MANIFEST_FILENAME}", "rb") as fh:
-            added = json.load(fh)
+        added = json.loads(_read(f"{data}/{fmt.MANIFEST_FILENAME}"))
     except FileNotFoundError:  # removed by the append that took the version (`clean_up`)
         _lost(plan)
     try:
@@ -347,10 +340,10 @@ def commit(plan: AppendPlan, *, created_utc: str | None = None) -> dict[str, Any
     except ValueError as e:
         raise UsageError(f"--append: {out}: {e}") from e
     text = json.dumps(manifest, indent=1).encode("utf-8")
-    os.makedirs(manifests, exist_ok=True)
+    _gfile().makedirs(manifests)
     if plan.version == 2:  # the first append keeps version 1's manifest beside the others
-        with open(f"{out}/{fmt.MANIFEST_FILENAME}", "rb") as fh:
-            create_exclusively(f"{manifests}/1.json", fh.read(), missing_ok=True)
+        first = _read(f"{out}/{fmt.MANIFEST_FILENAME}")
+        create_exclusively(f"{manifests}/1.json", first, missing_ok=True)
     if not create_exclusively(f"{manifests}/{plan.version}.json", text):
         _lost(plan)
     switch_latest(out, text)
@@ -385,12 +378,11 @@ def clean_up(out: str, manifest: Mapping[str, Any]) -> None:
         if c["mode"] == APPEND_MODE:
             for name in _NOT_KEPT + (() if c.get("transform") == REFRESH else _TRANSFORM):
                 path = f"{out}/{c['dir']}/{name}"
-                if os.path.isdir(path):
-                    _remove_tree(path)
-                elif os.path.exists(path):
-                    os.remove(path)
+                _remove_tree(path)
     appends = f"{out}/{APPENDS_DIR}"
-    for name in sorted(os.listdir(appends)) if os.path.isdir(appends) else ():
+    gfile = _gfile()
+    names = [n.rstrip("/") for n in gfile.listdir(appends)] if gfile.isdir(appends) else []
+    for name in sorted(names):
         version = _token_version(name)
         if f"{APPENDS_DIR}/{name}" not in committed and version is not None and version <= latest:
             _remove_tree(f"{appends}/{name}")
@@ -401,18 +393,15 @@ def finish_commit(out: str) -> None:
     newest committed version's (``manifests/<v>.json``), then `clean_up`. Nothing to do on a
     dataset never appended to."""
     manifests = f"{out}/{MANIFESTS_DIR}"
-    if not os.path.isdir(manifests):
+    if not _gfile().isdir(manifests):
         return
-    with open(f"{out}/{fmt.MANIFEST_FILENAME}", "rb") as fh:
-        latest = fh.read()
+    pointer = latest = _read(f"{out}/{fmt.MANIFEST_FILENAME}")
     version = manifest_version(json.loads(latest))
-    while os.path.exists(f"{manifests}/{version + 1}.json"):
+    while _gfile().exists(f"{manifests}/{version + 1}.json"):
         version += 1
-        with open(f"{manifests}/{version}.json", "rb") as fh:
-            latest = fh.read()
-    with open(f"{out}/{fmt.MANIFEST_FILENAME}", "rb") as fh:
-        if fh.read() != latest:
-            switch_latest(out, latest)
+        latest = _read(f"{manifests}/{version}.json")
+    if pointer != latest:
+        switch_latest(out, latest)
     clean_up(out, json.loads(latest))
 
 
@@ -424,8 +413,14 @@ def _token_version(name: str) -> int | None:
 
 def create_exclusively(path: str, data: bytes, *, missing_ok: bool = False) -> bool:
     """Creates `path` holding `data`, complete or not at all; False when it exists already
-    (`missing_ok`: then it is left as it is). A temporary file is hard-linked into place: the
-    link fails when the name exists, and never shows a half-written file."""
+    (`missing_ok`: then it is left as it is).
+
+    Locally a temporary file is hard-linked into place: the link fails when the name exists.
+    On GCS the object is written with the precondition ``ifGenerationMatch=0``, which the
+    server refuses when the object exists; an object appears whole or not at all.
+    """
+    if path.startswith("gs://"):
+        return _create_gcs_object(path, data) or missing_ok
     from transforms.record import atomic
 
     tmp = atomic.temp_name(path)
@@ -442,10 +437,44 @@ def create_exclusively(path: str, data: bytes, *, missing_ok: bool = False) -> b
     return True
 
 
-def _remove_tree(path: str) -> None:
-    import shutil
+def _create_gcs_object(path: str, data: bytes) -> bool:
+    """Uploads `data` to the gs:// `path` unless an object is there (False then)."""
+    from google.api_core import exceptions
+    from google.cloud import storage
 
-    shutil.rmtree(path, ignore_errors=True)
+    bucket, _, name = path.removeprefix("gs://").partition("/")
+    blob = storage.Client().bucket(bucket).blob(name)
+    try:
+        blob.upload_from_string(data, if_generation_match=0)
+    except exceptions.PreconditionFailed:
+        return False
+    return True
+
+
+def _gfile() -> Any:
+    import tensorflow as tf  # the dataset's file system (transforms.record.atomic)
+
+    return tf.io.gfile
+
+
+def _read(path: str) -> bytes:
+    """The bytes of `path` (FileNotFoundError when it is missing)."""
+    import tensorflow as tf
+
+    try:
+        with tf.io.gfile.GFile(path, "rb") as fh:
+            return fh.read()
+    except tf.errors.NotFoundError as e:
+        raise FileNotFoundError(path) from e
+
+
+def _remove_tree(path: str) -> None:
+    """Removes the file or directory `path`, if there."""
+    gfile = _gfile()
+    if gfile.isdir(path):
+        gfile.rmtree(path)
+    elif gfile.exists(path):
+        gfile.remove(path)
 
 
 def run_append(config: RecordConfig, *, run: Callable[..., Any]) -> Any:
@@ -461,7 +490,7 @@ def run_append(config: RecordConfig, *, run: Callable[..., Any]) -> Any:
     from replay import load_info
 
     out = config.output_dir.rstrip("/") or "/"
-    if not is_url(out) and os.path.exists(f"{out}/{fmt.MANIFEST_FILENAME}"):
+    if _gfile().exists(f"{out}/{fmt.MANIFEST_FILENAME}"):
         finish_commit(out)
     plan = plan_append(config)
     if plan is None:
@@ -473,7 +502,7 @@ def run_append(config: RecordConfig, *, run: Callable[..., Any]) -> Any:
     try:
         result = run(plan.config, continuation=plan.continuation)
     except Exception:
-        if os.path.exists(f"{plan.dataset_dir}/{MANIFESTS_DIR}/{plan.version}.json"):
+        if _gfile().exists(f"{plan.dataset_dir}/{MANIFESTS_DIR}/{plan.version}.json"):
             _lost(plan)  # another append took the version (and removed this one's files)
         raise
     commit(plan)

@@ -322,3 +322,36 @@ def test_portable_runner_writes_the_same_gs_dataset(tmp_path, gcs, clips, gs_run
             process.stop()
     assert "recorded 21 windows from 9 files (1 failed)" in done.stdout
     assert _dataset_bytes(gcs, "portable/") == _dataset_bytes(gcs, "ds/")
+
+
+V1_FILES = """
+import json, sys
+from replay import load_info
+print(json.dumps(sorted(f["path"] for f in load_info(sys.argv[1], version=1).files)))
+"""
+EXCLUSIVE = """
+import sys
+from pipelines.append import create_exclusively
+print([create_exclusively(path, b"x") for path in sys.argv[1:]])
+"""
+
+
+def test_a_gs_dataset_grows_by_an_append_whose_commit_is_a_generation_precondition(
+    gcs, clips, local
+):
+    """--append on gs://: a dataset of two clips a class plus an append of the rest replays as
+    the local record of all; the commit point is an object created with ifGenerationMatch=0,
+    which the server refuses once the object exists."""
+    record = ["-m", "pipelines.record", *ARGS, "--no_auth", "--output_dir", "gs://out/grow"]
+    _run(gcs, *record, "--input_pattern", "gs://clips/speech/*/clip[01].wav")
+    done = _run(gcs, *record, "--input_pattern", "gs://clips/speech/*/*.wav", "--append")
+    assert "from 3 files (1 failed)" in done.stdout, done.stdout
+    grown = _read_back(gcs, "gs://out/grow", "gs://clips/speech/")
+    assert grown["rows"] == local["rows"] and sorted(grown["files"]) == local["files"]
+    assert sorted(grown["errors"]) == sorted(local["errors"])
+    first = json.loads(_run(gcs, "-c", V1_FILES, "gs://out/grow").stdout.strip().splitlines()[-1])
+    assert [p.rsplit("/", 1)[-1] for p in first] == ["clip0.wav", "clip1.wav"] * 3
+    manifests = "gs://out/grow/manifests"
+    out = _run(gcs, "-c", EXCLUSIVE, f"{manifests}/2.json", f"{manifests}/9.json",
+               f"{manifests}/9.json")  # fmt: skip
+    assert out.stdout.strip().splitlines()[-1] == "[False, True, False]"
