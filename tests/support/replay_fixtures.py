@@ -583,7 +583,7 @@ def _write_metadata(
             "num_examples": manifest["num_examples"],
             "tables": tables.pop("tables"),
         }
-        manifest.update(dataset_version=1, commits=[commit])
+        tables.update(dataset_version=1, commits=[commit])
     params = manifest.pop("params")
     manifest.update(tables, params=params, versions=manifest.pop("versions"))  # writer's order
     write_schema(directory, specs)
