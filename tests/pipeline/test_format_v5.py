@@ -23,6 +23,7 @@ from pipelines import verify as verify_cli
 from replay import (
     CorruptShardError,
     ManifestError,
+    ShardError,
     VersionNotFoundError,
     load_info,
     replay_dataset,
@@ -469,3 +470,18 @@ def test_verify_checks_the_stored_manifests(dataset, tmp_path, capsys):
     assert "splits.train.shards: not version 3's shards of commits 1 to 1" in (
         capsys.readouterr().out
     )
+
+
+def test_an_append_directory_that_is_a_symlink_out_is_refused(dataset, tmp_path):
+    path, _ = dataset
+    copy = tmp_path / "copy"
+    shutil.copytree(path, copy)
+    outside = tmp_path / "elsewhere"
+    shutil.move(copy / "appends" / "t2", outside)
+    os.symlink(outside, copy / "appends" / "t2")
+    info = load_info(copy, version=1)
+    info.check_shards()  # version 1 reads nothing under appends/
+    with pytest.raises(ShardError, match="leads outside the dataset directory"):
+        replay_dataset(copy, version=2)
+    with pytest.raises(ManifestError, match="leads outside the dataset directory"):
+        _ = load_info(copy).files
