@@ -115,7 +115,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 FORMAT_NAME = "audiorecords"
-FORMAT_VERSION = 4  # bump on any change an older reader cannot read
+FORMAT_VERSION = 5  # bump on any change an older reader cannot read
 READABLE_VERSIONS = (1, 2, 3, 4, 5)  # format versions this reader reads
 TABLES_VERSION = 3  # from this version on, files / errors are tables of their own
 OFFSETS_VERSION = 4  # from this version on, every shard has a record offsets file

@@ -105,9 +105,11 @@ def test_recorded_dataset_is_v3_with_the_lists_in_tables(run):
     assert not {"files", "errors"} & set(manifest)  # no per-file list in the manifest
     files, errors = _lines(out / "files.jsonl"), _lines(out / "errors.jsonl")
     assert (manifest["num_files"], manifest["num_errors"]) == (len(files), len(errors)) == (3, 1)
+    (commit,) = manifest["commits"]  # format version 5: the tables' digests in its one commit
+    assert (commit["num_files"], commit["num_errors"]) == (3, 1) and "tables" not in manifest
     for key, table in (("files", "files.jsonl"), ("errors", "errors.jsonl")):
         data = (out / table).read_bytes()
-        assert manifest["tables"][key] == {
+        assert commit["tables"][key] == {
             "num_bytes": len(data),
             "sha256": hashlib.sha256(data).hexdigest(),
         }
@@ -149,7 +151,7 @@ def test_inspect_verify_and_load_transform_work_on_v3(run, capsys):
 
 def _synthetic(directory: Path, num_files: int) -> Path:
     """A hand-made v3 dataset (one small shard) whose files.jsonl has `num_files` lines."""
-    write_dataset(directory, num_examples_per_shard=(4,), with_features=False)
+    write_dataset(directory, num_examples_per_shard=(4,), with_features=False, format_version=4)
     lines = b"".join(
         b'{"path":"/data/%d.wav","index":%d,"num_windows":1}\n' % (i, i) for i in range(num_files)
     )
@@ -300,7 +302,7 @@ CRAFTED = {
 def test_crafted_table_is_refused_naming_it(tmp_path, capsys, case):
     edit, message = CRAFTED[case]
     directory = tmp_path / "dataset"
-    expected = write_dataset(directory, with_features=False)
+    expected = write_dataset(directory, with_features=False, format_version=4)
     edit(directory, expected)
     info = load_info(directory)  # the manifest alone: the table is not read
     table = "errors" if "errors.jsonl" in message else "files"
@@ -317,7 +319,7 @@ def test_crafted_table_is_refused_naming_it(tmp_path, capsys, case):
 
 def test_empty_tables_may_be_absent(tmp_path):
     directory = tmp_path / "dataset"
-    expected = write_dataset(directory, with_features=False)
+    expected = write_dataset(directory, with_features=False, format_version=4)
     _rewrite({"files": b"", "errors": b""}, num_files=0, num_errors=0)(directory, expected)
     (directory / "files.jsonl").unlink()  # an empty table may be missing; errors.jsonl is empty
     info = load_info(directory)
@@ -333,7 +335,7 @@ def test_an_empty_table_that_is_a_fifo_is_refused_unopened(tmp_path):
     import threading
 
     directory = tmp_path / "dataset"
-    expected = write_dataset(directory, with_features=False)
+    expected = write_dataset(directory, with_features=False, format_version=4)
     _rewrite({"files": b""}, num_files=0)(directory, expected)
     fifo = directory / "files.jsonl"
     fifo.unlink()
@@ -370,7 +372,7 @@ def test_an_empty_table_that_is_a_fifo_is_refused_unopened(tmp_path):
 )
 def test_v3_manifest_fields_are_checked_by_load_info(tmp_path, field, value, message):
     directory = tmp_path / "dataset"
-    write_dataset(directory, with_features=False)
+    write_dataset(directory, with_features=False, format_version=4)
     manifest = raw_manifest(directory)
     manifest[field] = value
     write_manifest(directory, manifest)
@@ -380,7 +382,7 @@ def test_v3_manifest_fields_are_checked_by_load_info(tmp_path, field, value, mes
 
 def test_v3_table_digest_and_size_bounds_are_checked_by_load_info(tmp_path):
     directory = tmp_path / "dataset"
-    write_dataset(directory, with_features=False)
+    write_dataset(directory, with_features=False, format_version=4)
     manifest = raw_manifest(directory)
     manifest["tables"]["files"]["sha256"] = "ABC"
     write_manifest(directory, manifest)

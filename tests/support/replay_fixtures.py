@@ -620,6 +620,18 @@ def write_tables(
     return fields
 
 
+def set_tables(manifest: dict[str, Any], fields: Mapping[str, Any]) -> None:
+    """Puts `write_tables`' fields of the root tables into `manifest`: at its top (format
+    versions 3, 4), or into version 1's commit with the top-level counts the sums over the
+    commits (version 5)."""
+    if manifest["format_version"] < 5:
+        manifest.update(fields)
+        return
+    manifest["commits"][0].update(fields)
+    for key in ("num_files", "num_errors"):
+        manifest[key] = sum(commit[key] for commit in manifest["commits"])
+
+
 def write_schema(directory: str | os.PathLike, specs: Mapping[str, fmt.ElementSpec]) -> None:
     """Write `directory`/schema.pbtxt: a tensorflow_metadata Schema of the stored keys."""
     from google.protobuf import text_format

@@ -4,7 +4,8 @@ The record job's pure manifest builder (`finalize.build_manifest`), table encodi
 (`format.table_bytes`) and shard writer (`write_shards.write_shard`) are compared with JSON text,
 JSON Lines and file names written out here, and the reader (`replay.load_info`) is given that
 same literal text: a renamed key, a changed order or a shard name of another shape fails here,
-on either side. Format version 2's manifest text (files and errors inside it) is read still.
+on either side. Format versions 2 to 4's manifest texts (version 2: files and errors inside it)
+are read still.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from transforms.record.write_shards import write_shard
 MANIFEST_TEXT = """
 {
  "format": "audiorecords",
- "format_version": 4,
+ "format_version": 5,
  "complete": true,
  "name": "birds",
  "created_utc": "2026-11-25T10:00:00+00:00",
@@ -85,17 +86,30 @@ MANIFEST_TEXT = """
  "analyzed_splits": ["train"],
  "num_files": 2,
  "num_errors": 2,
- "tables": {
-  "files": {
-   "num_bytes": 135,
-   "sha256": "8482d9ac9a19f9be0aa0a510d920c267d94d335acc635c7686c54495af250459"
-  },
-  "errors": {
-   "num_bytes": 100,
-   "sha256": "caf8fb3a7f3df7e720e60082361e5a8a5121f3e10eb534c250d3a874c9e75aad"
+ "dataset_version": 1,
+ "commits": [
+  {
+   "version": 1,
+   "dir": "",
+   "mode": "record",
+   "created_utc": "2026-11-25T10:00:00+00:00",
+   "input_pattern": "in/*.wav",
+   "num_files": 2,
+   "num_errors": 2,
+   "num_examples": 15,
+   "tables": {
+    "files": {
+     "num_bytes": 135,
+     "sha256": "8482d9ac9a19f9be0aa0a510d920c267d94d335acc635c7686c54495af250459"
+    },
+    "errors": {
+     "num_bytes": 100,
+     "sha256": "caf8fb3a7f3df7e720e60082361e5a8a5121f3e10eb534c250d3a874c9e75aad"
+    }
+   }
   }
- },
- "params": {"win_len": 64, "splits": "train=60,test=40"},
+ ],
+ "params": {"input_pattern": "in/*.wav", "win_len": 64, "splits": "train=60,test=40"},
  "versions": {"audiorecords": "0.1.0"}
 }
 """
@@ -112,9 +126,19 @@ FILES = [json.loads(line) for line in FILES_TEXT.splitlines()]
 ERRORS = [json.loads(line) for line in ERRORS_TEXT.splitlines()]
 
 
+def v4_manifest_text() -> str:
+    """The same run as format version 4 wrote it: no commits, its tables' digests at the top."""
+    manifest = json.loads(MANIFEST_TEXT)
+    commit = manifest.pop("commits")[0]
+    del manifest["dataset_version"]
+    params, versions = manifest.pop("params"), manifest.pop("versions")
+    manifest.update(format_version=4, tables=commit["tables"], params=params, versions=versions)
+    return json.dumps(manifest, indent=1)
+
+
 def v3_manifest_text() -> str:
     """The same run as format version 3 wrote it: no record offsets."""
-    manifest = json.loads(MANIFEST_TEXT)
+    manifest = json.loads(v4_manifest_text())
     for split in manifest["splits"].values():
         for shard in split["shards"]:
             del shard["offsets"]
@@ -170,7 +194,7 @@ def test_build_manifest_gives_the_pinned_json_text():
         num_files=len(files),
         num_errors=len(errors),
         table_digests={key: fmt.table_digest(data) for key, data in table_bytes.items()},
-        params={"win_len": 64, "splits": "train=60,test=40"},
+        params={"input_pattern": "in/*.wav", "win_len": 64, "splits": "train=60,test=40"},
         versions={"audiorecords": "0.1.0"},
         created_utc="2026-11-25T10:00:00+00:00",
         split_names=["train", "test"],
@@ -267,13 +291,13 @@ def test_write_shard_writes_the_pinned_name_and_entry(tmp_path):
     ]
 
 
-@pytest.mark.parametrize("version", [4, 3, 2])
+@pytest.mark.parametrize("version", [5, 4, 3, 2])
 def test_load_info_reads_the_pinned_manifest_text(tmp_path, version):
     """Pins the reader's view of the literal manifest: splits in order, shard names, counts,
     classes, the element specs (stored dtype, computed z-score key), and the source files and
     errors (v3: from the literal tables, v2: from the manifest)."""
     if version >= 3:
-        text = MANIFEST_TEXT if version == 4 else v3_manifest_text()
+        text = {5: MANIFEST_TEXT, 4: v4_manifest_text(), 3: v3_manifest_text()}[version]
         (tmp_path / "manifest.json").write_text(text)
         (tmp_path / "files.jsonl").write_text(FILES_TEXT)
         (tmp_path / "errors.jsonl").write_text(ERRORS_TEXT)
@@ -301,3 +325,5 @@ def test_load_info_reads_the_pinned_manifest_text(tmp_path, version):
     assert (norm.encoding, norm.z_score) == ("z_score", fmt.ZScore("log_mel", -1.5, 0.25))
     assert [f["path"] for f in info.files] == ["in/a_1_cat.wav", "in/b_2_dog.wav"]
     assert [e["reason"] for e in info.errors] == ["not a RIFF file", "truncated"]
+    assert info.version == 1 and [c["dir"] for c in info.commits] == [""]
+    assert info.commits[0]["input_pattern"] == "in/*.wav"

@@ -107,7 +107,8 @@ def build_manifest(
     Splits appear in `split_names` order (the order of ``--splits``), then any others sorted.
     `analyzed_splits` are the splits TFT's statistics were computed on. The source tables hold
     `num_files` and `num_errors` entries; `table_digests` are their files' sizes and SHA-256
-    (`format.table_digest`).
+    (`format.table_digest`). Dataset version 1 (format version 5): one commit, the record run's,
+    in the dataset directory, with the tables' counts and digests and ``params["input_pattern"]``.
     """
     splits: dict[str, dict[str, Any]] = {
         name: {"num_examples": 0, "shards": []} for name in split_names
@@ -116,6 +117,18 @@ def build_manifest(
         split = splits.setdefault(shard["split"], {"num_examples": 0, "shards": []})
         split["num_examples"] += shard["num_examples"]
         split["shards"].append({k: shard[k] for k in SHARD_ENTRY_KEYS})
+    num_examples = sum(s["num_examples"] for s in splits.values())
+    commit = {
+        "version": 1,
+        "dir": "",
+        "mode": fmt.RECORD_MODE,
+        "created_utc": created_utc,
+        "input_pattern": str(params.get("input_pattern", "")),
+        "num_files": num_files,
+        "num_errors": num_errors,
+        "num_examples": num_examples,
+        "tables": {key: dict(table_digests[key]) for key in fmt.TABLE_FILENAMES},
+    }
     return {
         "format": fmt.FORMAT_NAME,
         "format_version": fmt.FORMAT_VERSION,
@@ -124,14 +137,15 @@ def build_manifest(
         "created_utc": created_utc,
         "compression": compression,
         "elements": {k: spec.to_json() for k, spec in elements.items()},
-        "num_examples": sum(s["num_examples"] for s in splits.values()),
+        "num_examples": num_examples,
         "classes": list(classes),
         "num_classes": len(classes),
         "splits": splits,
         "analyzed_splits": list(analyzed_splits),
         "num_files": num_files,
         "num_errors": num_errors,
-        "tables": {key: dict(table_digests[key]) for key in fmt.TABLE_FILENAMES},
+        "dataset_version": 1,
+        "commits": [commit],
         "params": dict(params),
         "versions": dict(versions),
     }
