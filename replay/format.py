@@ -96,7 +96,9 @@ other metadata stay at the root (version 1's).
 Each version's manifest is also stored, immutable, as ``manifests/<v>.json``
 (`version_manifest_filename`). An append writes its files, then ``manifests/<v>.json`` of the
 version it appends to when that is absent, then creates ``manifests/<v+1>.json`` exclusively
-(the commit point), then replaces ``manifest.json`` with the same bytes. A reader takes
+and whole (the commit point: written aside, then linked into place, or uploaded only if absent;
+a reader takes any file there for the committed version), then replaces ``manifest.json`` with
+the same bytes. A reader takes
 ``manifest.json`` and then, while ``manifests/<v+1>.json`` exists, that one (an append killed
 between its commit point and the pointer update is committed). A dataset never appended to has
 no ``manifests/`` directory: its manifest.json is version 1. A format version <= 4 dataset is

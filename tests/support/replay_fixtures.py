@@ -345,7 +345,8 @@ def commit_manifest(
 ) -> None:
     """Commits `manifest` (version v+1) over `previous` (version v), as an append does:
     ``manifests/<v>.json`` when absent, ``manifests/<v+1>.json`` created exclusively (the
-    commit point), then manifest.json replaced with the same bytes (with `update_pointer`)."""
+    commit point: written aside, then hard-linked into place, so it appears whole and only once),
+    then manifest.json replaced with the same bytes (with `update_pointer`)."""
     directory = os.fspath(directory)
     stored = os.path.join(directory, "manifests")
     os.makedirs(stored, exist_ok=True)
@@ -354,8 +355,12 @@ def commit_manifest(
         with open(old, "x") as f:
             json.dump(previous, f, indent=1)
     data = json.dumps(manifest, indent=1)
-    with open(os.path.join(stored, f"{manifest['dataset_version']}.json"), "x") as f:
+    temporary = os.path.join(directory, f".manifest-{manifest['dataset_version']}.tmp")
+    with open(temporary, "w") as f:
         f.write(data)
+    # The commit point: the file appears whole, and only if no other append made it first.
+    os.link(temporary, os.path.join(stored, f"{manifest['dataset_version']}.json"))
+    os.remove(temporary)
     if update_pointer:
         temporary = os.path.join(directory, fmt.MANIFEST_FILENAME + ".tmp")
         with open(temporary, "w") as f:
