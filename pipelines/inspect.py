@@ -5,9 +5,11 @@ Usage::
     python -m pipelines.inspect out/                         # text summary (manifest only)
     python -m pipelines.inspect out/ --report report.html    # + self-contained HTML page
     python -m pipelines.inspect out/ --plots plots/          # + one PNG per figure
+    python -m pipelines.inspect out/ --version 1             # an earlier dataset version
 
 The summary reads only manifest.json (`replay.load_info`): element spec, counts per split and
-class, shard sizes, compression, parameters, failed source files, versions, creation time. The
+class, shard sizes, compression, parameters, failed source files, versions, creation time, and
+for a dataset appended to (format version 5) its dataset versions, one line each. The
 report and plots also read a bounded sample of elements (`--max_elements`, default 2,000) for the
 example windows and feature statistics. Nothing here imports Beam or tensorflow-transform.
 
@@ -36,6 +38,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         description="Summarise an audiorecords dataset; optionally draw an HTML report / PNGs.",
     )
     parser.add_argument("dataset", help="dataset directory (holds manifest.json)")
+    parser.add_argument(
+        "--version",
+        type=int,
+        help="the dataset version to inspect (default: the latest; each append adds one)",
+    )
     parser.add_argument("--report", metavar="FILE.html", help="write a self-contained HTML report")
     parser.add_argument("--plots", metavar="DIR", help="write each figure as DIR/<name>.png")
     parser.add_argument(
@@ -105,7 +112,7 @@ def run(argv: list[str] | None = None) -> int:
     """
     args = parse_args(argv)
     try:
-        info = load_info(args.dataset)
+        info = load_info(args.dataset, version=args.version)
         summary = report.format_summary(info)
         print(summary, end="")
         if args.report or args.plots:

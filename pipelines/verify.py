@@ -10,8 +10,12 @@ compares each shard's record count and byte size with the manifest: the checker 
 `replay.verify_dataset` (`replay.shard_check`), which stops at the first problem, while this
 checks every shard and names each bad one.
 
-The source tables (format version 3: ``files.jsonl``, ``errors.jsonl``) are checked first: size
-and SHA-256 against the manifest, every entry; a bad one fails with one ``FAILED`` line naming it.
+The source tables (format version 3: ``files.jsonl``, ``errors.jsonl``; version 5: every
+commit's) are checked first: size and SHA-256 against the manifest, every entry; a bad one fails
+with one ``FAILED`` line naming it. Then, on a dataset that was appended to (format version 5),
+every version's stored manifest (``manifests/<v>.json``): it validates, and its commits and
+shards are the latest version's first ones (`replay.DatasetInfo.check_versions`). The latest
+version's shards are every version's, so checking them checks every version's.
 
 Exit status: 0 and one line ``OK <dir>: ...`` when every shard is sound; 1 and one ``BAD
 <shard>: <problems>`` line per bad shard (then a ``FAILED`` summary line) otherwise, or one
@@ -32,13 +36,15 @@ from replay.shard_check import ShardReport, check_shards
 
 
 def verify(path: str, *, split: str | Sequence[str] | None = None) -> list[ShardReport]:
-    """One `ShardReport` per shard of `split` (None: all splits), in manifest order.
+    """One `ShardReport` per shard of `split` (None: all splits), in manifest order: the
+    latest version's shards, which are every version's.
 
     Raises:
       replay.ReplayError: not a complete, readable dataset (IncompleteDatasetError, ...).
     """
     info = load_info(path)  # validates the manifest: shard names are this dataset's own
     info.check_tables()  # format version 3: files.jsonl / errors.jsonl, size, SHA-256, entries
+    info.check_versions()  # format version 5: every manifests/<v>.json, a prefix of the latest
     shards = info.shard_list(split)
     info.check_paths(shards)  # and no shard is a symlink out of the directory
     sizes = _fs.sizes([shard.path for shard in shards])

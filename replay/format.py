@@ -96,7 +96,9 @@ other metadata stay at the root (version 1's).
 Each version's manifest is also stored, immutable, as ``manifests/<v>.json``
 (`version_manifest_filename`). An append writes its files, then ``manifests/<v>.json`` of the
 version it appends to when that is absent, then creates ``manifests/<v+1>.json`` exclusively
-(the commit point), then replaces ``manifest.json`` with the same bytes. A reader takes
+and whole (the commit point: written aside, then linked into place, or uploaded only if absent;
+a reader takes any file there for the committed version), then replaces ``manifest.json`` with
+the same bytes. A reader takes
 ``manifest.json`` and then, while ``manifests/<v+1>.json`` exists, that one (an append killed
 between its commit point and the pointer update is committed). A dataset never appended to has
 no ``manifests/`` directory: its manifest.json is version 1. A format version <= 4 dataset is
@@ -455,10 +457,6 @@ def split_names(manifest: Mapping[str, Any]) -> Sequence[str]:
 #   format_version    5 (4: no commits; 3: also no record offsets; 2: also files / errors
 #                      inside the manifest; 1: also float tensors as float_list, <feature>_norm
 #                      stored; all read still)
-#   dataset_version   v5: the version this manifest describes (1: the first record)
-#   commits           v5: [{"version", "dir", "mode", "created_utc", "input_pattern",
-#                      "num_files", "num_errors", "num_examples", "tables"}], one per version
-#                      1 .. dataset_version (module docstring, "Versions and commits")
 #   complete          true (a manifest is only ever written complete, atomically, last)
 #   name              dataset name used in shard file names
 #   created_utc       ISO-8601 time; the only field that differs between identical runs
@@ -481,6 +479,10 @@ def split_names(manifest: Mapping[str, Any]) -> Sequence[str]:
 #   tables            v3, v4: {"files": {"num_bytes": n, "sha256": hex}, "errors": {...}}: each
 #                      table file's size and SHA-256 (64 lowercase hex digits); the file names
 #                      are fixed (TABLE_FILENAMES), never given here; v5: in each commit
+#   dataset_version   v5: the version this manifest describes (1: the first record)
+#   commits           v5: [{"version", "dir", "mode", "created_utc", "input_pattern",
+#                      "num_files", "num_errors", "num_examples", "tables"}], one per version
+#                      1 .. dataset_version (module docstring, "Versions and commits")
 #   files             v1, v2 only (v3: one entry a line of files.jsonl):
 #                      [{"path", "index", "label", "split", "num_windows", "sample_rate",
 #                       "num_frames", "num_channels", "subtype", "full_scale"}]  every decoded

@@ -323,9 +323,10 @@ def load_info(path: str | os.PathLike, *, version: int | None = None) -> Dataset
     _check_directory(path)
     manifest_path = _fs.join(path, fmt.MANIFEST_FILENAME)
     if version is not None:
-        stored = _fs.join(path, fmt.version_manifest_filename(max(version, 1)))
-        if version >= 1 and _fs.exists(stored):
-            return _check_version(_read_manifest(path, stored), version, stored)
+        if version >= 1:
+            stored = _fs.join(path, fmt.version_manifest_filename(version))
+            if _fs.exists(stored):
+                return _check_version(_read_manifest(path, stored), version, stored)
         info = _read_manifest(path, manifest_path)
         if info.version != version:
             raise VersionNotFoundError(

@@ -302,38 +302,17 @@ def _check_splits(
             if part not in entry:
                 c.fail(field_of(field, part), "missing")
         shards = c.as_list(entry["shards"], field_of(field, "shards"), limit=MAX_SHARDS_PER_SPLIT)
-        listed = Counter(s["filename"] for s in shards if isinstance(s, dict) and _named(s))
-        groups = Counter(_commit_dir(s["filename"], version) for s in shards if _named(s))
+        listed = Counter(s["filename"] for s in shards if _named(s))
+        places = _shard_places(c, shards, field_of(field, "shards"), commit_dirs, version=version)
+        groups = Counter(directory for directory, _, _ in places)
         seen: Counter[str] = Counter()  # shards of each commit directory so far
-        last = 0  # the commit of the shard before: shards come in commit order
         count = 0
-        for i, shard in enumerate(shards):
+        for i, (shard, (directory, commit, base)) in enumerate(zip(shards, places, strict=True)):
             sfield = f"{field_of(field, 'shards')}[{i}]"
-            shard = c.as_obj(shard, sfield)
-            for part in ("filename", "num_examples", "num_bytes"):
-                if part not in shard:
-                    c.fail(field_of(sfield, part), "missing")
-            filename = c.as_str(shard["filename"], field_of(sfield, "filename"))
-            directory = _commit_dir(filename, version)
-            commit = commit_dirs.get(directory)
-            if commit is None:
-                known = [d for d in commit_dirs if d]
-                c.fail(
-                    field_of(sfield, "filename"),
-                    f"{show(filename)} is in no commit's directory (the commits' directories: "
-                    f"'' and {show(known)})",
-                )
-            if commit < last:
-                c.fail(
-                    field_of(sfield, "filename"),
-                    f"{show(filename)} of commit {commit + 1} comes after a shard of commit "
-                    f"{last + 1} (shards are listed in commit order)",
-                )
-            last = commit
+            filename = shard["filename"]
             problem = shard_name_problem(
-                filename[len(directory) + 1 :] if directory else filename, name=name,
-                split=split, index=seen[directory], num_shards=groups[directory],
-                compression=compression,
+                base, name=name, split=split, index=seen[directory],
+                num_shards=groups[directory], compression=compression,
             )  # fmt: skip
             seen[directory] += 1
             if listed[filename] > 1:
@@ -357,6 +336,46 @@ def _check_splits(
             c.fail(field_of(field, "num_examples"), f"{claim} but its shards hold {count}")
         total += count
     return total
+
+
+def _shard_places(
+    c: Checker, shards: list[Any], field: str, commit_dirs: Mapping[str, int], *, version: int
+) -> list[tuple[str, int, str]]:
+    """``(commit directory, commit index, name in it)`` of each shard entry, every entry an
+    object with its parts, its file inside the directory of a commit (a plain name in it), in
+    commit order. Checked for every shard before any name is compared with the name its index
+    gives, so a path that leaves its directory is the error reported."""
+    places = []
+    last = 0  # the commit of the shard before: shards come in commit order
+    for i, shard in enumerate(shards):
+        sfield = f"{field}[{i}]"
+        shard = c.as_obj(shard, sfield)
+        for part in ("filename", "num_examples", "num_bytes"):
+            if part not in shard:
+                c.fail(field_of(sfield, part), "missing")
+        filename = c.as_str(shard["filename"], field_of(sfield, "filename"))
+        directory = _commit_dir(filename, version)
+        commit = commit_dirs.get(directory)
+        if commit is None:
+            known = [d for d in commit_dirs if d]
+            c.fail(
+                field_of(sfield, "filename"),
+                f"{show(filename)} is in no commit's directory (the commits' directories: '' "
+                f"and {show(known)})",
+            )
+        base = filename[len(directory) + 1 :] if directory else filename
+        problem = fmt.plain_name_problem(base)
+        if problem:
+            c.fail(field_of(sfield, "filename"), f"{show(filename)} {problem}")
+        if commit < last:
+            c.fail(
+                field_of(sfield, "filename"),
+                f"{show(filename)} of commit {commit + 1} comes after a shard of commit "
+                f"{last + 1} (shards are listed in commit order)",
+            )
+        last = commit
+        places.append((directory, commit, base))
+    return places
 
 
 def _named(shard: Any) -> bool:

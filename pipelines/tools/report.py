@@ -205,11 +205,33 @@ def _wrap(items: Sequence[str], width: int = 96) -> list[str]:
     return lines or ["  -"]
 
 
+def commit_rows(info: DatasetInfo) -> list[tuple[Any, ...]]:
+    """One row per dataset version (format version 5's commits; one before): version, mode,
+    source files, windows, failed files, when, input pattern; a header row first."""
+    rows: list[tuple[Any, ...]] = [
+        ("version", "mode", "files", "windows", "errors", "created", "input pattern")
+    ]
+    for commit in info.commits:
+        rows.append(
+            (
+                commit["version"],
+                commit["mode"],
+                commit["num_files"],
+                commit["num_examples"],
+                commit["num_errors"],
+                commit["created_utc"] or "-",
+                commit["input_pattern"] or "-",
+            )
+        )
+    return rows
+
+
 def summary_sections(info: DatasetInfo) -> list[tuple[str, list[str]]]:
     """The summary as (title, lines) sections; `format_summary` joins them."""
     files = file_stats(info)
     head = [
-        f"name:         {info.name} (format_version {info.format_version})",
+        f"name:         {info.name} (format_version {info.format_version}, "
+        f"dataset version {info.version})",
         f"created:      {info.created_utc or '-'}",
         f"compression:  {info.compression}",
         f"examples:     {info.num_examples()} windows in {len(info.splits)} split(s), "
@@ -262,8 +284,12 @@ def summary_sections(info: DatasetInfo) -> list[tuple[str, list[str]]]:
             f"    ... and {files.failed - MAX_ERRORS_SHOWN} more (manifest.json 'errors' lists all)"
         )
     versions = _wrap([f"{k} {v}" for k, v in info.versions.items()])
+    history = []
+    if len(info.commits) > 1:  # appended to: each version's own share
+        history = [(f"Dataset versions ({len(info.commits)})", _table(commit_rows(info)))]
     return [
         (f"audiorecords dataset {info.path}", head),
+        *history,
         (f"Element spec ({len(info.elements)} keys)", elements),
         ("Splits (shard file sizes)", splits),
         ("Classes (windows per split)", classes),

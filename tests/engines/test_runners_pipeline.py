@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.engines import clusters
-from tests.support.record_helpers import SAMPLE_DIR, load_manifest, record
+from tests.support.record_helpers import SAMPLE_DIR, load_manifest, record, without_times
 
 pytestmark = pytest.mark.slow
 
@@ -25,8 +25,7 @@ START_TIMEOUT_S = 90.0
 
 
 def _comparable(output_dir: Path) -> dict:
-    manifest = load_manifest(output_dir)
-    manifest.pop("created_utc")
+    manifest = without_times(load_manifest(output_dir))
     manifest.pop("params")
     return manifest
 

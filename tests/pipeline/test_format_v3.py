@@ -105,10 +105,11 @@ def test_recorded_dataset_is_v3_with_the_lists_in_tables(run):
     assert not {"files", "errors"} & set(manifest)  # no per-file list in the manifest
     files, errors = _lines(out / "files.jsonl"), _lines(out / "errors.jsonl")
     assert (manifest["num_files"], manifest["num_errors"]) == (len(files), len(errors)) == (3, 1)
-    tables = manifest["commits"][0]["tables"]  # version 5: the tables of commit 1, the record
+    (commit,) = manifest["commits"]  # format version 5: the tables' digests in its one commit
+    assert (commit["num_files"], commit["num_errors"]) == (3, 1) and "tables" not in manifest
     for key, table in (("files", "files.jsonl"), ("errors", "errors.jsonl")):
         data = (out / table).read_bytes()
-        assert tables[key] == {
+        assert commit["tables"][key] == {
             "num_bytes": len(data),
             "sha256": hashlib.sha256(data).hexdigest(),
         }

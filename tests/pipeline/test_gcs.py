@@ -38,6 +38,7 @@ import soundfile as sf
 
 from replay import load_info, replay_dataset
 from tests.support.gcs_server import running_gcs_server
+from tests.support.record_helpers import without_times
 
 pytestmark = pytest.mark.slow  # end-to-end: a Go server, subprocess jobs (runs in CI)
 
@@ -220,9 +221,7 @@ def _dataset_bytes(gcs, prefix: str) -> dict[str, object]:
         if ".tfrecord-" in base or base in ("schema.pbtxt", "files.jsonl", "errors.jsonl"):
             out[base] = gcs.read_object("out", name)
         elif base == "manifest.json":
-            manifest = json.loads(gcs.read_object("out", name))
-            manifest.pop("created_utc")
-            out[base] = manifest
+            out[base] = without_times(json.loads(gcs.read_object("out", name)))
     return out
 
 

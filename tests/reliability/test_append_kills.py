@@ -23,6 +23,7 @@ from replay import load_info, replay_dataset
 from tests.support import wavgen
 from tests.support.pause_points import APPEND_PHASES, PHASES
 from tests.support.record_helpers import record as run_record
+from tests.support.record_helpers import without_times
 from tests.support.reliability import cli, kill, wait_until_paused
 
 pytestmark = pytest.mark.slow
@@ -56,11 +57,7 @@ def _files(out: Path) -> dict[str, str]:
 
 
 def _manifest(path: Path) -> dict:
-    manifest = json.loads(path.read_text())
-    for commit in manifest.get("commits", ()):
-        commit.pop("created_utc")
-    manifest.pop("created_utc")
-    return manifest
+    return without_times(json.loads(path.read_text()))
 
 
 def _elements(out: Path, version: int | None = None) -> list[tuple]:

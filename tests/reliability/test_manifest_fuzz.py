@@ -43,7 +43,7 @@ from replay import ReplayError, load_info, replay_dataset
 from replay import format as fmt
 from tests.support.hang_guard import hang_guard
 from tests.support.record_helpers import SAMPLE_DIR, record
-from tests.support.replay_fixtures import write_tables
+from tests.support.replay_fixtures import set_tables, write_tables
 
 pytestmark = pytest.mark.slow  # one real record run
 
@@ -192,8 +192,8 @@ def test_fuzz_inspect_report_escapes_manifest_strings(run, tmp_path_factory, lab
         entry["label"], entry["path"] = label, path + entry["path"]
     errors = [{"path": path, "reason": reason}]
     manifest["created_utc"] = label
-    fields = write_tables(run["dataset"], files=files, errors=errors)  # format version 3
-    manifest.update(fields)
+    fields = write_tables(run["dataset"], files=files, errors=errors)  # the record's own tables
+    set_tables(manifest, fields)
     _write(run["dataset"], manifest, {})
     out = tmp_path_factory.mktemp("report") / "r.html"
     assert inspect_cli.run([str(run["dataset"]), "--report", str(out)]) == 0

@@ -51,6 +51,15 @@ def load_manifest(output_dir: Path) -> dict:
     return manifest
 
 
+def without_times(manifest: dict) -> dict:
+    """`manifest` with its times taken out (in place; returned): ``created_utc``, the one field
+    that differs between identical runs, and each commit's copy of it (format version 5)."""
+    manifest.pop("created_utc")
+    for commit in manifest.get("commits", ()):
+        commit.pop("created_utc")
+    return manifest
+
+
 def raw_manifest(output_dir: Path) -> dict:
     """manifest.json as written."""
     return json.loads((Path(output_dir) / "manifest.json").read_text())

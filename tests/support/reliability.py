@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 from tests.support import wavgen
+from tests.support.record_helpers import without_times
 
 ROOT = Path(__file__).resolve().parents[2]
 # file name -> label (the CSV's second column). Labels never become file names: shard names come
@@ -103,13 +104,9 @@ def offsets_files(output_dir: Path) -> dict[str, bytes]:
 
 
 def manifest_without_time(output_dir: Path) -> dict:
-    """manifest.json without created_utc (its commits' too); format version 3's source tables
-    are compared through it (their sizes and SHA-256 are in the manifest)."""
-    manifest = json.loads((output_dir / "manifest.json").read_text())
-    manifest.pop("created_utc")
-    for commit in manifest.get("commits", ()):  # format version 5: each commit's time
-        commit.pop("created_utc")
-    return manifest
+    """manifest.json without created_utc (`without_times`); format version 3's source tables are
+    compared through it (their sizes and SHA-256 are in the manifest)."""
+    return without_times(json.loads((output_dir / "manifest.json").read_text()))
 
 
 def assert_same_dataset(got: Path, want: Path) -> None:

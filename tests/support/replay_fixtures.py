@@ -345,7 +345,8 @@ def commit_manifest(
 ) -> None:
     """Commits `manifest` (version v+1) over `previous` (version v), as an append does:
     ``manifests/<v>.json`` when absent, ``manifests/<v+1>.json`` created exclusively (the
-    commit point), then manifest.json replaced with the same bytes (with `update_pointer`)."""
+    commit point: written aside, then hard-linked into place, so it appears whole and only once),
+    then manifest.json replaced with the same bytes (with `update_pointer`)."""
     directory = os.fspath(directory)
     stored = os.path.join(directory, "manifests")
     os.makedirs(stored, exist_ok=True)
@@ -354,8 +355,12 @@ def commit_manifest(
         with open(old, "x") as f:
             json.dump(previous, f, indent=1)
     data = json.dumps(manifest, indent=1)
-    with open(os.path.join(stored, f"{manifest['dataset_version']}.json"), "x") as f:
+    temporary = os.path.join(directory, f".manifest-{manifest['dataset_version']}.tmp")
+    with open(temporary, "w") as f:
         f.write(data)
+    # The commit point: the file appears whole, and only if no other append made it first.
+    os.link(temporary, os.path.join(stored, f"{manifest['dataset_version']}.json"))
+    os.remove(temporary)
     if update_pointer:
         temporary = os.path.join(directory, fmt.MANIFEST_FILENAME + ".tmp")
         with open(temporary, "w") as f:
@@ -618,6 +623,18 @@ def write_tables(
             "sha256": hashlib.sha256(data).hexdigest(),
         }
     return fields
+
+
+def set_tables(manifest: dict[str, Any], fields: Mapping[str, Any]) -> None:
+    """Puts `write_tables`' fields of the root tables into `manifest`: at its top (format
+    versions 3, 4), or into version 1's commit with the top-level counts the sums over the
+    commits (version 5)."""
+    if manifest["format_version"] < 5:
+        manifest.update(fields)
+        return
+    manifest["commits"][0].update(fields)
+    for key in ("num_files", "num_errors"):
+        manifest[key] = sum(commit[key] for commit in manifest["commits"])
 
 
 def write_schema(directory: str | os.PathLike, specs: Mapping[str, fmt.ElementSpec]) -> None:

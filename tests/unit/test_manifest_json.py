@@ -4,7 +4,8 @@ The record job's pure manifest builder (`finalize.build_manifest`), table encodi
 (`format.table_bytes`) and shard writer (`write_shards.write_shard`) are compared with JSON text,
 JSON Lines and file names written out here, and the reader (`replay.load_info`) is given that
 same literal text: a renamed key, a changed order or a shard name of another shape fails here,
-on either side. Format version 2's manifest text (files and errors inside it) is read still.
+on either side. Format versions 2 to 4's manifest texts (version 2: files and errors inside it)
+are read still.
 """
 
 from __future__ import annotations
@@ -329,3 +330,5 @@ def test_load_info_reads_the_pinned_manifest_text(tmp_path, version):
     assert (norm.encoding, norm.z_score) == ("z_score", fmt.ZScore("log_mel", -1.5, 0.25))
     assert [f["path"] for f in info.files] == ["in/a_1_cat.wav", "in/b_2_dog.wav"]
     assert [e["reason"] for e in info.errors] == ["not a RIFF file", "truncated"]
+    assert info.version == 1 and [c["dir"] for c in info.commits] == [""]
+    assert info.commits[0]["input_pattern"] == "in/*.wav"

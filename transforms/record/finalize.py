@@ -126,7 +126,7 @@ def build_manifest(
         "dir": "",
         "mode": fmt.RECORD_MODE,
         "created_utc": created_utc,
-        "input_pattern": params.get("input_pattern", ""),
+        "input_pattern": str(params.get("input_pattern", "")),
         "num_files": num_files,
         "num_errors": num_errors,
         "num_examples": num_examples,
