@@ -24,6 +24,7 @@ import dataclasses
 import datetime
 import hashlib
 import json
+import logging
 import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NoReturn
@@ -39,7 +40,8 @@ FROZEN, REFRESH = "frozen", "refresh"  # --append_transform: a commit's ``transf
 # The options an append may set apart from the dataset's: which files, how their failures and
 # unknown labels are handled, how many shards the new records fill.
 FREE_OPTIONS = ("input_pattern", "unknown_class", "strict", "num_shards", "elements_per_shard")
-_FIRST_APPENDABLE_FORMAT = fmt.TABLES_VERSION  # tables of their own: a version adds its own
+# a version adds tables and record offsets of its own; the versions before it have them too
+_FIRST_APPENDABLE_FORMAT = fmt.OFFSETS_VERSION
 # What the record job writes that an appended version does not keep; a refreshing one keeps its
 # transform (`_TRANSFORM`).
 _NOT_KEPT = (fmt.MANIFEST_FILENAME, fmt.SCHEMA_FILENAME, "metadata", fmt.FEATURE_FN_DIR)
@@ -159,8 +161,8 @@ def plan_append(config: RecordConfig) -> AppendPlan | None:
     base, known = read_dataset(out)
     require(
         base["format_version"] >= _FIRST_APPENDABLE_FORMAT,
-        f"--append: {out} is of format version {base['format_version']}, whose file lists live "
-        f"in its manifest; record it again with this version to append to it",
+        f"--append: {out} is of format version {base['format_version']}, without the record "
+        "offsets every version's shards have; record it again with this version to append to it",
     )
     params = base["params"]
     require(
@@ -354,7 +356,7 @@ def commit(plan: AppendPlan, *, created_utc: str | None = None) -> dict[str, Any
 def _lost(plan: AppendPlan) -> NoReturn:
     """Another append committed `plan`'s version first: this one's directory goes (the
     winner's `clean_up` may have removed it while this one's record job ran)."""
-    _remove_tree(f"{plan.dataset_dir}/{plan.data_dir}")
+    _remove_tree(f"{plan.dataset_dir}/{plan.data_dir}", quiet=True)
     raise UsageError(
         f"--append: another append committed version {plan.version} of {plan.dataset_dir} "
         "first; nothing of this one was kept: run it again to append what is still new"
@@ -377,15 +379,14 @@ def clean_up(out: str, manifest: Mapping[str, Any]) -> None:
     for c in commits_of(manifest):
         if c["mode"] == APPEND_MODE:
             for name in _NOT_KEPT + (() if c.get("transform") == REFRESH else _TRANSFORM):
-                path = f"{out}/{c['dir']}/{name}"
-                _remove_tree(path)
+                _remove_tree(f"{out}/{c['dir']}/{name}", quiet=True)
     appends = f"{out}/{APPENDS_DIR}"
     gfile = _gfile()
     names = [n.rstrip("/") for n in gfile.listdir(appends)] if gfile.isdir(appends) else []
     for name in sorted(names):
         version = _token_version(name)
         if f"{APPENDS_DIR}/{name}" not in committed and version is not None and version <= latest:
-            _remove_tree(f"{appends}/{name}")
+            _remove_tree(f"{appends}/{name}", quiet=True)
 
 
 def finish_commit(out: str) -> None:
@@ -468,13 +469,21 @@ def _read(path: str) -> bytes:
         raise FileNotFoundError(path) from e
 
 
-def _remove_tree(path: str) -> None:
-    """Removes the file or directory `path`, if there."""
+def _remove_tree(path: str, *, quiet: bool = False) -> None:
+    """Removes the file or directory `path`, if there. `quiet`: a failure (another process
+    writing into it) is logged, not raised: what is left is removed by a later append."""
+    import tensorflow as tf
+
     gfile = _gfile()
-    if gfile.isdir(path):
-        gfile.rmtree(path)
-    elif gfile.exists(path):
-        gfile.remove(path)
+    try:
+        if gfile.isdir(path):
+            gfile.rmtree(path)
+        elif gfile.exists(path):
+            gfile.remove(path)
+    except (tf.errors.OpError, OSError) as e:
+        if not quiet:
+            raise
+        logging.getLogger("audiorecords").info("--append: %s: not removed yet (%s)", path, e)
 
 
 def run_append(config: RecordConfig, *, run: Callable[..., Any]) -> Any:

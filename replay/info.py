@@ -149,7 +149,8 @@ class DatasetInfo:
     def check_versions(self) -> None:
         """Checks every earlier version's stored manifest against this one (format version 5):
         each ``manifests/<v>.json`` exists and validates, describes version v, has the same
-        elements, classes, name and compression, lists this version's first v commits, and its
+        elements (the z-score statistics aside, after an append that refreshed them), classes,
+        name and compression, lists this version's first v commits, and its
         shards of each split are exactly this version's shards of those commits, in order.
         `pipelines.verify` and `replay.verify_dataset` run it. Nothing to check for version 1.
 
@@ -362,9 +363,15 @@ def _check_version(info: DatasetInfo, version: int, where: str) -> DatasetInfo:
 
 
 def _history_problem(older: DatasetInfo, latest: DatasetInfo) -> str | None:
-    """Why `older` is not an earlier version of `latest` (`DatasetInfo.check_versions`)."""
+    """Why `older` is not an earlier version of `latest` (`DatasetInfo.check_versions`).
+
+    The z-score statistics may differ when an append after `older` refreshed them."""
+    refreshed = any(c.get("transform") == "refresh" for c in latest.commits[older.version :])
     for field in ("name", "compression", "elements", "classes", "splits"):
-        if getattr(older, field) != getattr(latest, field):
+        mine, theirs = getattr(older, field), getattr(latest, field)
+        if field == "elements" and refreshed:
+            mine, theirs = _without_statistics(mine), _without_statistics(theirs)
+        if mine != theirs:
             return f"its {field} differ from version {latest.version}'s"
     keys = ("version", "dir", "mode", *fmt.TABLE_COUNT_KEYS.values(), "num_examples", "tables")
     for i, commit in enumerate(older.commits):
@@ -380,6 +387,14 @@ def _history_problem(older: DatasetInfo, latest: DatasetInfo) -> str | None:
                 f"{older.version} ({len(older.shards[split])} listed, {len(kept)} expected)"
             )
     return None
+
+
+def _without_statistics(elements: Mapping[str, fmt.ElementSpec]) -> dict[str, Any]:
+    """`elements` with each z-score key's statistics left out (its source kept)."""
+    return {
+        key: spec if spec.z_score is None else (spec.dtype, spec.shape, spec.z_score.source)
+        for key, spec in elements.items()
+    }
 
 
 def _check_directory(path: str) -> None:
