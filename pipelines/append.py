@@ -128,9 +128,10 @@ def append_token(
     return f"v{manifest_version(base) + 1}-{digest.hexdigest()[:16]}"
 
 
-def read_dataset(path: str) -> tuple[dict[str, Any], frozenset[str]]:
+def read_dataset(path: str) -> tuple[dict[str, Any], dict[str, tuple[int, float] | None]]:
     """A finished dataset's latest manifest, checked by the reader, and every input it holds
-    (its files and its errors, of every version).
+    (its files and its errors, of every version): {path: (size, modification time) as
+    recorded, or None (an error, or a file recorded before format version 5)}.
 
     Raises:
       UsageError: no finished dataset there, or one the reader refuses.
@@ -140,10 +141,25 @@ def read_dataset(path: str) -> tuple[dict[str, Any], frozenset[str]]:
 
     try:
         info = load_info(path)
-        known = frozenset(f["path"] for f in info.files) | {e["path"] for e in info.errors}
+        known: dict[str, tuple[int, float] | None] = {e["path"]: None for e in info.errors}
+        for f in info.files:
+            stamped = "size_bytes" in f and "modified" in f
+            known[f["path"]] = (f["size_bytes"], float(f["modified"])) if stamped else None
     except ReplayError as e:
         raise UsageError(f"--append: {path} holds no finished dataset to append to ({e})") from e
     return json.loads(json.dumps(info.manifest, default=dict)), known
+
+
+def changed_inputs(
+    stamps: Sequence[tuple[str, int, float]], known: Mapping[str, tuple[int, float] | None]
+) -> list[str]:
+    """The inputs of `stamps` the dataset holds with another size or modification time (pure;
+    an input without a recorded stamp counts as unchanged)."""
+    return [
+        path
+        for path, size, modified in stamps
+        if known.get(path) is not None and known[path] != (size, float(modified))
+    ]
 
 
 def plan_append(config: RecordConfig) -> AppendPlan | None:
@@ -199,7 +215,15 @@ def plan_append(config: RecordConfig) -> AppendPlan | None:
         compression=base["compression"],
         resume=config.resume,
     )
-    new = [s for s in match_stamped(config.input_pattern) if s[0] not in known]
+    stamps = match_stamped(config.input_pattern)
+    changed = changed_inputs(stamps, known)
+    require(
+        not changed or config.append_changed == "skip",
+        f"--append: {len(changed)} input(s) the dataset holds changed since they were recorded "
+        f"(size or modification time), first {changed[:1][0] if changed else ''}; pass "
+        "--append_changed skip to leave their recorded windows as they are, or record again",
+    )
+    new = [s for s in stamps if s[0] not in known]
     if not new and config.resume:
         return None
     require(
@@ -219,7 +243,7 @@ def plan_append(config: RecordConfig) -> AppendPlan | None:
         continuation=Continuation(
             first_index=first_index,
             split_base=pattern_base(params["input_pattern"]),
-            known=known,
+            known=frozenset(known),
             prior_moments=prior,
         ),
         data_dir=data_dir,

@@ -35,6 +35,7 @@ from transforms.planning.types import CHANNEL_MODES
 
 REQUIRED = ("input_pattern", "output_dir")  # the options without a default
 APPEND_TRANSFORMS = ("frozen", "refresh")  # --append_transform
+APPEND_CHANGED = ("refuse", "skip")  # --append_changed
 _RULE = aw.LabelRule()  # the annotation rule's defaults
 RECORD = "record"  # manifest: a field of every run's ``params``
 ANNOTATION = "annotation"  # manifest: a field of ``params`` only for runs with --annotations
@@ -131,6 +132,13 @@ class RecordConfig:
         "with --append: frozen keeps the dataset's transform and statistics; refresh "
         "recomputes the z-score statistics of the union and adds a new transform graph",
         choices=APPEND_TRANSFORMS,
+        manifest=None,
+    )
+    append_changed: str = _option(
+        "refuse",
+        "with --append: an input the dataset holds whose size or modification time changed: "
+        "refuse the append naming it, or skip it (its recorded windows stay as they are)",
+        choices=APPEND_CHANGED,
         manifest=None,
     )
     strict: bool = _option(False, "fail the job on the first bad input file", parse=bool)
@@ -343,6 +351,14 @@ class RecordConfig:
         require(
             self.append or self.append_transform == "frozen",
             "--append_transform is for --append (a record run makes its transform)",
+        )
+        require(
+            self.append_changed in APPEND_CHANGED,
+            f"--append_changed must be one of {', '.join(APPEND_CHANGED)}",
+        )
+        require(
+            self.append or self.append_changed == "refuse",
+            "--append_changed is for --append",
         )
         output_scheme = _fs.scheme(self.output_dir or "")
         require(

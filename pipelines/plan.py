@@ -20,7 +20,7 @@ import json
 import math
 import os
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from pipelines.config import RecordConfig, UsageError, require
@@ -151,8 +151,7 @@ def scan_inputs(
     stamps = tuple(match_stamped(config.input_pattern))
     if continuation is not None:
         stamps = tuple(s for s in stamps if s[0] not in continuation.known)
-    matched = [(path, size) for path, size, _ in stamps]
-    require(bool(matched), f"--input_pattern {config.input_pattern!r} matches no file")
+    require(bool(stamps), f"--input_pattern {config.input_pattern!r} matches no file")
     _, csv_path = labels.parse_label_source(config.label_source)
     csv_labels = read_csv_labels(csv_path) if csv_path else None
     sharding = Sharding(
@@ -166,7 +165,7 @@ def scan_inputs(
         shard_func=shard_func,
     )
     labelled = label_inputs(
-        matched,
+        stamps,
         config,
         csv_labels=csv_labels,
         fixed_classes=fixed_classes,
@@ -218,7 +217,7 @@ def scan_inputs(
 
 
 def label_inputs(
-    matched: list[tuple[str, int]],
+    matched: Sequence[tuple[str, int] | tuple[str, int, float]],
     config: RecordConfig,
     *,
     csv_labels: Mapping[str, str] | None,
@@ -226,8 +225,8 @@ def label_inputs(
     sharding: Sharding,
     first_index: int = 0,
 ) -> list[InputFile]:
-    """(path, size) pairs -> `InputFile`s with index (from `first_index`), label and split
-    (pure).
+    """(path, size[, modification time]) -> `InputFile`s with index (from `first_index`),
+    label and split (pure).
 
     Class ids come from every usable label, known here: never from the data. A file without a
     label, or whose label is outside ``--classes`` (unless ``--unknown_class keep``), gets its
@@ -236,16 +235,20 @@ def label_inputs(
     kind, _ = labels.parse_label_source(config.label_source)
     labelled = [
         _with_class(
-            _input_file(i, p, s, kind, csv_labels, sharding),
+            _input_file(i, p, s, kind, csv_labels, sharding, modified=_modified(rest)),
             fixed_classes,
             keep_unknown=config.unknown_class == "keep",
         )
-        for i, (p, s) in enumerate(matched, start=first_index)
+        for i, (p, s, *rest) in enumerate(matched, start=first_index)
     ]
     if config.annotations:
         return [
-            InputFile(index=i, path=p, size_bytes=s, label="", split=f.split)
-            for (i, (p, s)), f in zip(enumerate(matched, start=first_index), labelled, strict=True)
+            InputFile(
+                index=i, path=p, size_bytes=s, label="", split=f.split, modified=_modified(rest)
+            )
+            for (i, (p, s, *rest)), f in zip(
+                enumerate(matched, start=first_index), labelled, strict=True
+            )
         ]
     return labelled
 
@@ -451,6 +454,10 @@ def stored_row_bytes(
     return win_len * _ITEMSIZE[signal_dtype] + feature_values * feature_bytes
 
 
+def _modified(rest: Sequence[float]) -> float:
+    return float(rest[0]) if rest else 0.0
+
+
 def _input_file(
     index: int,
     path: str,
@@ -458,17 +465,20 @@ def _input_file(
     kind: str,
     csv_labels: Mapping[str, str] | None,
     sharding: Sharding,
+    *,
+    modified: float = 0.0,
 ) -> InputFile:
     split = split_of(path, sharding)
+    found = {"index": index, "path": path, "size_bytes": size, "split": split}
     try:
         label = labels.label_for(path, kind=kind, csv_labels=csv_labels)
     except labels.LabelError as e:
         reason = str(e).split(": ", 1)[-1]
-        return InputFile(index=index, path=path, size_bytes=size, error=reason, split=split)
+        return InputFile(**found, error=reason, modified=modified)
     # one string per label (a dirname label is a new slice of each path): in the plan and in the
     # pickled read tasks
     label = sys.intern(label)
-    return InputFile(index=index, path=path, size_bytes=size, label=label, split=split)
+    return InputFile(**found, label=label, modified=modified)
 
 
 def _with_class(f: InputFile, classes: tuple[str, ...] | None, *, keep_unknown: bool) -> InputFile:

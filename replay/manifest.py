@@ -495,9 +495,11 @@ def _check_vocabulary(c: Checker, manifest: Mapping[str, Any]) -> None:
         c.fail("num_classes", f"{num} but classes lists {len(classes)}")
 
 
-_FILE_FIELDS = {  # files[] keys the readers use -> ("str" | "int" | "scale", required)
+_FILE_FIELDS = {  # files[] keys the readers use -> ("str" | "int" | "time" | "scale", required)
     "path": ("str", True),
     "index": ("int", True),
+    "size_bytes": ("int", False),  # format version 5
+    "modified": ("time", False),  # format version 5: seconds since the epoch
     "label": ("str", False),
     "split": ("str", False),
     "num_windows": ("int", False),
@@ -533,6 +535,9 @@ def check_file_entry(c: Checker, entry: Any, field: str) -> dict[str, Any]:
             c.as_str(value, field_of(field, key))
         elif kind == "int":
             c.as_int(value, field_of(field, key))
+        elif kind == "time":
+            if type(value) not in (int, float) or not (math.isfinite(value) and value >= 0):
+                c.fail(field_of(field, key), f"expected a time >= 0, got {show(value)}")
         elif type(value) not in (int, float) or not (math.isfinite(value) and value > 0):
             c.fail(field_of(field, key), f"expected a positive number, got {show(value)}")
     return entry

@@ -128,6 +128,29 @@ def test_an_append_takes_the_datasets_options_and_refuses_others(tmp_path, capsy
     assert "is in" in line and "already (version 2): nothing to append" in line
 
 
+def test_an_input_changed_since_it_was_recorded_is_refused_or_skipped(tmp_path, capsys):
+    import os
+
+    corpus, out = tmp_path / "corpus", tmp_path / "out"
+    day1 = write_day(corpus, 1)
+    run_record(f"{corpus}/*/*.wav", out, *OPTIONS)
+    rows = [json.loads(line) for line in (out / "files.jsonl").read_text().splitlines()]
+    stat = os.stat(rows[0]["path"])
+    assert (rows[0]["size_bytes"], rows[0]["modified"]) == (stat.st_size, stat.st_mtime)
+    changed = sorted(day1.iterdir())[0]
+    os.utime(changed, (stat.st_atime, stat.st_mtime + 60))  # touched: same bytes, new time
+    write_day(corpus, 2)
+    pattern = f"{corpus}/*/*.wav"
+    line = cli_error(capsys, "--input_pattern", pattern, "--output_dir", str(out), "--append")
+    assert "1 input(s) the dataset holds changed since they were recorded" in line, line
+    assert str(changed) in line and "--append_changed skip" in line
+    result = appended(pattern, out, "--append_changed", "skip")
+    assert result.num_files == 2  # day 2's; the touched file's windows stay as recorded
+    assert {r["filepath"] for r in read_records(out)} == {
+        str(p) for p in sorted((corpus / "day01").iterdir()) + sorted((corpus / "day02").iterdir())
+    }
+
+
 def test_a_label_outside_the_class_list_is_an_error_or_kept_as_minus_one(tmp_path):
     corpus, out = tmp_path / "corpus", tmp_path / "out"
     write_day(corpus, 1)

@@ -42,6 +42,7 @@ class InputFile:
     error: str | None = None  # the reason the file cannot be used (label or header problem)
     # --annotations: the file's planned windows and label columns (annotation_plan)
     annotation: FileAnnotation | None = dataclasses.field(default=None, compare=False, repr=False)
+    modified: float = 0.0  # the listing's modification time (seconds since the epoch; 0: none)
 
     __reduce__ = _reduce_to_values
 

@@ -382,6 +382,8 @@ class ReadTaskFn(beam.DoFn):
         return {
             "path": f.path,
             "index": f.index,
+            "size_bytes": f.size_bytes,
+            "modified": f.modified,
             "label": f.label,
             "split": f.split,
             "num_windows": rows,
