@@ -83,7 +83,7 @@ SIGNATURES = {  # name: [(parameter, kind, default)]
     ],
     "verify_dataset": [("path", POS, EMPTY), ("split", KW, None)],
     "load_info": [("path", POS, EMPTY), ("version", KW, None)],
-    "load_transform": [("path", POS, EMPTY)],
+    "load_transform": [("path", POS, EMPTY), ("version", KW, None)],
 }
 
 # Each error's bases up to Exception: a caller may catch the builtin kind as well.
