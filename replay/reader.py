@@ -64,7 +64,7 @@ from replay.shard_check import shard_reader
 from replay.shards import PARSE_BATCH, shard_datasets
 
 AUTOTUNE = tf.data.AUTOTUNE
-ShardingPolicy = tf.data.experimental.service.ShardingPolicy
+_ShardingPolicy = tf.data.experimental.service.ShardingPolicy
 # Shards read at once by the default reader (TFDS's default interleave_cycle_length). With one per
 # core, the last shards of an epoch were read by fewer threads than cores: on 2 cores and 3
 # shards, 16 gave 1.18x the windows/s of 2 (benchmarks/RESULTS.md).
@@ -267,11 +267,11 @@ _DYNAMIC = "with more than one service worker it hands the epochs to whichever a
 _STATIC = "with more than one service worker it splits this pipeline's elements among them"
 _SERVICE_REFUSALS = {
     "distributed_epoch": _DYNAMIC,
-    ShardingPolicy.DYNAMIC: _DYNAMIC,
-    ShardingPolicy.FILE: _STATIC,
-    ShardingPolicy.DATA: _STATIC,
-    ShardingPolicy.FILE_OR_DATA: _STATIC,
-    ShardingPolicy.HINT: _STATIC,
+    _ShardingPolicy.DYNAMIC: _DYNAMIC,
+    _ShardingPolicy.FILE: _STATIC,
+    _ShardingPolicy.DATA: _STATIC,
+    _ShardingPolicy.FILE_OR_DATA: _STATIC,
+    _ShardingPolicy.HINT: _STATIC,
 }
 _SERVICE_ONLY = (
     "the global order under the tf.data service holds only with "
@@ -285,7 +285,7 @@ def _check_global_service(config: ReadConfig) -> None:
     mode = config.processing_mode
     if config.job_name is not None:
         why = "job_name: consumers of a named job take its elements first come, first served"
-    elif (isinstance(mode, str) and mode == "parallel_epochs") or mode is ShardingPolicy.OFF:
+    elif (isinstance(mode, str) and mode == "parallel_epochs") or mode is _ShardingPolicy.OFF:
         return
     else:
         why = f"processing_mode={mode!r}: {_SERVICE_REFUSALS.get(mode, 'an unknown mode')}"
