@@ -7,7 +7,8 @@ Pipeline (graph code; no Python runs per element)::
       -> map (parallel, deterministic): one window's records, in the window's order, only this
          pipeline's positions at or after `start`; only the blocks holding them are read, each
          from its first record's offset (record offsets, format version 4)
-      -> Dataset of ``[n]`` serialized records per window (n may be 0)
+      -> Dataset of ``[n]`` serialized records per window (n may be 0); with `positions`,
+         of (``[n]`` records, ``[n]`` their run positions)
 
 A block is read with TensorFlow's ``TFRecordDatasetV2`` op from a byte offset (the public
 ``TFRecordDataset`` has no offset argument), so every frame's length and data CRC32C are checked
@@ -37,9 +38,12 @@ def pipeline_records(
     *,
     slots: Slots,
     repeat: bool,
+    positions: bool = False,
 ) -> tuple[tf.data.Dataset, int | None]:
     """This pipeline's serialized records in the global order, as a Dataset of ``[n]`` string
-    vectors (one per window), and their count (None with `repeat`: infinite).
+    vectors (one per window), and their count (None with `repeat`: infinite). With `positions`
+    each element is (records, ``[n]`` int64: each record's position in the run), what
+    `check_positions` checks.
 
     Without `repeat` the run ends with the epoch that holds `order.start`.
 
@@ -52,8 +56,10 @@ def pipeline_records(
     epoch = order.start // n if n else 0
     count = None if repeat else slots.below((epoch + 1) * n) - slots.below(order.start)
     if not n:
-        return tf.data.Dataset.from_tensors(tf.zeros([0], tf.string)).take(0), 0
-    reader = _WindowReader(info, shards, blocks, order, slots)
+        empty = tf.zeros([0], tf.string)
+        empty = (empty, tf.zeros([0], tf.int64)) if positions else empty
+        return tf.data.Dataset.from_tensors(empty).take(0), 0
+    reader = _WindowReader(info, shards, blocks, order, slots, positions=positions)
     epochs = (
         tf.data.Dataset.range(epoch, epoch + 1) if not repeat else tf.data.Dataset.counter(epoch)
     )
@@ -107,7 +113,10 @@ class _WindowReader:
         blocks: Blocks,
         order: GlobalOrder,
         slots: Slots,
+        *,
+        positions: bool,
     ):
+        self._positions = positions
         self._order = EpochOrder(blocks, seed=order.seed, window_blocks=order.window_blocks)
         self._start = tf.constant(order.start, tf.int64)
         self._n = blocks.num_records
@@ -156,10 +165,12 @@ class _WindowReader:
         first: tf.Tensor,
         size: tf.Tensor,
     ) -> tf.Tensor:
-        """The window's records this pipeline yields, in the order: ``[n]`` strings."""
+        """The window's records this pipeline yields, in the order: ``[n]`` strings (and their
+        positions, with `positions`)."""
         source = self._order.window_permutation(epoch, window, size)
         positions = epoch * self._n + first + tf.range(size, dtype=tf.int64)
-        source = tf.boolean_mask(source, self._kept(positions))  # window record of each output
+        kept = self._kept(positions)
+        source = tf.boolean_mask(source, kept)  # window record of each output
         counts = tf.gather(self._count, blocks)
         block_first = tf.cumsum(counts, exclusive=True)  # each block's first window record
         owner = tf.searchsorted(block_first, source, side="right") - 1  # block of each output
@@ -175,6 +186,8 @@ class _WindowReader:
             tf.where(needed), tf.cumsum(read_counts, exclusive=True), tf.shape(counts, tf.int64)
         )
         index = tf.gather(read_first, owner) + source - tf.gather(block_first, owner)
+        if self._positions:
+            return tf.gather(records, index), tf.boolean_mask(positions, kept)
         return tf.gather(records, index)
 
     def _read_blocks(self, blocks: tf.Tensor, counts: tf.Tensor) -> tf.Tensor:
@@ -214,3 +227,31 @@ class _WindowReader:
         )
         records = tf.data.experimental.from_variant(variant, tf.TensorSpec([], tf.string))
         return records.ignore_errors(log_warning=True).take(count)
+
+
+def check_positions(
+    ds: tf.data.Dataset, order: GlobalOrder, slots: Slots, *, message: str
+) -> tf.data.Dataset:
+    """`ds`, a Dataset of (batch, ``[n]`` positions), as a Dataset of its batches, failing with
+    `message` (and the first position out of place) where a position is not the next of this
+    pipeline's positions from `order.start`."""
+    first = slots.below(order.start)  # this pipeline's positions before start
+    per, size, pipeline = slots.per_pipeline, slots.global_batch_size, slots.pipeline
+
+    def step(count: tf.Tensor, element):
+        batch, positions = element
+        j = first + count + tf.range(tf.size(positions, out_type=tf.int64))
+        expected = j // per * size + pipeline * per + j % per
+        wrong = tf.not_equal(positions, expected)
+        at = tf.argmax(tf.concat([tf.cast(wrong, tf.int64), [1]], 0))  # the first wrong one
+        zero = tf.zeros([1], tf.int64)  # (what `at` points at when none is)
+        text = tf.strings.format(
+            "{}: position {} where the order has {}",
+            (message, tf.concat([positions, zero], 0)[at], tf.concat([expected, zero], 0)[at]),
+        )
+        ok = tf.debugging.Assert(tf.logical_not(tf.reduce_any(wrong)), [text])
+        with tf.control_dependencies([ok]):
+            batch = tf.nest.map_structure(tf.identity, batch)
+        return count + tf.size(positions, out_type=tf.int64), batch
+
+    return ds.scan(tf.constant(0, tf.int64), _traced(step))

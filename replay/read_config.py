@@ -68,7 +68,8 @@ class ReadConfig:
         reads every shard but keeps records ``input_pipeline_id::num_input_pipelines`` of each
         (decoding only those). File shares hold whole shards, so their sizes may differ.
       service: a tf.data service dispatcher address (``grpc://host:port``): the dataset is
-        produced by the service's workers.
+        produced by the service's workers. With ``order=GlobalOrder(...)`` only in
+        "parallel_epochs" mode, without `job_name`, and from one service worker.
       processing_mode: tf.data service processing mode: "distributed_epoch" (each element
         once across workers) or "parallel_epochs" (each worker a full epoch).
       job_name: tf.data service job name (consumers with one name share one job).

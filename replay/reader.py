@@ -55,7 +55,7 @@ import tensorflow as tf
 from replay import format as fmt
 from replay.errors import CorruptShardError
 from replay.global_order import GlobalOrder, Slots
-from replay.global_reader import pipeline_records
+from replay.global_reader import check_positions, pipeline_records
 from replay.info import DatasetInfo, load_info
 from replay.parsing import batch_parser
 from replay.read_config import PipelineShare, ReadConfig, pipeline_share
@@ -64,6 +64,7 @@ from replay.shard_check import shard_reader
 from replay.shards import PARSE_BATCH, shard_datasets
 
 AUTOTUNE = tf.data.AUTOTUNE
+_ShardingPolicy = tf.data.experimental.service.ShardingPolicy
 # Shards read at once by the default reader (TFDS's default interleave_cycle_length). With one per
 # core, the last shards of an epoch were read by fewer threads than cores: on 2 cores and 3
 # shards, 16 gave 1.18x the windows/s of 2 (benchmarks/RESULTS.md).
@@ -182,14 +183,18 @@ def replay_dataset(
         run fixed by the order's seed and P, the same global batches for any number of input
         pipelines, a run started at any P (`GlobalOrder.start`); without `repeat` the run ends
         with the epoch that holds `start`. Only with `split`, `features`, `repeat`,
-        `batch_size`, `drop_remainder`, `input_context`, `prefetch`; needs format version 4.
+        `batch_size`, `drop_remainder`, `input_context`, `prefetch`, and `service` with
+        ``processing_mode="parallel_epochs"``, no `job_name` and one service worker (each
+        element's position is checked: a second worker fails the read, naming this);
+        needs format version 4.
 
     Raises:
       DatasetNotFoundError, IncompleteDatasetError, ManifestError: see `load_info`.
       UnknownSplitError, UnknownFeatureError: `split` / `features` not in the manifest.
       MissingShardError, ShardSizeError: a shard is missing or has the wrong size.
       ValueError: `read_config` with a read keyword other than its default; `order` with an
-        option it does not take.
+        option it does not take, or under a tf.data service mode or `job_name` it does not
+        hold under.
       NoOffsetsError: `order` on a dataset written before format version 4.
     """
     config = resolve_read_config(read_config, locals())  # only the ReadConfig fields are read
@@ -251,7 +256,6 @@ def _check_global(config: ReadConfig, output: _Output, *, balance: str | None) -
         "shuffle_buffer": output.shuffle_buffer,
         "balance": balance is not None,
         "reader_func": config.reader_func is not None,
-        "service": config.service is not None,
         "seed (the order has its own)": config.seed is not None,
         "block_length (GlobalOrder.block_length)": config.block_length is not None,
         "cycle_length": config.cycle_length is not None,
@@ -260,6 +264,39 @@ def _check_global(config: ReadConfig, output: _Output, *, balance: str | None) -
     given = [name for name, value in refused.items() if value]
     if given:
         raise ValueError(f"replay_dataset: order=GlobalOrder(...) is not for {', '.join(given)}")
+    if config.service is not None:
+        _check_global_service(config)
+
+
+# Why the global order does not hold under each tf.data service mode it refuses (with one
+# service worker each holds it, and is then parallel_epochs).
+_DYNAMIC = "with more than one service worker it hands the epochs to whichever asks first"
+_STATIC = "with more than one service worker it splits this pipeline's elements among them"
+_SERVICE_REFUSALS = {
+    "distributed_epoch": _DYNAMIC,
+    _ShardingPolicy.DYNAMIC: _DYNAMIC,
+    _ShardingPolicy.FILE: _STATIC,
+    _ShardingPolicy.DATA: _STATIC,
+    _ShardingPolicy.FILE_OR_DATA: _STATIC,
+    _ShardingPolicy.HINT: _STATIC,
+}
+_SERVICE_ONLY = (
+    "the global order under the tf.data service holds only with "
+    "processing_mode='parallel_epochs' (ShardingPolicy.OFF), one service worker and no job_name"
+)
+
+
+def _check_global_service(config: ReadConfig) -> None:
+    """Refuses the tf.data service configurations the global order does not hold under
+    (docs/training.md): the mode other than parallel_epochs, or a job_name."""
+    mode = config.processing_mode
+    if config.job_name is not None:
+        why = "job_name: consumers of a named job take its elements first come, first served"
+    elif (isinstance(mode, str) and mode == "parallel_epochs") or mode is _ShardingPolicy.OFF:
+        return
+    else:
+        why = f"processing_mode={mode!r}: {_SERVICE_REFUSALS.get(mode, 'an unknown mode')}"
+    raise ValueError(f"replay_dataset: {_SERVICE_ONLY}, not {why}")
 
 
 def _global(
@@ -272,7 +309,9 @@ def _global(
     features: str | Sequence[str] | None,
 ) -> tf.data.Dataset:
     """``order=GlobalOrder(...)``: this pipeline's records in the global order
-    (`replay.global_reader`), batched by `batch_size` and decoded once per batch."""
+    (`replay.global_reader`), batched by `batch_size` and decoded once per batch. Under the
+    tf.data service the batches are read and decoded by its worker, in a job of this pipeline's
+    own, with their positions, which `check_positions` checks as they arrive."""
     specs = info.select_features(features)
     shards = info.shard_list(split)
     info.check_shards(split)
@@ -281,10 +320,23 @@ def _global(
         (1, 0) if context is None else (context.num_input_pipelines, context.input_pipeline_id)
     )
     slots = Slots(order.global_batch_size or pipelines, pipelines, pipeline)
-    ds, total = pipeline_records(info, shards, order, slots=slots, repeat=output.repeat)
+    served = config.service is not None
+    ds, total = pipeline_records(
+        info, shards, order, slots=slots, repeat=output.repeat, positions=served
+    )
     batch_size = output.batch_size or PARSE_BATCH
     ds = ds.rebatch(batch_size, drop_remainder=bool(output.batch_size and output.drop_remainder))
-    ds = ds.map(batch_parser(specs, info.elements), num_parallel_calls=AUTOTUNE)
+    parse = batch_parser(specs, info.elements)
+    if served:  # parsed by the service's worker; the positions checked here
+        ds = ds.map(lambda records, at: (parse(records), at), num_parallel_calls=AUTOTUNE)
+        ds = ds.with_options(reader_options(True)).apply(
+            tf.data.experimental.service.distribute(
+                processing_mode=config.processing_mode, service=config.service
+            )
+        )
+        ds = check_positions(ds, order, slots, message=f"replay_dataset: {_SERVICE_ONLY}")
+    else:
+        ds = ds.map(parse, num_parallel_calls=AUTOTUNE)
     if output.batch_size is None:
         ds = ds.unbatch()
     ds = _assert_count(ds, output, total=total)

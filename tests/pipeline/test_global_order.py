@@ -181,7 +181,6 @@ def test_options_it_does_not_take_are_refused(dataset):
         {"shuffle_shards": True},
         {"seed": 3},
         {"balance": "class"},
-        {"service": "grpc://localhost:5050"},
         {"block_length": 8},
         {"reader_func": lambda datasets: datasets},
     ):

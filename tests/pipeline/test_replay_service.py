@@ -8,6 +8,7 @@ import pytest
 import tensorflow as tf
 
 from replay import replay_dataset
+from tests.support.data_service import data_service
 from tests.support.replay_fixtures import write_dataset
 
 NUM_WORKERS = 2
@@ -15,18 +16,8 @@ NUM_WORKERS = 2
 
 @pytest.fixture(scope="module")
 def service():
-    dispatcher = tf.data.experimental.service.DispatchServer()
-    address = dispatcher.target.split("://")[1]
-    workers = [
-        tf.data.experimental.service.WorkerServer(
-            tf.data.experimental.service.WorkerConfig(dispatcher_address=address)
-        )
-        for _ in range(NUM_WORKERS)
-    ]
-    yield dispatcher.target
-    for worker in workers:
-        worker.stop()
-    dispatcher.stop()
+    with data_service(NUM_WORKERS) as address:
+        yield address
 
 
 @pytest.fixture(scope="module")
