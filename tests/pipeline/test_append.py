@@ -339,3 +339,22 @@ def test_two_appends_run_at_once_commit_one_version_each_or_one_fails_cleanly(tm
         assert manifest["dataset_version"] == 2
     committed = {c["dir"] for c in manifest["commits"][1:]}
     assert {f"appends/{p.name}" for p in (out / "appends").iterdir()} == committed
+
+
+def test_an_append_left_uncommitted_is_rolled_back_by_the_next_append(tmp_path):
+    """An append killed after its record job (its directory complete, nothing committed) is
+    removed when another append commits the version it was for."""
+    corpus, out = tmp_path / "corpus", tmp_path / "out"
+    write_day(corpus, 1)
+    run_record(f"{corpus}/*/*.wav", out, *OPTIONS)
+    write_day(corpus, 2)
+    write_day(corpus, 3)
+    config = RecordConfig(input_pattern=f"{corpus}/day02/*.wav", output_dir=str(out), append=True)
+    killed = append.plan_append(config)
+    run_job(killed.config, continuation=killed.continuation)  # recorded, never committed
+    assert (out / killed.data_dir / "manifest.json").is_file()
+    assert appended(f"{corpus}/day03/*.wav", out).dataset_version == 2
+    assert not (out / killed.data_dir).exists()
+    assert [p.name for p in (out / "appends").iterdir()] == [
+        raw_manifest(out)["commits"][1]["dir"].split("/")[1]
+    ]

@@ -323,6 +323,14 @@ def test_portable_runner_writes_the_same_gs_dataset(tmp_path, gcs, clips, gs_run
     assert _dataset_bytes(gcs, "portable/") == _dataset_bytes(gcs, "ds/")
 
 
+LIST_APPENDS = """
+import json, sys
+import tensorflow as tf
+from replay import load_info
+info = load_info(sys.argv[1])
+dirs = [f"appends/{n.rstrip('/')}" for n in tf.io.gfile.listdir(sys.argv[1] + "/appends")]
+print(json.dumps([info.version, dirs, [c["dir"] for c in info.commits[1:]]]))
+"""
 V1_FILES = """
 import json, sys
 from replay import load_info
@@ -354,3 +362,34 @@ def test_a_gs_dataset_grows_by_an_append_whose_commit_is_a_generation_preconditi
     out = _run(gcs, "-c", EXCLUSIVE, f"{manifests}/2.json", f"{manifests}/9.json",
                f"{manifests}/9.json")  # fmt: skip
     assert out.stdout.strip().splitlines()[-1] == "[False, True, False]"
+
+
+def test_two_gs_appends_at_once_commit_one_version_each_or_one_fails_cleanly(gcs, clips):
+    """Two append processes on one gs:// dataset: each commits a version of its own, or the
+    one whose precondition fails says so in one line and leaves no object behind."""
+    record = ["-m", "pipelines.record", *ARGS, "--no_auth", "--output_dir", "gs://out/race"]
+    _run(gcs, *record, "--input_pattern", "gs://clips/speech/*/clip0.wav")
+    env = {**os.environ, **gcs.env(), "TF_CPP_MIN_LOG_LEVEL": "2"}
+    procs = [
+        subprocess.Popen(
+            [sys.executable, *record, "--append", "--input_pattern", pattern],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )  # fmt: skip
+        for pattern in ("gs://clips/speech/*/clip1.wav", "gs://clips/speech/*/clip2.wav")
+    ]
+    outcomes = [(p.wait(timeout=JOB_TIMEOUT_S), *p.communicate()) for p in procs]
+    codes = sorted(code for code, _, _ in outcomes)
+    listing = _run(gcs, "-c", LIST_APPENDS, "gs://out/race").stdout.strip().splitlines()[-1]
+    versions, dirs, committed = json.loads(listing)
+    if codes == [0, 0]:
+        assert versions == 3
+    else:
+        assert codes == [0, 2], [(c, e[-2000:]) for c, _, e in outcomes]
+        (err,) = [e.strip().splitlines() for code, _, e in outcomes if code == 2]
+        assert err[-1].startswith("error: --append: another append committed version 2"), err
+        assert versions == 2
+    assert sorted(dirs) == sorted(committed)
