@@ -17,8 +17,9 @@ dataset's own options are taken from it):
   format), in a folder of their own per fraction (``<work>/corpus-<seed>-...``: the first files
   adding up to the fraction of the corpus's audio seconds);
 - per repeat and fraction: (a) append: ``cp -a`` of the base dataset (untimed), then
-  ``--append`` of the new folder into the copy (timed); (b) new only: the new folder recorded
-  into a fresh directory (timed);
+  ``--append`` of the new folder into the copy (timed; with ``--whole_pattern`` its pattern
+  matches the corpus too, ``{<corpus>,<new>}/*.wav``, as a nightly append's would); (b) new
+  only: the new folder recorded into a fresh directory (timed);
 - per repeat, the fixed start of each kind of job: (a) on a dataset of one one-second file,
   appending another (``fixed_append``); (b) that one new file recorded alone (``fixed_record``);
 - once per fraction after the repeats: the full re-record of base + new (one folder of symlinks
@@ -86,9 +87,10 @@ def new_cmd(folder: Path, out: Path) -> list[str]:
     return record_cmd(f"{folder}/*.wav", out, *RECORD_ARGS)
 
 
-def append_cmd(folder: Path, out: Path) -> list[str]:
-    """The new files appended to the dataset in `out` (its own options)."""
-    return record_cmd(f"{folder}/*.wav", out, "--append")
+def append_cmd(folder: Path, out: Path, pattern: str | None = None) -> list[str]:
+    """The new files appended to the dataset in `out` (its own options); `pattern`: another
+    ``--input_pattern`` than the new folder's (``--whole_pattern``)."""
+    return record_cmd(pattern or f"{folder}/*.wav", out, "--append")
 
 
 def guarded(cmd: list[str]) -> list[str]:
@@ -192,7 +194,9 @@ def warm_up(folders: list[Path], tiny: Path, work: Path) -> None:
     shutil.rmtree(work / "warm-up")
 
 
-def appended(base: Path, copy: Path, folder: Path, hashes: dict[str, str]) -> tuple[float, str]:
+def appended(
+    base: Path, copy: Path, folder: Path, hashes: dict[str, str], pattern: str | None = None
+) -> tuple[float, str]:
     """(wall, summary) of the append of `folder` onto a copy of `base`, old shards unreadable;
     checks the new version and that the old files are unchanged (AssertionError if not)."""
     if copy.exists():
@@ -202,7 +206,7 @@ def appended(base: Path, copy: Path, folder: Path, hashes: dict[str, str]) -> tu
     for name in hashes:
         os.chmod(copy / name, 0)
     try:
-        wall, line = timed(append_cmd(folder, copy))
+        wall, line = timed(append_cmd(folder, copy, pattern))
     finally:
         for name, mode in modes.items():
             os.chmod(copy / name, mode)
@@ -296,7 +300,8 @@ def one_repeat(rep: int, setup: dict, args) -> list[dict]:
 
     def append_step(fraction: float) -> None:
         folder = setup["extras"][fraction]
-        wall, line = appended(base, work / "appended", folder, hashes)
+        pattern = f"{{{setup['source']},{folder}}}/*.wav" if args.whole_pattern else None
+        wall, line = appended(base, work / "appended", folder, hashes, pattern)
         row("append", fraction, wall, line, windows=added_windows(line))
 
     def new_step(fraction: float) -> None:
@@ -391,6 +396,11 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--seed", type=int, default=EXTRA_SEED, help="the new audio's seed")
     parser.add_argument("--rerecord", action="store_true", help="record the base dataset again")
+    parser.add_argument(
+        "--whole_pattern",
+        action="store_true",
+        help="timed appends match the corpus and the new folder ('{corpus,new}/*.wav')",
+    )
     parser.add_argument("--no_strace", action="store_true", help="skip the strace'd append")
     parser.add_argument("--no_full", action="store_true", help="skip the full re-records")
     parser.add_argument("--json", default=None, help="append the rows to this JSON file")
@@ -425,7 +435,7 @@ def main(argv: list[str] | None = None) -> None:
     print(f"base: {manifest(base)['num_examples']} windows, {len(hashes)} shard + offsets files, "
           f"{sum((base / n).stat().st_size for n in hashes) / 1e6:.0f} MB", flush=True)  # fmt: skip
     setup = {
-        "work": work, "base": base, "hashes": hashes, "extras": extras,
+        "work": work, "base": base, "source": source, "hashes": hashes, "extras": extras,
         "extra_stats": extra_stats, "fractions": args.fractions,
         "tiny_base": tiny_dataset, "tiny_new": tiny_new,
         "tiny_hashes": {name: sha256(tiny_dataset / name) for name in old_files(tiny_dataset)},
