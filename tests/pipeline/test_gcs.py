@@ -19,6 +19,11 @@ the readers run in subprocesses with that environment, as a user's would run aga
 - transient faults (503s and reset connections) on both clients' requests are retried and the
   dataset is byte-identical to a calm run's; the portable runner (a job service and an external
   worker pool) writes the same bytes as the DirectRunner;
+- ``--append`` on a ``gs://`` dataset: the grown dataset replays as the local record of all the
+  clips, version 1 reads as it was; the commit point is an object created with
+  ``ifGenerationMatch=0`` (two appends at once: one version each, or the loser's one line and
+  no object left); killed after its commit point, readers see the new version and
+  ``--resume`` finishes it;
 - no request leaves 127.0.0.1: the proxy refuses (and lists) every host but GCS's two, and each
   test ends by checking that list is empty.
 """
@@ -393,3 +398,34 @@ def test_two_gs_appends_at_once_commit_one_version_each_or_one_fails_cleanly(gcs
         assert err[-1].startswith("error: --append: another append committed version 2"), err
         assert versions == 2
     assert sorted(dirs) == sorted(committed)
+
+
+def test_a_gs_append_killed_after_its_commit_point_reads_as_the_new_version_and_resumes(
+    tmp_path, gcs, clips
+):
+    """Killed between the creation of manifests/2.json and the switch of manifest.json: a
+    reader on gs:// sees version 2 whole and version 1 as it was; --append --resume finishes
+    the switch and the clean-up."""
+    from tests.support.reliability import cli, kill, wait_until_paused
+
+    record = [*ARGS, "--no_auth", "--output_dir", "gs://out/killed"]
+    _run(gcs, "-m", "pipelines.record", *record, "--input_pattern", "gs://clips/speech/*/clip0.wav")
+    args = [*record, "--input_pattern", "gs://clips/speech/*/clip[01].wav", "--append"]
+    marker, log = tmp_path / "committed.paused", tmp_path / "committed.log"
+    env = {**gcs.env(), "TF_CPP_MIN_LOG_LEVEL": "2"}
+    proc = cli("append committed", str(marker), *args, log=log, env=env,
+               module="tests.support.pause_points")  # fmt: skip
+    try:
+        wait_until_paused(proc, marker)
+    finally:
+        kill(proc)
+    names = gcs.list_names("out", "killed/")
+    assert "killed/manifests/2.json" in names and "killed/manifests/1.json" in names
+    listing = _run(gcs, "-c", LIST_APPENDS, "gs://out/killed").stdout.strip().splitlines()[-1]
+    assert json.loads(listing)[0] == 2  # committed: the reader follows manifests/2.json
+    first = json.loads(_run(gcs, "-c", V1_FILES, "gs://out/killed").stdout.strip().splitlines()[-1])
+    assert [p.rsplit("/", 1)[-1] for p in first] == ["clip0.wav"] * 3
+    done = _run(gcs, "-m", "pipelines.record", *args, "--resume")
+    assert "is already a finished dataset (12 windows from 6 files)" in done.stdout
+    switched = gcs.read_object("out", "killed/manifest.json")
+    assert switched == gcs.read_object("out", "killed/manifests/2.json")
