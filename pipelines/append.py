@@ -10,8 +10,11 @@ as ``manifests/<version>.json``, which fails if another append created it first,
 ``manifest.json`` is replaced by the same bytes. A reader holds the manifest it opened, and the
 files it names never change: it keeps reading its version while a new one commits.
 
-The transform is *frozen*: the dataset's ``transform_fn/``, class list and z-score statistics
-are kept as they are; the new records' ``<feature>_norm`` use them.
+The transform is *frozen* by default: the dataset's ``transform_fn/``, class list and z-score
+statistics are kept as they are; the new records' ``<feature>_norm`` use them. With
+``--append_transform refresh`` the record job adds the moments every commit stores to its own in
+the z-score analysis, so the new version's statistics are those of the union, exactly; its
+``transform_fn/`` stays in its own directory. Class ids never change in either mode.
 
 The token names the work, not the moment: the same append of the same files onto the same
 version gets the same directory, so ``--append --resume`` continues a killed one through the
@@ -33,10 +36,6 @@ from pipelines.config import OPTION_NAMES, RecordConfig, UsageError, require
 from pipelines.plan import Continuation
 from replay import format as fmt
 
-APPENDS_DIR = fmt.APPENDS_DIR
-MANIFESTS_DIR = fmt.MANIFESTS_DIR
-APPEND_MODE = fmt.APPEND_MODE
-FROZEN, REFRESH = "frozen", "refresh"  # --append_transform: a commit's ``transform``
 # The options an append may set apart from the dataset's: which files, how their failures and
 # unknown labels are handled, how many shards the new records fill.
 FREE_OPTIONS = ("input_pattern", "unknown_class", "strict", "num_shards", "elements_per_shard")
@@ -58,7 +57,7 @@ class AppendPlan:
     config: RecordConfig  # the record job of the new files, into `data_dir`
     continuation: Continuation
     data_dir: str  # relative to `dataset_dir`: appends/<token>
-    transform: str = FROZEN  # --append_transform
+    transform: str = fmt.FROZEN_TRANSFORM  # --append_transform
 
 
 def manifest_version(manifest: Mapping[str, Any]) -> int:
@@ -167,8 +166,10 @@ def plan_append(config: RecordConfig) -> AppendPlan | None:
     ``--resume`` when every input is in the dataset already (the append was committed).
 
     Raises:
-      UsageError: no finished dataset there, one of a format that cannot grow, an option that
-        would change the records' layout, an annotated dataset, or an object store.
+      UsageError: no finished dataset there, one of a format that cannot grow, an annotated
+        dataset, a refresh without stored moments or statistics, an option that would change
+        the records' layout, a changed input (without ``--append_changed skip``), or nothing
+        new (without ``--resume``).
     """
     from pipelines.inputs import match_stamped
     from transforms.planning.sharding import pattern_base
@@ -186,7 +187,7 @@ def plan_append(config: RecordConfig) -> AppendPlan | None:
         f"--append: {out} was recorded with --annotations; appending to an annotated dataset "
         "is not supported yet",
     )
-    refresh = config.append_transform == REFRESH
+    refresh = config.append_transform == fmt.REFRESH_TRANSFORM
     prior = stored_moments(base) if refresh else None
     require(
         not refresh or prior is not None,
@@ -232,7 +233,7 @@ def plan_append(config: RecordConfig) -> AppendPlan | None:
         f"already (version {manifest_version(base)}): nothing to append",
     )
     token = append_token(base, sub, new, transform=config.append_transform)
-    data_dir = f"{APPENDS_DIR}/{token}"
+    data_dir = f"{fmt.APPENDS_DIR}/{token}"
     commits = commits_of(base)
     first_index = sum(c["num_files"] + c["num_errors"] for c in commits)
     return AppendPlan(
@@ -257,7 +258,7 @@ def next_manifest(
     *,
     data_dir: str,
     created_utc: str,
-    transform: str = FROZEN,
+    transform: str = fmt.FROZEN_TRANSFORM,
 ) -> dict[str, Any]:
     """The manifest of the version after `base` that adds the dataset `added` (recorded into
     `data_dir`, relative to the dataset) (pure).
@@ -279,7 +280,7 @@ def next_manifest(
         {
             "version": manifest_version(base) + 1,
             "dir": data_dir,
-            "mode": APPEND_MODE,
+            "mode": fmt.APPEND_MODE,
             "created_utc": created_utc,
             "input_pattern": added["params"]["input_pattern"],
             "num_files": added["num_files"],
@@ -308,7 +309,7 @@ def next_manifest(
         commits=commits,
         versions=dict(added["versions"]),
     )
-    if transform == REFRESH:
+    if transform == fmt.REFRESH_TRANSFORM:
         manifest["elements"] = {k: dict(v) for k, v in added["elements"].items()}
     return manifest
 
@@ -348,7 +349,7 @@ def commit(plan: AppendPlan, *, created_utc: str | None = None) -> dict[str, Any
     """
     out = plan.dataset_dir
     data = f"{out}/{plan.data_dir}"
-    manifests = f"{out}/{MANIFESTS_DIR}"
+    manifests = f"{out}/{fmt.MANIFESTS_DIR}"
     if _gfile().exists(f"{manifests}/{plan.version}.json"):
         _lost(plan)
     try:
@@ -396,20 +397,24 @@ def switch_latest(out: str, text: bytes) -> None:
 
 def clean_up(out: str, manifest: Mapping[str, Any]) -> None:
     """After version `manifest` committed: removes what its append's record job wrote for its
-    own transform, and the directories of appends that can no longer commit (killed ones, or
-    ones still running for a version that is now taken: theirs fails at its commit)."""
+    own transform (a clean-up killed half-way is done again by the next append's
+    `finish_commit`, while it is still the newest), and the directories of appends that can no
+    longer commit (killed ones, or ones still running for a version that is now taken: theirs
+    fails at its commit)."""
     committed = {c["dir"] for c in commits_of(manifest)}
     latest = manifest_version(manifest)
-    for c in commits_of(manifest):
-        if c["mode"] == APPEND_MODE:
-            for name in _NOT_KEPT + (() if c.get("transform") == REFRESH else _TRANSFORM):
+    for c in commits_of(manifest)[-1:]:
+        if c["mode"] == fmt.APPEND_MODE:
+            kept = c.get("transform") == fmt.REFRESH_TRANSFORM  # its transform is the version's
+            for name in _NOT_KEPT + (() if kept else _TRANSFORM):
                 _remove_tree(f"{out}/{c['dir']}/{name}", quiet=True)
-    appends = f"{out}/{APPENDS_DIR}"
+    appends = f"{out}/{fmt.APPENDS_DIR}"
     gfile = _gfile()
     names = [n.rstrip("/") for n in gfile.listdir(appends)] if gfile.isdir(appends) else []
     for name in sorted(names):
         version = _token_version(name)
-        if f"{APPENDS_DIR}/{name}" not in committed and version is not None and version <= latest:
+        doomed = version is not None and version <= latest  # its version is taken
+        if doomed and f"{fmt.APPENDS_DIR}/{name}" not in committed:
             _remove_tree(f"{appends}/{name}", quiet=True)
 
 
@@ -417,7 +422,7 @@ def finish_commit(out: str) -> None:
     """Finishes what a killed append left after its commit point: ``manifest.json`` becomes the
     newest committed version's (``manifests/<v>.json``), then `clean_up`. Nothing to do on a
     dataset never appended to."""
-    manifests = f"{out}/{MANIFESTS_DIR}"
+    manifests = f"{out}/{fmt.MANIFESTS_DIR}"
     if not _gfile().isdir(manifests):
         return
     pointer = latest = _read(f"{out}/{fmt.MANIFEST_FILENAME}")
@@ -535,7 +540,7 @@ def run_append(config: RecordConfig, *, run: Callable[..., Any]) -> Any:
     try:
         result = run(plan.config, continuation=plan.continuation)
     except Exception:
-        if _gfile().exists(f"{plan.dataset_dir}/{MANIFESTS_DIR}/{plan.version}.json"):
+        if _gfile().exists(f"{plan.dataset_dir}/{fmt.MANIFESTS_DIR}/{plan.version}.json"):
             _lost(plan)  # another append took the version (and removed this one's files)
         raise
     commit(plan)

@@ -34,7 +34,7 @@ from transforms.planning.compression import COMPRESSIONS
 from transforms.planning.types import CHANNEL_MODES
 
 REQUIRED = ("input_pattern", "output_dir")  # the options without a default
-APPEND_TRANSFORMS = ("frozen", "refresh")  # --append_transform
+APPEND_TRANSFORMS = fmt.APPEND_TRANSFORMS  # --append_transform
 APPEND_CHANGED = ("refuse", "skip")  # --append_changed
 _RULE = aw.LabelRule()  # the annotation rule's defaults
 RECORD = "record"  # manifest: a field of every run's ``params``
@@ -128,7 +128,7 @@ class RecordConfig:
         manifest=None,
     )
     append_transform: str = _option(
-        "frozen",
+        fmt.FROZEN_TRANSFORM,
         "with --append: frozen keeps the dataset's transform and statistics; refresh "
         "recomputes the z-score statistics of the union and adds a new transform graph",
         choices=APPEND_TRANSFORMS,
@@ -349,7 +349,7 @@ class RecordConfig:
             f"--append_transform must be one of {', '.join(APPEND_TRANSFORMS)}",
         )
         require(
-            self.append or self.append_transform == "frozen",
+            self.append or self.append_transform == fmt.FROZEN_TRANSFORM,
             "--append_transform is for --append (a record run makes its transform)",
         )
         require(

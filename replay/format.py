@@ -141,7 +141,8 @@ APPEND_MODE = "append"  # every later commit
 COMMIT_MODES = (RECORD_MODE, APPEND_MODE)
 # an append's ``transform``: frozen keeps the transform before it; refresh brings its own
 # (``<dir>/transform_fn/``, the statistics of the union in the version's elements)
-APPEND_TRANSFORMS = ("frozen", "refresh")
+FROZEN_TRANSFORM, REFRESH_TRANSFORM = "frozen", "refresh"
+APPEND_TRANSFORMS = (FROZEN_TRANSFORM, REFRESH_TRANSFORM)
 SCHEMA_FILENAME = "schema.pbtxt"
 TRANSFORM_FN_DIR = "transform_fn"  # tft.TFTransformOutput.TRANSFORM_FN_DIR
 TRANSFORMED_METADATA_DIR = "transformed_metadata"

@@ -366,7 +366,9 @@ def _history_problem(older: DatasetInfo, latest: DatasetInfo) -> str | None:
     """Why `older` is not an earlier version of `latest` (`DatasetInfo.check_versions`).
 
     The z-score statistics may differ when an append after `older` refreshed them."""
-    refreshed = any(c.get("transform") == "refresh" for c in latest.commits[older.version :])
+    refreshed = any(
+        c.get("transform") == fmt.REFRESH_TRANSFORM for c in latest.commits[older.version :]
+    )
     for field in ("name", "compression", "elements", "classes", "splits"):
         mine, theirs = getattr(older, field), getattr(latest, field)
         if field == "elements" and refreshed:

@@ -69,7 +69,7 @@ def transform_dir(info: Any) -> str:
     `tft.TFTransformOutput` takes its parent directory."""
     directory = ""
     for commit in info.commits:
-        if commit.get("transform") == "refresh":
+        if commit.get("transform") == fmt.REFRESH_TRANSFORM:
             directory = commit["dir"]
     return _fs.join(info.path, fmt.commit_file(directory, fmt.TRANSFORM_FN_DIR))
 
