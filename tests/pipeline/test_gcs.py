@@ -35,6 +35,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -429,3 +430,27 @@ def test_a_gs_append_killed_after_its_commit_point_reads_as_the_new_version_and_
     assert "is already a finished dataset (12 windows from 6 files)" in done.stdout
     switched = gcs.read_object("out", "killed/manifest.json")
     assert switched == gcs.read_object("out", "killed/manifests/2.json")
+
+
+MATCH = """
+import sys
+from apache_beam.io.filesystems import FileSystems
+print(len(FileSystems.match([sys.argv[1]])[0].metadata_list))
+"""
+
+
+def test_the_fronts_count_every_request_and_add_the_latency_asked(gcs, clips, gs_run):
+    """The emulator's latency knob and request counts (what a launcher's listing costs against
+    its per-file reads): Beam's listing of the 10 clips is a few requests, not one a file; with
+    `latency_s` each of TensorFlow's requests waits that long."""
+    gcs.beam_faults.requests = gcs.tf_faults.requests = 0
+    listed = _run(gcs, "-c", MATCH, "gs://clips/speech/*/*.wav").stdout.strip().splitlines()[-1]
+    assert listed == "10" and 1 <= gcs.beam_faults.requests < 10, gcs.beam_faults.requests
+    gcs.tf_faults.latency_s = 0.5
+    try:
+        start = time.monotonic()
+        _run(gcs, "-c", "from replay import load_info; load_info('gs://out/ds')")
+        elapsed = time.monotonic() - start
+    finally:
+        gcs.tf_faults.latency_s = 0.0
+    assert gcs.tf_faults.requests >= 2 and elapsed >= 1.0, (gcs.tf_faults.requests, elapsed)

@@ -99,6 +99,7 @@ class BatchShim:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else b""
                 if self.command == "POST" and self.path.split("?")[0] == "/batch/storage/v1":
+                    shim.faults.wait()  # one round trip; no fault inside a batch
                     status, headers, data = shim.batch(self.headers["Content-Type"], body)
                 elif fault := shim.faults.fire():
                     if fault == "reset":  # no answer: RST, the client sees "connection reset"

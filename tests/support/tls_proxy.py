@@ -17,6 +17,7 @@ import socket
 import ssl
 import struct
 import threading
+import time
 import urllib.parse
 from pathlib import Path
 
@@ -77,6 +78,8 @@ class FaultPlan:
     """Transient failures a front injects: every `every`-th request it would pass on is answered
     ``503 Service Unavailable`` instead (0: none), or, with `resets`, every other such request
     has its connection reset without an answer. `injected` counts both, `reset` the resets.
+    `latency_s` is added before every request (an object store's round trip, for measuring what
+    grows with the number of requests); `requests` counts every request the front handled.
 
     A resumable upload whose data request a fault swallowed is remembered (`lost_uploads`): the
     client then asks the server how much it holds (``Content-Range: bytes */<size>``), to which
@@ -87,14 +90,25 @@ class FaultPlan:
     def __init__(self) -> None:
         self.every = 0
         self.resets = False
+        self.latency_s = 0.0  # added before each request is passed on (an object store's ~40 ms)
+        self.requests = 0  # every request the front was asked to pass on
         self.seen = 0
         self.injected = 0
         self.reset = 0
         self.lost_uploads: set[str] = set()
         self._lock = threading.Lock()
 
+    def wait(self) -> None:
+        """Counts a request and waits `latency_s` (a request no fault is injected into)."""
+        with self._lock:
+            self.requests += 1
+            latency = self.latency_s
+        if latency:
+            time.sleep(latency)
+
     def fire(self) -> str:
-        """ "" (pass the request on), "503" or "reset"."""
+        """ "" (pass the request on), "503" or "reset", after `wait`."""
+        self.wait()
         with self._lock:
             if not self.every:
                 return ""
