@@ -144,6 +144,7 @@ def summary_line(result: RecordResult) -> str:
         f"into {result.num_shards} {result.compression} shards, "
         f"{result.num_bytes / 1e6:.1f} MB in {result.seconds:.1f} s "
         f"({result.audio_seconds_per_second} audio-s/s) -> {result.output_dir}{reused}"
+        + (f" (dataset version {result.dataset_version})" if result.dataset_version > 1 else "")
     )
 
 

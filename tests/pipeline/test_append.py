@@ -16,6 +16,7 @@ import pytest
 from pipelines import append
 from pipelines.config import RecordConfig, UsageError
 from pipelines.job import run_job
+from pipelines.record import summary_line
 from tests.support import wavgen
 from tests.support.record_helpers import cli_error, raw_manifest, read_records
 from tests.support.record_helpers import record as run_record
@@ -75,6 +76,7 @@ def test_an_append_records_only_the_new_files_and_rewrites_nothing(tmp_path):
     result = appended(f"{corpus}/*/*.wav", out)
 
     assert (result.num_files, result.dataset_version, result.output_dir) == (2, 2, str(out))
+    assert summary_line(result).endswith(f"-> {out} (dataset version 2)")
     after = digests(out)
     kept = {k: v for k, v in after.items() if k in before and k != "manifest.json"}
     assert kept == {k: v for k, v in before.items() if k != "manifest.json"}
