@@ -454,3 +454,16 @@ def test_the_fronts_count_every_request_and_add_the_latency_asked(gcs, clips, gs
     finally:
         gcs.tf_faults.latency_s = 0.0
     assert gcs.tf_faults.requests >= 2 and elapsed >= 1.0, (gcs.tf_faults.requests, elapsed)
+
+
+def test_a_gs_run_whose_every_file_fails_writes_its_empty_shard(gcs, clips):
+    """Every file refused (a label outside --classes): the job still writes its shard, empty,
+    and a dataset that reads back with no window and every file in errors (a writer that never
+    wrote left no object to rename)."""
+    args = [*ARGS, "--no_auth", "--input_pattern", "gs://clips/speech/up/*.wav"]
+    done = _run(gcs, "-m", "pipelines.record", *args, "--output_dir", "gs://out/none",
+                "--classes", "down,go", code=1)  # fmt: skip
+    assert "every input file failed (4)" in done.stderr, done.stderr[-2000:]
+    got = _read_back(gcs, "gs://out/none", "gs://clips/speech/")
+    assert got["rows"] == [] and got["files"] == [] and len(got["errors"]) == 4
+    assert "none/audiorecords.tfrecord-00000-of-00001" in gcs.list_names("out", "none/")

@@ -37,8 +37,10 @@ def temp_name(path: str, *, directory: str | None = None) -> str:
 def open_write(path: str) -> IO[bytes]:
     """A new binary file at `path` (truncated if it exists; local parent directories made),
     for writing."""
-    if is_url(path):
-        return _gfile().GFile(path, "wb")  # object stores have no directories to make
+    if is_url(path):  # object stores have no directories to make
+        fh = _gfile().GFile(path, "wb")
+        fh.write(b"")  # GFile creates its object at the first write: an empty file is one too
+        return fh
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
     return open(path, "wb")  # noqa: SIM115 - the caller closes it
 
