@@ -175,6 +175,14 @@ def plan_append(config: RecordConfig) -> AppendPlan | None:
     from transforms.planning.sharding import pattern_base
 
     out = config.output_dir.rstrip("/") or "/"
+    if out.startswith("gs://"):
+        try:  # the commit's precondition (`create_exclusively`): known now, not after the job
+            import google.cloud.storage  # noqa: F401
+        except ImportError:
+            raise UsageError(
+                f"--append: {out}: committing on gs:// needs google-cloud-storage "
+                "(pip install 'apache-beam[gcp]')"
+            ) from None
     base, known = read_dataset(out)
     require(
         base["format_version"] >= _FIRST_APPENDABLE_FORMAT,
