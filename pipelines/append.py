@@ -62,14 +62,7 @@ class AppendPlan:
 
 def manifest_version(manifest: Mapping[str, Any]) -> int:
     """The dataset version a manifest describes (format <= 4: version 1)."""
-    return int(manifest.get("dataset_version", 1))
-
-
-def commits_of(manifest: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """A manifest's commits (format <= 4: its one record run, as a version 5 commit)."""
-    if "commits" in manifest:
-        return [dict(c) for c in manifest["commits"]]
-    return [fmt.implicit_commit(manifest)]
+    return len(fmt.manifest_commits(manifest))
 
 
 def stored_moments(manifest: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -77,7 +70,7 @@ def stored_moments(manifest: Mapping[str, Any]) -> dict[str, Any] | None:
     ({feature: Moments}); None when a commit has none stored (written before version 5)."""
     from transforms.record.moments import from_json, total
 
-    commits = commits_of(manifest)
+    commits = fmt.manifest_commits(manifest)
     if any("moments" not in c for c in commits):
         return None
     return total(from_json(c["moments"]) for c in commits)
@@ -241,8 +234,8 @@ def plan_append(config: RecordConfig) -> AppendPlan | None:
         f"already (version {manifest_version(base)}): nothing to append",
     )
     token = append_token(base, sub, new, transform=config.append_transform)
-    data_dir = f"{fmt.APPENDS_DIR}/{token}"
-    commits = commits_of(base)
+    data_dir = fmt.append_dir(token)
+    commits = fmt.manifest_commits(base)
     first_index = sum(c["num_files"] + c["num_errors"] for c in commits)
     return AppendPlan(
         dataset_dir=out,
@@ -283,7 +276,7 @@ def next_manifest(
     problem = layout_difference(base["elements"], added["elements"])
     if problem is not None:
         raise ValueError(f"the new records do not have the dataset's layout: {problem}")
-    commits = commits_of(base)
+    commits = fmt.manifest_commits(base)
     commits.append(
         {
             "version": manifest_version(base) + 1,
@@ -294,9 +287,9 @@ def next_manifest(
             "num_files": added["num_files"],
             "num_errors": added["num_errors"],
             "num_examples": added["num_examples"],
-            "tables": {k: dict(v) for k, v in commits_of(added)[0]["tables"].items()},
+            "tables": {k: dict(v) for k, v in fmt.manifest_commits(added)[0]["tables"].items()},
             "transform": transform,
-            "moments": dict(commits_of(added)[0].get("moments", {})),
+            "moments": dict(fmt.manifest_commits(added)[0].get("moments", {})),
         }
     )
     splits = {name: _split(s) for name, s in base["splits"].items()}
@@ -358,7 +351,7 @@ def commit(plan: AppendPlan, *, created_utc: str | None = None) -> dict[str, Any
     out = plan.dataset_dir
     data = f"{out}/{plan.data_dir}"
     manifests = f"{out}/{fmt.MANIFESTS_DIR}"
-    if _gfile().exists(f"{manifests}/{plan.version}.json"):
+    if _gfile().exists(f"{out}/{fmt.version_manifest_filename(plan.version)}"):
         _lost(plan)
     try:
         added = json.loads(_read(f"{data}/{fmt.MANIFEST_FILENAME}"))
@@ -378,8 +371,8 @@ def commit(plan: AppendPlan, *, created_utc: str | None = None) -> dict[str, Any
     _gfile().makedirs(manifests)
     if plan.version == 2:  # the first append keeps version 1's manifest beside the others
         first = _read(f"{out}/{fmt.MANIFEST_FILENAME}")
-        create_exclusively(f"{manifests}/1.json", first, missing_ok=True)
-    if not create_exclusively(f"{manifests}/{plan.version}.json", text):
+        create_exclusively(f"{out}/{fmt.version_manifest_filename(1)}", first, missing_ok=True)
+    if not create_exclusively(f"{out}/{fmt.version_manifest_filename(plan.version)}", text):
         _lost(plan)
     switch_latest(out, text)
     clean_up(out, manifest)
@@ -409,9 +402,9 @@ def clean_up(out: str, manifest: Mapping[str, Any]) -> None:
     `finish_commit`, while it is still the newest), and the directories of appends that can no
     longer commit (killed ones, or ones still running for a version that is now taken: theirs
     fails at its commit)."""
-    committed = {c["dir"] for c in commits_of(manifest)}
+    committed = {c["dir"] for c in fmt.manifest_commits(manifest)}
     latest = manifest_version(manifest)
-    for c in commits_of(manifest)[-1:]:
+    for c in fmt.manifest_commits(manifest)[-1:]:
         if c["mode"] == fmt.APPEND_MODE:
             kept = c.get("transform") == fmt.REFRESH_TRANSFORM  # its transform is the version's
             for name in _NOT_KEPT + (() if kept else _TRANSFORM):
@@ -435,9 +428,9 @@ def finish_commit(out: str) -> None:
         return
     pointer = latest = _read(f"{out}/{fmt.MANIFEST_FILENAME}")
     version = manifest_version(json.loads(latest))
-    while _gfile().exists(f"{manifests}/{version + 1}.json"):
+    while _gfile().exists(f"{out}/{fmt.version_manifest_filename(version + 1)}"):
         version += 1
-        latest = _read(f"{manifests}/{version}.json")
+        latest = _read(f"{out}/{fmt.version_manifest_filename(version)}")
     if pointer != latest:
         switch_latest(out, latest)
     clean_up(out, json.loads(latest))
@@ -548,7 +541,8 @@ def run_append(config: RecordConfig, *, run: Callable[..., Any]) -> Any:
     try:
         result = run(plan.config, continuation=plan.continuation)
     except Exception:
-        if _gfile().exists(f"{plan.dataset_dir}/{fmt.MANIFESTS_DIR}/{plan.version}.json"):
+        taken = fmt.version_manifest_filename(plan.version)
+        if _gfile().exists(f"{plan.dataset_dir}/{taken}"):
             _lost(plan)  # another append took the version (and removed this one's files)
         raise
     commit(plan)

@@ -398,6 +398,13 @@ def implicit_commit(manifest: Mapping[str, Any]) -> dict[str, Any]:
     return commit
 
 
+def manifest_commits(manifest: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """A manifest's commits, in order; before format version 5 its one `implicit_commit`."""
+    if manifest["format_version"] < COMMITS_VERSION:
+        return [implicit_commit(manifest)]
+    return list(manifest["commits"])
+
+
 def offsets_bytes(offsets: Sequence[int]) -> bytes:
     """A record offsets file's content: each offset a little-endian uint64."""
     return struct.pack(f"<{len(offsets)}Q", *offsets)

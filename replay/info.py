@@ -448,13 +448,6 @@ def parse_manifest(raw: bytes, *, path: str, manifest_path: str) -> DatasetInfo:
     return _from_manifest(path, manifest)
 
 
-def _commits(manifest: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    """The manifest's commits; before format version 5 its one implicit commit."""
-    if manifest["format_version"] < fmt.COMMITS_VERSION:
-        return [fmt.implicit_commit(manifest)]
-    return list(manifest["commits"])
-
-
 def _offsets(path: str, shard: Mapping[str, Any]) -> dict[str, Any]:
     """A shard's record offsets file as `ShardInfo` names it (none before format version 4)."""
     if "offsets" not in shard:
@@ -468,7 +461,7 @@ def _offsets(path: str, shard: Mapping[str, Any]) -> dict[str, Any]:
 def _from_manifest(path: str, manifest: dict[str, Any]) -> DatasetInfo:
     """The `DatasetInfo` of a manifest `replay.manifest.validate` accepted."""
     elements = fmt.element_specs(manifest)
-    commits = _commits(manifest)
+    commits = fmt.manifest_commits(manifest)
     commit_of = {commit["dir"]: commit["version"] for commit in commits}
     shards = {
         split: tuple(

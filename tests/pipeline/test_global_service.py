@@ -115,7 +115,7 @@ def test_more_than_one_service_worker_fails_while_read(dataset, two_workers):
         ({"processing_mode": svc.ShardingPolicy.FILE_OR_DATA}, "FILE_OR_DATA.*splits"),
         ({"processing_mode": svc.ShardingPolicy.HINT}, "HINT.*splits"),
         (
-            {"processing_mode": "parallel_epochs", "job_name": "shared"},
+            {"processing_mode": "parallel_epochs", "job_name": "a_named_job"},
             "not job_name: consumers of a named job take its elements first come, first served",
         ),
     ],
