@@ -6,8 +6,9 @@ In RIFX, a WAVE_FORMAT_EXTENSIBLE sub-format GUID is accepted in either layout w
 its Data1 / Data2 / Data3 fields big-endian (scipy's test file), or the little-endian GUID bytes
 with the format tag big-endian in front (sox -B).
 
-libsndfile (via soundfile) does the real decoding. This module only exists for what libsndfile
-does not do well:
+libsndfile (via soundfile) does the real decoding of every encoding but plain PCM / IEEE float
+(`transforms.audio.pcm` reads those after this walk). This module exists for what libsndfile does
+not do well:
 
 - precise, user-facing rejection reasons (libsndfile reports "Format not recognised" or
   "Error in WAV file" for most malformed headers), checked before libsndfile sees the file;

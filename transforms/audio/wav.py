@@ -1,7 +1,8 @@
 """Decode audio files bit-exactly into int16 / int32 / float32 / float64 sample arrays.
 
 WAV (RIFF, RF64, BW64, big-endian RIFX), FLAC, Ogg Vorbis and AIFF / AIFF-C, recognised
-by their first bytes (`transforms.audio.formats`). libsndfile (through soundfile) decodes. For WAV,
+by their first bytes (`transforms.audio.formats`). libsndfile (through soundfile) decodes, except
+plain PCM / IEEE-float WAV, whose samples `transforms.audio.pcm` reads from the data chunk. For WAV,
 `transforms.audio.riff` / `transforms.audio.wavfmt` check the header first so that a bad file fails
 with a specific reason, and repair a wrong data-chunk size or show libsndfile a plain header for
 RIFX WAVE_FORMAT_EXTENSIBLE, which it does not implement (see their docstrings). For the others,
@@ -38,7 +39,7 @@ from typing import BinaryIO
 import numpy as np
 import soundfile as sf
 
-from transforms.audio import formats, framecount, riff, wavfmt
+from transforms.audio import formats, framecount, pcm, riff, wavfmt
 
 _SIGNAL_DTYPES = {
     "PCM_U8": "int16",
@@ -63,6 +64,7 @@ _FULL_SCALES = {"PCM_U8": 128.0, "PCM_S8": 128.0, "PCM_24": 2.0**23, "PCM_32": 2
 # What soundfile is asked for, and the right shift that turns it into the stored value:
 # libsndfile left-justifies 8-bit PCM into int16 ((x - 128) << 8, x << 8) and PCM_24 into int32.
 _READ_AS = {"PCM_U8": ("int16", 8), "PCM_S8": ("int16", 8), "PCM_24": ("int32", 8)}
+LIBSNDFILE_REFUSES = "libsndfile cannot decode it"  # a reason's first words
 _SOUNDFILE_ERRORS = (sf.LibsndfileError, RuntimeError, TypeError, ValueError)
 
 
@@ -127,8 +129,12 @@ def full_scale_for(subtype: str) -> float:
 class _Opened:
     """A soundfile.SoundFile on a (possibly repaired) audio file, plus its WavInfo."""
 
-    def __init__(self, fileobj: BinaryIO, *, path: str):
+    def __init__(self, fileobj: BinaryIO, *, path: str, plain: bool = True):
         self._path = path
+        # plain PCM / float WAV read by `transforms.audio.pcm` (`plain=False`: by libsndfile, as
+        # every other encoding; the tests compare the two)
+        self._plain: pcm.PlainSamples | None = None
+        self._plain_allowed = plain
         head = riff.read_head(fileobj)
         container = formats.sniff(head)
         skip = formats.id3_size(head)
@@ -153,6 +159,16 @@ class _Opened:
         except riff.RiffError as e:
             raise WavDecodeError(path, str(e)) from None
         frames = wavfmt.frames_present(layout, subtype)
+        if self._plain_allowed and pcm.plain(layout.fmt, subtype):
+            self._plain = pcm.PlainSamples(fileobj, layout, subtype)
+            return WavInfo(
+                sample_rate=layout.fmt.sample_rate,
+                num_channels=layout.fmt.num_channels,
+                num_frames=frames,
+                subtype=subtype,
+                signal_dtype=signal_dtype_for(subtype),
+                full_scale=full_scale_for(subtype),
+            )
         want = (subtype, layout.fmt.num_channels, layout.fmt.sample_rate)
         self._guard = riff.GuardedReader(fileobj)
         error: WavDecodeError | None = None
@@ -248,7 +264,7 @@ class _Opened:
         except _SOUNDFILE_ERRORS as e:
             guard.check()
             message = getattr(e, "error_string", str(e))
-            raise WavDecodeError(self._path, f"libsndfile cannot decode it: {message}") from None
+            raise WavDecodeError(self._path, f"{LIBSNDFILE_REFUSES}: {message}") from None
         guard.check()
         return sound
 
@@ -257,11 +273,15 @@ class _Opened:
         n = min(frames, self._left)
         if n <= 0:  # never ask libsndfile: its FLAC reader fails on a 0-frame read past the end
             return np.zeros((0, self.info.num_channels), self.info.signal_dtype)
+        if self._plain is not None:
+            out = self._plain.read(n)
+            self._left = 0 if len(out) < n else self._left - n
+            return out
         try:
             out = self.sound.read(n, dtype=self._read_as, always_2d=True)
         except (sf.LibsndfileError, RuntimeError) as e:
             self._guard.check()
-            raise WavDecodeError(self._path, f"libsndfile cannot decode it: {e}") from None
+            raise WavDecodeError(self._path, f"{LIBSNDFILE_REFUSES}: {e}") from None
         self._guard.check()
         if self._shift:
             out >>= self._shift  # arithmetic shift: exact, keeps the sign
@@ -272,7 +292,8 @@ class _Opened:
         return out
 
     def close(self) -> None:
-        self.sound.close()
+        if self._plain is None:
+            self.sound.close()
 
     def __enter__(self) -> _Opened:
         return self
@@ -363,7 +384,12 @@ def decode(fileobj: BinaryIO, *, path: str) -> tuple[WavInfo, np.ndarray]:
     Raises:
       WavDecodeError: the file cannot be decoded.
     """
-    with _Opened(fileobj, path=path) as opened:
+    return _decode(fileobj, path=path)
+
+
+def _decode(fileobj: BinaryIO, *, path: str, plain: bool = True) -> tuple[WavInfo, np.ndarray]:
+    """`decode`; `plain=False` decodes plain PCM / float WAV with libsndfile too."""
+    with _Opened(fileobj, path=path, plain=plain) as opened:
         info = opened.info
         samples = opened.read(info.num_frames)
     if len(samples) != info.num_frames:
