@@ -88,7 +88,7 @@ def test_every_width_both_byte_orders_and_a_cut_frame(tag, bits, e, channels):
         raw = _wav(tag, bits, channels, payload.tobytes()[: len(payload) - cut], e=e)
         info, dtype, shape, _ = _same_both_ways(raw)
         assert shape == (info.num_frames, channels) == (60 - cut, channels)
-        assert pcm.plain(riff.parse_fmt(raw[20:36], big_endian=e == ">"), info.subtype)
+        assert pcm.plain(riff.walk(io.BytesIO(raw)), info.subtype)
 
 
 def test_big_endian_values_are_the_stored_ones():
@@ -114,10 +114,20 @@ def test_big_endian_values_are_the_stored_ones():
 )
 def test_which_layouts_are_plain(tag, bits, channels, block_align, expected):
     raw = _wav(tag, bits, channels, bytes(60), block_align=block_align)
-    fmt = riff.parse_fmt(raw[20:36])
     subtype = wav._Opened(io.BytesIO(raw), path="x.wav").info.subtype
-    assert pcm.plain(fmt, subtype) is expected
+    assert pcm.plain(riff.walk(io.BytesIO(raw)), subtype) is expected
     _same_both_ways(raw)
+
+
+def test_a_data_chunk_before_the_fmt_chunk_is_left_to_libsndfile():
+    """An RF64 file with a 28-byte data chunk before fmt and another after it: libsndfile reads
+    the second (found by atheris); such a layout keeps libsndfile's reading."""
+    raw = (formatgen.RIFX_FIXTURES.parents[1] / "fuzz_wav" / _DATA_FIRST).read_bytes()
+    layout = riff.walk(io.BytesIO(raw))
+    assert layout.data_offset < layout.fmt_offset
+    assert not pcm.plain(layout, "PCM_U8")
+    assert _same_both_ways(raw)[0].num_frames == 28
+    assert check_wav(raw) == "decoded"
 
 
 def test_large_reads_come_in_pieces_into_one_array(tmp_path):
@@ -168,6 +178,7 @@ def test_mutated_headers_decode_or_fail_as_with_libsndfile(raw):
     event("rejected" if ours[0] == "rejected" else ours[0].subtype)
 
 
+_DATA_FIRST = "1671955351a1d1ca994c218c1e3fbac6e832b015"
 _SNIFFED = ("6aabea0498fa1ccb913c49880bd5f5278522c95e", "9c76d4de548689875db3bb4162791cfcf52dbb05")
 
 

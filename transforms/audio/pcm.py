@@ -36,12 +36,14 @@ _OUT |= {"FLOAT": np.float32, "DOUBLE": np.float64}
 _PIECE_BYTES = 128 << 10  # 128 KiB: the most read and converted at once (memory: the output)
 
 
-def plain(fmt: riff.FmtChunk, subtype: str) -> bool:
-    """Whether `fmt` (of `subtype`, from `wavfmt.subtype_for`) stores plain samples this module
-    reads: a whole number of bytes per sample, frames of exactly `block_align` bytes."""
-    if subtype not in _STORED:
+def plain(layout: riff.WaveLayout, subtype: str) -> bool:
+    """Whether the walked `layout` (of `subtype`, from `wavfmt.subtype_for`) stores plain
+    samples this module reads as libsndfile does: a whole number of bytes per sample, frames of
+    exactly `block_align` bytes, the data chunk after the fmt chunk (libsndfile skips a data
+    chunk before it in some containers)."""
+    if subtype not in _STORED or layout.data_offset < layout.fmt_offset:
         return False
-    width = _STORED[subtype][0]
+    fmt, width = layout.fmt, _STORED[subtype][0]
     return fmt.bits_per_sample == 8 * width and fmt.block_align == width * fmt.num_channels
 
 
@@ -79,7 +81,7 @@ class PlainSamples:
 
     Args:
       fileobj: the WAV file (seekable); each read seeks to where the previous one ended.
-      layout: its walked layout (`riff.walk`), with `plain(layout.fmt, subtype)` true.
+      layout: its walked layout (`riff.walk`), with `plain(layout, subtype)` true.
       subtype: the soundfile subtype `wavfmt.subtype_for` gave.
     """
 

@@ -87,6 +87,7 @@ class WaveLayout:
       declared_data_size: the data chunk's size field (RF64: from ds64).
       data_size: bytes of audio really there: the declared size, or up to end of file when the
         size field is 0 / 0xFFFFFFFF / larger than the file.
+      fmt_offset: file offset of the fmt chunk's body (before `data_offset` in the usual layout).
     """
 
     file_size: int
@@ -94,6 +95,7 @@ class WaveLayout:
     data_offset: int
     declared_data_size: int
     data_size: int
+    fmt_offset: int = 0
 
 
 def file_size(fileobj: BinaryIO) -> int:
@@ -207,6 +209,7 @@ def walk(fileobj: BinaryIO) -> WaveLayout:
     e = ">" if big_endian else "<"
 
     fmt: FmtChunk | None = None
+    fmt_offset = 0
     data: tuple[int, int, int] | None = None  # (offset, declared size, real size)
     ds64_data_size: int | None = None
     pos = 12
@@ -223,6 +226,7 @@ def walk(fileobj: BinaryIO) -> WaveLayout:
             ds64_data_size = struct.unpack("<Q", _read_at(fileobj, body + 8, 8))[0]
         if cid == b"fmt " and fmt is None:
             fmt = _fmt_chunk(fileobj, body, csize, room, big_endian=big_endian)
+            fmt_offset = body
         elif cid == b"data" and data is None:
             data = _data_chunk(fileobj, body, csize, room, ds64_data_size, e)
             if data[2] != data[1]:
@@ -242,7 +246,7 @@ def walk(fileobj: BinaryIO) -> WaveLayout:
         raise RiffError("no fmt chunk")
     if data is None:
         raise RiffError("no data chunk")
-    return WaveLayout(size, fmt, data[0], data[1], data[2])
+    return WaveLayout(size, fmt, data[0], data[1], data[2], fmt_offset)
 
 
 def _riff_head(fileobj: BinaryIO, size: int) -> bytes:

@@ -159,7 +159,7 @@ class _Opened:
         except riff.RiffError as e:
             raise WavDecodeError(path, str(e)) from None
         frames = wavfmt.frames_present(layout, subtype)
-        if self._plain_allowed and pcm.plain(layout.fmt, subtype):
+        if self._plain_allowed and pcm.plain(layout, subtype):
             self._plain = pcm.PlainSamples(fileobj, layout, subtype)
             return WavInfo(
                 sample_rate=layout.fmt.sample_rate,
