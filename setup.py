@@ -10,7 +10,10 @@ setuptools.setup(
     name="audiorecords",
     version="0.1.0",
     description="Turn a pile of WAV files into training data once; replay it fast with tf.data.",
-    packages=setuptools.find_packages(exclude=("tests", "tests.*", "benchmarks", "benchmarks.*")),
+    # fuzz/ is a development tool (atheris scripts), not part of what users install
+    packages=setuptools.find_packages(
+        exclude=("tests", "tests.*", "benchmarks", "benchmarks.*", "fuzz", "fuzz.*")
+    ),
     python_requires=">=3.10",
     install_requires=[
         "apache-beam[aws]>=2.60",  # [aws]: boto3 for s3:// inputs
