@@ -11,9 +11,8 @@ stream: the dataset's elements that have the class, in shuffled shard order (and
 Streams are `tf.data.Dataset.filter`s of the whole dataset, mixed with
 `tf.data.Dataset.sample_from_datasets` (uniform weights, `seed`): tf.data's own tools, and they
 need no particular sharding. The price is reading: drawing from class k reads about ``1 / p_k``
-elements (``p_k`` the share of elements that have it), so a class of 1% costs 100 reads a draw.
-Measured (2 cores, 62 windows of 84% / 11% / 8%, log-mel + labels, shuffle buffer 64): 4,200
-elements/s plain, 1,000 balanced, for 7.5 reads a draw expected.
+elements (``p_k`` the share of elements that have it), so a class of 1% costs 100 reads a draw
+(docs/performance.md has a measurement).
 
 Cardinality: infinite (`tf.data.INFINITE_CARDINALITY`); the training loop says how long an epoch
 is (``take(n)``, Keras ``steps_per_epoch``). A class with no element in the chosen splits is left

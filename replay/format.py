@@ -273,8 +273,8 @@ def stored_encoding(dtype: str) -> str:
     """The encoding the writer uses for a key of decoded `dtype` (format version 2).
 
     Strings: bytes_list; int64 (ids, counts, offsets): int64_list; every other dtype (signal
-    samples, float tensors): raw little-endian bytes, which parse 1.4-1.8x faster than float_list
-    and keep samples bit-exact.
+    samples, float tensors): raw little-endian bytes, which parse faster than float_list
+    (docs/performance.md) and keep samples bit-exact.
     """
     if dtype == "string":
         return ENCODING_BYTES_LIST

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import tensorflow as tf
 
-# Defaults chosen on shuffle quality against a permutation (benchmarks/RESULTS.md, "Issue 40"):
+# Defaults chosen on shuffle quality against a permutation (docs/performance.md):
 # small blocks mix shards, many blocks a window mix batches; 1,024 records held.
 BLOCK_LENGTH = 4  # records a block: one read each
 WINDOW_BLOCKS = 256  # blocks a window: the records one reader holds, shuffled together

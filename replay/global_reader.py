@@ -73,7 +73,7 @@ def pipeline_records(
 def _traced(fn):
     """`fn` for tf.data to trace as written, without AutoGraph's conversion: these functions are
     graph code with no Python control flow on tensors, so the graph is the same, and converting
-    them (parsing their source) was most of a resume's latency (benchmarks/RESULTS.md)."""
+    them (parsing their source) was most of a resume's latency (docs/performance.md)."""
     return tf.autograph.experimental.do_not_convert(fn)
 
 

@@ -61,8 +61,8 @@ def z_score(x: tf.Tensor, *, mean: float, var: float) -> tf.Tensor:
     The division is ``divide_no_nan`` by a divisor that is never 0 (the float32 square root of
     a var >= 0 is 0 exactly when var is; that branch is chosen here, once): the same IEEE
     division, but an op Grappler leaves alone. A plain ``x / constant`` inside a `tf.function`
-    was rewritten to a multiplication by the reciprocal, 1 ulp off in 5.6% of the values
-    (measured against the transform graph, whose statistics are captured inputs, not constants).
+    was rewritten to a multiplication by the reciprocal, 1 ulp off in some values (measured
+    against the transform graph, whose statistics are captured inputs, not constants).
     """
     numerator = x - tf.constant(mean, tf.float32)
     if var == 0:

@@ -23,21 +23,20 @@ then a block of the next open shard, round robin over `cycle_length` shards, and
 `batch_size`. With a `shuffle_buffer` the default block is `shuffle_block_length(buffer)`:
 min(64, buffer // 64), at least 1, so the buffer always holds records of >= 64 blocks (a shard
 holds its windows in file order). Blocks, not records, go from the reading threads to the
-consumer: at 10,240 clips and a 10,000 buffer, blocks of 64 read 1.9x the windows/s of blocks of
-one, with the same shuffle figures (benchmarks/RESULTS.md, "Issue 28"). With the default
-`num_parallel_reads` each open shard reads ahead `READ_AHEAD_BLOCKS` blocks in a thread of its
-own and a plain interleave takes them round robin: the order of tf.data's parallel interleave
+consumer: fewer, larger hand-offs, with the same shuffle figures (docs/performance.md). With the
+default `num_parallel_reads` each open shard reads ahead `READ_AHEAD_BLOCKS` blocks in a thread
+of its own and a plain interleave takes them round robin: the order of tf.data's parallel interleave
 with deterministic=True, which an explicit `num_parallel_reads` and the tf.data service use (in
-distributed_epoch mode the read-ahead interleave gave every worker every shard); 1.2x the
-windows/s with a shuffle buffer. With `deterministic` (the default with a `seed`) the order is a
+distributed_epoch mode the read-ahead interleave gave every worker every shard); faster with a
+shuffle buffer. With `deterministic` (the default with a `seed`) the order is a
 function of the manifest, `block_length`, `cycle_length`, `shuffle_buffer` and `seed`. Each
 shard's count check (`replay.shards`) runs once per block: a shard holding fewer or more records
 than the manifest lists fails, naming the shard, before its extra records reach a later stage.
 
 Autotune. The returned dataset's options turn tf.data's autotune off (AUTOTUNE parallelism then
 means one per core; prefetch buffers grow on their own): its optimisation thread made deleting
-an iterator take 0.25-0.3 s in half the epochs measured (a new iterator per epoch, as
-`Model.fit` makes), with no gain in throughput. An option of this dataset, not of the process:
+an iterator slow in half the epochs measured (a new iterator per epoch, as `Model.fit` makes),
+with no gain in throughput. An option of this dataset, not of the process:
 ``ds.with_options(opts)`` with ``opts.autotune.enabled = True`` turns it back on.
 
 `verify_dataset` reads every shard up front and raises `CorruptShardError` naming the shard.
@@ -66,8 +65,7 @@ from replay.shards import PARSE_BATCH, shard_datasets
 AUTOTUNE = tf.data.AUTOTUNE
 _ShardingPolicy = tf.data.experimental.service.ShardingPolicy
 # Shards read at once by the default reader (TFDS's default interleave_cycle_length). With one per
-# core, the last shards of an epoch were read by fewer threads than cores: on 2 cores and 3
-# shards, 16 gave 1.18x the windows/s of 2 (benchmarks/RESULTS.md).
+# core, the last shards of an epoch were read by fewer threads than cores (docs/performance.md).
 CYCLE_LENGTH = 16
 # With a shuffle_buffer the buffer holds records of at least this many blocks.
 SHUFFLE_MIN_BLOCKS = 64
@@ -466,7 +464,7 @@ def _interleave_blocks(
     if config.num_parallel_reads == AUTOTUNE and config.service is None:
         # Each open shard reads ahead in a thread of its own (its prefetch); the interleave only
         # takes its blocks round robin: the order of the parallel interleave with
-        # deterministic=True, at 1.2x its windows/s when shuffling (module docstring). Not
+        # deterministic=True, faster when shuffling (module docstring). Not
         # under the tf.data service: its distributed_epoch mode handed every worker every
         # shard through this interleave (each element twice with 2 workers).
         return datasets.interleave(

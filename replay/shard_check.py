@@ -49,7 +49,7 @@ def shard_reader(info: DatasetInfo) -> Callable[[ShardInfo], tuple[int, str | No
     """A reader of `info`'s shards: shard -> (records read, error message or None).
 
     It reads and decodes every record of a shard. Its graph is built once per dataset, not per
-    shard (tracing cost ~0.6 s, more than reading a small shard).
+    shard (tracing it costs more than reading a small shard).
     """
     import tensorflow as tf  # here: importing this module (pipelines.verify) loads no TensorFlow
 

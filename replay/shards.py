@@ -137,5 +137,5 @@ def _shard_dataset(
     if num_pipelines > 1:
         batches = batches.map(lambda batch: batch[pipeline_id::num_pipelines])
     if parse is None:  # the empty sentinel stays: rebatch and unbatch skip it (a filter cost
-        return batches  # 15% more CPU per epoch than the whole read, measured)
+        return batches  # more CPU per epoch than the whole read, measured)
     return batches.map(parse).unbatch()
