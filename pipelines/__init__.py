@@ -1,6 +1,7 @@
 """Beam pipelines of audiorecords: ``python -m pipelines.record`` and its Python API.
 
-``from pipelines import record_dataset`` runs the record job from Python (see `pipelines.api`).
+``from pipelines import record_dataset`` runs the record job from Python (see `pipelines.api`),
+from a `RecordConfig` (``from pipelines import RecordConfig``) or keywords.
 Attributes load lazily so that ``python -m pipelines.inspect`` / ``pipelines.verify`` do not pay
 for (or need) Apache Beam.
 """
@@ -10,7 +11,11 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-_LAZY = {"record_dataset": "pipelines.api", "RecordResult": "pipelines.result"}
+_LAZY = {
+    "record_dataset": "pipelines.api",
+    "RecordConfig": "pipelines.config",
+    "RecordResult": "pipelines.result",
+}
 __all__ = sorted(_LAZY)
 
 

@@ -14,7 +14,7 @@ No TensorFlow here: ``from replay import ReadConfig`` stays as cheap as ``import
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -96,16 +96,16 @@ FIELDS = tuple(f.name for f in dataclasses.fields(ReadConfig))
 _DEFAULTS = ReadConfig()
 
 
-def resolve(read_config: ReadConfig | None, arguments: Mapping[str, Any]) -> ReadConfig:
-    """The `ReadConfig` of a `replay_dataset` call: `read_config`, or one made of the read
-    keywords in `arguments` (the call's arguments by name; other names are ignored).
+def resolve(read_config: ReadConfig | None, **arguments: Any) -> ReadConfig:
+    """The `ReadConfig` of a `replay_dataset` call: `read_config`, or one made of its read
+    keywords `arguments` (every `ReadConfig` field, by name).
 
     Raises:
       TypeError: `read_config` is not a `ReadConfig`.
       ValueError: `read_config` and a read keyword other than its default were both given.
     """
     if read_config is None:
-        return ReadConfig(**{name: arguments[name] for name in FIELDS})
+        return ReadConfig(**arguments)
     if not isinstance(read_config, ReadConfig):
         raise TypeError(f"read_config must be a ReadConfig, not {type(read_config).__name__}")
     given = [name for name in FIELDS if arguments[name] != getattr(_DEFAULTS, name)]

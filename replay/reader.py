@@ -195,7 +195,21 @@ def replay_dataset(
         hold under.
       NoOffsetsError: `order` on a dataset written before format version 4.
     """
-    config = resolve_read_config(read_config, locals())  # only the ReadConfig fields are read
+    config = resolve_read_config(
+        read_config,
+        reader_func=reader_func,
+        seed=seed,
+        reshuffle_each_iteration=reshuffle_each_iteration,
+        cycle_length=cycle_length,
+        block_length=block_length,
+        num_parallel_reads=num_parallel_reads,
+        deterministic=deterministic,
+        prefetch=prefetch,
+        input_context=input_context,
+        service=service,
+        processing_mode=processing_mode,
+        job_name=job_name,
+    )
     output = _Output(shuffle_shards, shuffle_buffer, repeat, batch_size, drop_remainder)
     if order is not None:
         _check_global(config, output, balance=balance)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pipelines import record_dataset
+from pipelines import RecordConfig, record_dataset
 from tests.support.record_helpers import (
     SAMPLE_DIR,
     load_manifest,
@@ -26,14 +26,14 @@ def _shards(out):
 
 
 def test_custom_shard_func_and_result_object(tmp_path, capsys):
-    result = record_dataset(
+    config = RecordConfig(
         input_pattern=PATTERN,
         output_dir=str(tmp_path / "o"),
         win_len=WIN,
         features=["log_mel"],
         num_shards=3,
-        shard_func=lambda e: int(e["index"]),
     )
+    result = record_dataset(config, shard_func=lambda e: int(e["index"]))
     assert result.num_examples == 72 and result.num_files == 6 and result.num_failed == 0
     assert result.split_counts == {"all": 72} and result.num_shards == 3
     assert result.windows_per_second > 0 and result.counters["windows"] == 72

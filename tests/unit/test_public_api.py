@@ -14,9 +14,11 @@ import pytest
 
 import pipelines
 import replay
+from pipelines.config import RecordConfig
 
 EMPTY = inspect.Parameter.empty
 POS = inspect.Parameter.POSITIONAL_OR_KEYWORD
+POS_ONLY = inspect.Parameter.POSITIONAL_ONLY
 KW = inspect.Parameter.KEYWORD_ONLY
 VAR_KW = inspect.Parameter.VAR_KEYWORD
 AUTOTUNE = -1  # tf.data.AUTOTUNE
@@ -258,12 +260,14 @@ def test_global_order_checkpoint_is_built_by_keyword_and_restores_a_model():
 
 
 def test_pipelines_exports_record_dataset_and_its_result():
-    """Pins `pipelines.__all__`, `record_dataset`'s keyword-only signature (record options as
-    ``**options``) and the fields of the `RecordResult` it returns."""
-    assert pipelines.__all__ == ["RecordResult", "record_dataset"]
+    """Pins `pipelines.__all__`, `record_dataset`'s signature (a `RecordConfig`, or record
+    options as keywords) and the fields of the `RecordResult` it returns."""
+    assert pipelines.__all__ == ["RecordConfig", "RecordResult", "record_dataset"]
+    assert pipelines.RecordConfig is RecordConfig
     assert _parameters(pipelines.record_dataset) == [
-        ("input_pattern", KW, EMPTY),
-        ("output_dir", KW, EMPTY),
+        ("config", POS_ONLY, None),
+        ("input_pattern", KW, None),
+        ("output_dir", KW, None),
         ("shard_func", KW, None),
         ("beam_args", KW, ()),
         ("options", VAR_KW, EMPTY),
@@ -290,3 +294,20 @@ def test_pipelines_exports_record_dataset_and_its_result():
         "already_complete",
         "dataset_version",
     ]
+
+
+def test_record_dataset_takes_a_record_config_or_keywords_not_both(tmp_path):
+    """One rule: a `RecordConfig`, or keywords that make one; each refusal is a TypeError
+    before any work (nothing is written)."""
+    made = RecordConfig(input_pattern="x/*.wav", output_dir=str(tmp_path / "o"), win_len=4000)
+    with pytest.raises(TypeError, match=r"a RecordConfig and option keywords \(win_len\)"):
+        pipelines.record_dataset(made, win_len=8000)
+    with pytest.raises(TypeError, match=r"option keywords \(output_dir\)"):
+        pipelines.record_dataset(made, output_dir="elsewhere")
+    with pytest.raises(TypeError, match="config must be a RecordConfig, not dict"):
+        pipelines.record_dataset({"input_pattern": "x/*.wav"})
+    with pytest.raises(TypeError, match="needs output_dir"):
+        pipelines.record_dataset(input_pattern="x/*.wav")
+    with pytest.raises(TypeError, match="unknown option 'win_length'"):
+        pipelines.record_dataset(input_pattern="x", output_dir="y", win_length=4000)
+    assert not (tmp_path / "o").exists()
