@@ -32,6 +32,7 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NoReturn
 
+from pipelines import resume
 from pipelines.config import OPTION_NAMES, RecordConfig, UsageError, require
 from pipelines.plan import Continuation
 from replay import format as fmt
@@ -525,7 +526,6 @@ def run_append(config: RecordConfig, *, run: Callable[..., Any]) -> Any:
       and the version committed; with ``--resume`` on an append already committed, the
       finished dataset's result (``already_complete``).
     """
-    from pipelines import job
     from replay import load_info
 
     out = config.output_dir.rstrip("/") or "/"
@@ -534,7 +534,7 @@ def run_append(config: RecordConfig, *, run: Callable[..., Any]) -> Any:
     plan = plan_append(config)
     if plan is None:
         info = load_info(out)
-        result = job.finished_result(info, config)
+        result = resume.finished_result(info, config)
         return dataclasses.replace(result, dataset_version=manifest_version(info.manifest))
     if not config.resume:
         _remove_tree(f"{plan.dataset_dir}/{plan.data_dir}")  # a killed try of the same append

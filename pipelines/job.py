@@ -38,7 +38,7 @@ import runners
 from pipelines import fingerprint as fp
 from pipelines import resume
 from pipelines.config import RecordConfig, UsageError
-from pipelines.inputs import RUN_MARKER, match_inputs, output_dir_state
+from pipelines.inputs import RUN_MARKER, output_dir_state
 from pipelines.plan import Continuation, RecordPlan, one_task, plan_record
 from pipelines.result import RecordResult
 from replay import format as fmt
@@ -288,7 +288,7 @@ def run_job(
     out = config.output_dir.rstrip("/") or "/"
     finished = resume.finished_dataset(out, config.params()) if config.resume else None
     if finished is not None:  # checked: the same options, this format, reads back
-        return finished_result(finished, config)
+        return resume.finished_result(finished, config)
     plan = plan_record(  # validates before the runner
         config, shard_func=shard_func, continuation=continuation
     )
@@ -331,24 +331,6 @@ def run_job(
         reused_tasks=reused.whole_tasks,
         reused_windows=reused.windows,
     )
-
-
-def finished_result(info: Any, config: RecordConfig) -> RecordResult:
-    """``--resume`` on a finished dataset (`info`: its checked `replay.DatasetInfo`): left
-    untouched; its result, from its manifest and errors table."""
-    errors = [dict(e) for e in info.errors]
-    tables = [p for p, _ in match_inputs(config.annotations)] if config.annotations else []
-    logging.getLogger("audiorecords").info("--resume: %s is finished: left untouched", info.path)
-    result = RecordResult.from_manifest(
-        json.loads(json.dumps(info.manifest, default=dict)),
-        errors,
-        output_dir=config.output_dir.rstrip("/") or "/",
-        elapsed=0.0,
-        audio_seconds=0.0,
-        counters={},
-        num_bad_rows=resume.bad_table_rows(errors, tables),
-    )
-    return dataclasses.replace(result, already_complete=True)
 
 
 def counters(result: beam.runners.runner.PipelineResult) -> dict[str, int]:

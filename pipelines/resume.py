@@ -55,10 +55,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from pipelines.config import RecordConfig
 from pipelines.fingerprint import option_difference
+from pipelines.inputs import match_inputs
+from pipelines.result import RecordResult
 from replay import _fs
 from replay import format as fmt
 
@@ -328,3 +332,21 @@ def plan_reuse(output_dir: str, tasks: Sequence[Any], *, checkpoints: bool = Tru
     planned = {task.task_id for task in tasks}
     stale += [p for t, found in by_task.items() if t not in planned for p, _ in found]
     return Reuse(tuple(todo), tuple(stale), whole, windows)
+
+
+def finished_result(info: Any, config: RecordConfig) -> RecordResult:
+    """``--resume`` on a finished dataset (`info`: its checked `replay.DatasetInfo`): left
+    untouched; its result, from its manifest and errors table."""
+    errors = [dict(e) for e in info.errors]
+    tables = [p for p, _ in match_inputs(config.annotations)] if config.annotations else []
+    logging.getLogger("audiorecords").info("--resume: %s is finished: left untouched", info.path)
+    result = RecordResult.from_manifest(
+        json.loads(json.dumps(info.manifest, default=dict)),
+        errors,
+        output_dir=config.output_dir.rstrip("/") or "/",
+        elapsed=0.0,
+        audio_seconds=0.0,
+        counters={},
+        num_bad_rows=bad_table_rows(errors, tables),
+    )
+    return dataclasses.replace(result, already_complete=True)

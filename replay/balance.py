@@ -34,9 +34,6 @@ from replay import format as fmt
 from replay.info import load_info
 
 BALANCE_MODES = ("class",)
-LABELS_KEY = (
-    "labels"  # multi-hot labels of an annotated dataset (transforms.planning.annotation_plan)
-)
 _CYCLE_LENGTH = 16
 
 
@@ -63,14 +60,13 @@ def balanced_dataset(
     Raises:
       ValueError: an unknown `balance`, or a dataset with neither ``labels`` nor ``target``.
     """
-    from replay.reader import reader_options
-    from replay.shards import shard_datasets
+    from replay.shards import reader_options, shard_datasets
 
     if balance not in BALANCE_MODES:
         raise ValueError(f"balance must be one of {BALANCE_MODES} or None, got {balance!r}")
     info = load_info(path, version=version)
     wanted = info.select_features(features)
-    key = LABELS_KEY if LABELS_KEY in info.elements else fmt.TARGET_KEY
+    key = fmt.LABELS_KEY if fmt.LABELS_KEY in info.elements else fmt.TARGET_KEY
     if key not in info.elements or not info.classes:
         raise ValueError(f"{info.path}: balance='class' needs 'labels' or 'target' and classes")
     read = info.select_features([*wanted, key])
@@ -106,6 +102,6 @@ def balanced_dataset(
 
 
 def _has_class(key: str, k: int) -> Any:
-    if key == LABELS_KEY:
-        return lambda e: e[LABELS_KEY][k] > 0
+    if key == fmt.LABELS_KEY:
+        return lambda e: e[fmt.LABELS_KEY][k] > 0
     return lambda e: tf.equal(e[fmt.TARGET_KEY], k)

@@ -162,6 +162,10 @@ WIN_START_KEY = "win_start_idx"
 SIGNAL_KEY = "signal"
 SAMPLE_RATE_KEY = "sample_rate"
 CHANNEL_KEY = "channel"
+# --annotations: multi-hot labels, the events overlapping each window, and their count
+LABELS_KEY = "labels"
+EVENTS_KEY = "events"
+NUM_EVENTS_KEY = "num_events"
 NORMALIZED_SUFFIX = "_norm"  # "<feature>_norm": tft.scale_to_z_score of "<feature>"
 
 # Compression names as tf.data's TFRecordDataset spells them, and the shard suffix of each.

@@ -60,7 +60,7 @@ from replay.parsing import batch_parser
 from replay.read_config import PipelineShare, ReadConfig, pipeline_share
 from replay.read_config import resolve as resolve_read_config
 from replay.shard_check import shard_reader
-from replay.shards import PARSE_BATCH, shard_datasets
+from replay.shards import PARSE_BATCH, reader_options, shard_datasets
 
 AUTOTUNE = tf.data.AUTOTUNE
 _ShardingPolicy = tf.data.experimental.service.ShardingPolicy
@@ -111,15 +111,6 @@ def shuffle_block_length(shuffle_buffer: int) -> int:
     """The default block_length with a `shuffle_buffer`: ``PARSE_BATCH`` (64) records at most,
     and at most ``shuffle_buffer // SHUFFLE_MIN_BLOCKS``, at least 1 (module docstring)."""
     return max(1, min(PARSE_BATCH, shuffle_buffer // SHUFFLE_MIN_BLOCKS))
-
-
-def reader_options(deterministic: bool) -> tf.data.Options:
-    """The options every dataset `replay` returns carries: `deterministic`, autotune off
-    (module docstring, "Autotune")."""
-    options = tf.data.Options()
-    options.deterministic = deterministic
-    options.autotune.enabled = False
-    return options
 
 
 def replay_dataset(

@@ -36,6 +36,15 @@ PARSE_BATCH = 64  # records per block: decoded per tf.io.parse_example call, int
 READ_BUFFER_BYTES = 256 * 1024  # TFRecordDataset read buffer per open shard (TF's default)
 
 
+def reader_options(deterministic: bool) -> tf.data.Options:
+    """The options every dataset `replay` returns carries: `deterministic`, autotune off
+    (`replay.reader`'s docstring, "Autotune")."""
+    options = tf.data.Options()
+    options.deterministic = deterministic
+    options.autotune.enabled = False
+    return options
+
+
 def shard_datasets(
     info: DatasetInfo,
     shards: Sequence[ShardInfo],

@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from pipelines.tools import report_annotations
+from pipelines.tools.text_table import text_table
 from replay import DatasetInfo
 
 MAX_ERRORS_SHOWN = 10  # failed source files listed before "... and N more"
@@ -156,16 +157,6 @@ def display_feature(info: DatasetInfo) -> str | None:
     return next(iter(sorted(available)), None)
 
 
-def _table(rows: Sequence[Sequence[Any]], indent: str = "  ") -> list[str]:
-    """Left-aligned columns (the first row is the header)."""
-    cells = [[str(c) for c in row] for row in rows]
-    widths = [max(len(row[i]) for row in cells) for i in range(len(cells[0]))]
-    return [
-        indent + "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
-        for row in cells
-    ]
-
-
 def _shape(shape: Iterable[int]) -> str:
     return "[" + ", ".join(str(d) for d in shape) + "]"
 
@@ -237,14 +228,14 @@ def summary_sections(info: DatasetInfo) -> list[tuple[str, list[str]]]:
         f"examples:     {info.num_examples()} windows in {len(info.splits)} split(s), "
         f"{info.num_classes} classes, from {files.count} source files ({files.failed} failed)",
     ]
-    elements = _table(
+    elements = text_table(
         [("key", "dtype", "shape", "encoding")]
         + [(k, s.dtype, _shape(s.shape), s.encoding) for k, s in info.elements.items()]
     )
     counts = class_counts(info)
     split_names = list(info.splits) or ["all"]
     target = {c: i for i, c in enumerate(info.classes)}
-    classes = _table(
+    classes = text_table(
         [("target", "class", *split_names)]
         + [(target.get(c, "-"), c, *per.values()) for c, per in counts.items()]
     )
@@ -254,7 +245,7 @@ def summary_sections(info: DatasetInfo) -> list[tuple[str, list[str]]]:
             f"  (counted from manifest files: {listed} windows decoded, "
             f"{info.num_examples()} stored)"
         )
-    splits = _table(
+    splits = text_table(
         [("split", "examples", "shards", "min", "median", "max", "total")]
         + [
             (
@@ -286,7 +277,7 @@ def summary_sections(info: DatasetInfo) -> list[tuple[str, list[str]]]:
     versions = _wrap([f"{k} {v}" for k, v in info.versions.items()])
     history = []
     if len(info.commits) > 1:  # appended to: each version's own share
-        history = [(f"Dataset versions ({len(info.commits)})", _table(commit_rows(info)))]
+        history = [(f"Dataset versions ({len(info.commits)})", text_table(commit_rows(info)))]
     return [
         (f"audiorecords dataset {info.path}", head),
         *history,

@@ -9,17 +9,15 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from pipelines.tools.text_table import text_table
 from replay import DatasetInfo
+from replay import format as fmt
 from transforms.audio.annotation_stats import merge_summaries
-
-LABELS_KEY = (
-    "labels"  # transforms.planning.annotation_plan.LABELS_KEY (not imported: it loads pyarrow)
-)
 
 
 def is_annotated(info: DatasetInfo) -> bool:
     """Whether the dataset was recorded with ``--annotations``."""
-    return LABELS_KEY in info.elements and any("annotation" in f for f in info.files)
+    return fmt.LABELS_KEY in info.elements and any("annotation" in f for f in info.files)
 
 
 def class_counts(info: DatasetInfo) -> dict[str, dict[str, int]]:
@@ -59,9 +57,7 @@ def sections(info: DatasetInfo) -> list[tuple[str, list[str]]]:
                 *(s.get(k, {}).get(name, 0) for k in _WINDOW_KEYS),
             )
         )
-    from pipelines.tools.report import _table  # report.py imports this module: not at the top
-
-    lines = _table(rows)
+    lines = text_table(rows)
     lines += [
         "  windows: labelled with the class (several labels: counted for each); w/ events, w/o:",
         "  of those, overlapping an event or none; near: overlapping an event of the class",

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 
+from replay import format as fmt
 from tests.support.record_helpers import load_manifest, read_records, record
 from tests.unit.test_annotations import _audacity, _brute_labels, _raven
 from transforms.audio import annotation_windows as aw
@@ -168,8 +169,8 @@ def test_split_channels_and_drop_background_plan():
     assert fa.classes == ("background", "tug", "whale", "whale")
     np.testing.assert_array_equal(fa.labels, [[0, 0], [1, 0], [0, 1], [0, 1]])
     cols = ap.annotation_columns(fa, np.array([3 * RATE, RATE]), np.array([1, 1]))
-    assert cols[ap.LABELS_KEY][0].tolist() == [0, 1, 1, 0]
-    assert cols[ap.NUM_EVENTS_KEY][0].tolist() == [1, 1]
+    assert cols[fmt.LABELS_KEY][0].tolist() == [0, 1, 1, 0]
+    assert cols[fmt.NUM_EVENTS_KEY][0].tolist() == [1, 1]
     assert fa.summary == {
         "events": {"tug": 1, "whale": 1},
         "event_seconds": {

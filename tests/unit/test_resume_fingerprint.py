@@ -56,7 +56,7 @@ def _annotated_plan(events):
 
     import numpy as np
 
-    from transforms.planning.annotation_plan import FileAnnotation
+    from transforms.planning.types import FileAnnotation
 
     n = len(events)
     annotation = FileAnnotation(

@@ -31,7 +31,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 from math import gcd
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -41,13 +41,8 @@ from transforms.audio import annotation_windows as aw
 from transforms.audio import annotations as ann
 from transforms.audio.annotation_stats import Row, file_summary
 from transforms.audio.windows import WindowConfig, window_starts
+from transforms.planning.types import FileAnnotation, InputFile
 
-if TYPE_CHECKING:  # types.py imports FileAnnotation from here
-    from transforms.planning.types import InputFile
-
-LABELS_KEY = "labels"
-EVENTS_KEY = "events"
-NUM_EVENTS_KEY = "num_events"
 EVENT_WINDOWS = ("grid", "centered")
 MULTI_LABEL_JOIN = "+"
 
@@ -85,43 +80,6 @@ class AnnotationConfig:
             raise ValueError("--background_per_file needs --event_windows centered")
         if self.background_per_file and self.rule.drop_background:
             raise ValueError("--background_per_file and --drop_background exclude each other")
-
-
-@dataclasses.dataclass(frozen=True)
-class FileAnnotation:
-    """A file's planned windows and their label columns, rows in (window, channel) order.
-
-    The row arrays may hold only rows [row_offset, row_offset + len(classes)) of the file: a
-    read task carries its segment's rows (`segment_tasks`), not the whole file's, while
-    `starts` always lists every window (8 bytes each).
-    """
-
-    starts: np.ndarray  # int64 [n] sorted, unique window starts (output-rate samples)
-    channels: int  # rows per window
-    classes: tuple[str, ...]  # [n * channels] the `class` string of each row
-    labels: np.ndarray  # float32 [n * channels, num_classes]
-    events: np.ndarray  # int64 [n * channels, max_events, 3]
-    num_events: np.ndarray  # int64 [n * channels]
-    summary: Mapping[str, Any] = dataclasses.field(default_factory=dict)  # annotation_stats
-    row_offset: int = 0  # file row of the first row held
-
-    def rows(self, start: int, stop: int) -> FileAnnotation:
-        """The same annotation holding only file rows [start, stop) (within those it holds)."""
-        lo, hi = start - self.row_offset, stop - self.row_offset
-        if lo < 0 or hi > len(self.classes) or hi < lo:
-            raise ValueError(f"rows [{start}, {stop}) are not all held")
-        return dataclasses.replace(
-            self,
-            classes=self.classes[lo:hi],
-            labels=self.labels[lo:hi],
-            events=self.events[lo:hi],
-            num_events=self.num_events[lo:hi],
-            row_offset=start,
-        )
-
-    @property
-    def num_rows(self) -> int:
-        return len(self.classes)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -311,13 +269,17 @@ def annotation_columns(
     names = np.array([annotation.classes[r].encode() for r in rows], dtype=object)
     return {
         fmt.CLASS_KEY: (names, 1, pa.binary()),
-        LABELS_KEY: (annotation.labels[rows].reshape(-1), annotation.labels.shape[1], pa.float32()),
-        EVENTS_KEY: (
+        fmt.LABELS_KEY: (
+            annotation.labels[rows].reshape(-1),
+            annotation.labels.shape[1],
+            pa.float32(),
+        ),
+        fmt.EVENTS_KEY: (
             annotation.events[rows].reshape(-1),
             annotation.events.shape[1] * 3,
             pa.int64(),
         ),
-        NUM_EVENTS_KEY: (annotation.num_events[rows], 1, pa.int64()),
+        fmt.NUM_EVENTS_KEY: (annotation.num_events[rows], 1, pa.int64()),
     }
 
 

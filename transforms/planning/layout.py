@@ -16,7 +16,6 @@ import pyarrow as pa
 from tensorflow_metadata.proto.v0 import schema_pb2
 
 from replay import format as fmt
-from transforms.planning.annotation_plan import EVENTS_KEY, LABELS_KEY, NUM_EVENTS_KEY
 
 # Columns TFT never sees and their Arrow types (one value per row).
 _UNANALYSED_TYPES = {
@@ -64,8 +63,10 @@ class RecordLayout:
         fields += [pa.field(k, _UNANALYSED_TYPES[k]) for k in self.unanalysed_keys]
         fields += [pa.field(name, pa.list_(pa.float32())) for name in self.feature_shapes]
         if self.num_label_classes:  # annotation keys (no tensor TFT sees)
-            fields += [pa.field(LABELS_KEY, pa.list_(pa.float32()))]
-            fields += [pa.field(k, pa.list_(pa.int64())) for k in (EVENTS_KEY, NUM_EVENTS_KEY)]
+            fields += [pa.field(fmt.LABELS_KEY, pa.list_(pa.float32()))]
+            fields += [
+                pa.field(k, pa.list_(pa.int64())) for k in (fmt.EVENTS_KEY, fmt.NUM_EVENTS_KEY)
+            ]
         return pa.schema(fields)
 
     @property
@@ -125,9 +126,9 @@ class RecordLayout:
                     name, specs[name], mean=mean, var=var
                 )
         if self.num_label_classes:
-            specs[LABELS_KEY] = fmt.stored_spec("float32", (self.num_label_classes,))
-            specs[EVENTS_KEY] = fmt.stored_spec("int64", (self.max_events, 3))
-            specs[NUM_EVENTS_KEY] = int64
+            specs[fmt.LABELS_KEY] = fmt.stored_spec("float32", (self.num_label_classes,))
+            specs[fmt.EVENTS_KEY] = fmt.stored_spec("int64", (self.max_events, 3))
+            specs[fmt.NUM_EVENTS_KEY] = int64
         return specs
 
 

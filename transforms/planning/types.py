@@ -9,15 +9,54 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
 
 from replay import format as fmt
 from transforms.audio import features as feats
 from transforms.audio import wav
 from transforms.audio.windows import WindowConfig
-from transforms.planning.annotation_plan import FileAnnotation
 from transforms.planning.layout import RecordLayout
 
 CHANNEL_MODES = ("first", "mean", "split")
+
+
+@dataclasses.dataclass(frozen=True)
+class FileAnnotation:
+    """A file's planned windows and their label columns, rows in (window, channel) order.
+
+    The row arrays may hold only rows [row_offset, row_offset + len(classes)) of the file: a
+    read task carries its segment's rows (`segment_tasks`), not the whole file's, while
+    `starts` always lists every window (8 bytes each).
+    """
+
+    starts: np.ndarray  # int64 [n] sorted, unique window starts (output-rate samples)
+    channels: int  # rows per window
+    classes: tuple[str, ...]  # [n * channels] the `class` string of each row
+    labels: np.ndarray  # float32 [n * channels, num_classes]
+    events: np.ndarray  # int64 [n * channels, max_events, 3]
+    num_events: np.ndarray  # int64 [n * channels]
+    summary: Mapping[str, Any] = dataclasses.field(default_factory=dict)  # annotation_stats
+    row_offset: int = 0  # file row of the first row held
+
+    def rows(self, start: int, stop: int) -> FileAnnotation:
+        """The same annotation holding only file rows [start, stop) (within those it holds)."""
+        lo, hi = start - self.row_offset, stop - self.row_offset
+        if lo < 0 or hi > len(self.classes) or hi < lo:
+            raise ValueError(f"rows [{start}, {stop}) are not all held")
+        return dataclasses.replace(
+            self,
+            classes=self.classes[lo:hi],
+            labels=self.labels[lo:hi],
+            events=self.events[lo:hi],
+            num_events=self.num_events[lo:hi],
+            row_offset=start,
+        )
+
+    @property
+    def num_rows(self) -> int:
+        return len(self.classes)
 
 
 def _reduce_to_values(self: object) -> tuple:
