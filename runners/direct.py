@@ -30,11 +30,10 @@ from apache_beam.runners.runner import PipelineRunner
 from runners import internals, threads
 from runners.support import add_plugin
 
-# Worker processes only by default with >= 4 cores and >= 1 GiB of input. Measured on 2 cores
-# (shared, loaded): multi-processing was slower at every size tried. With records crossing the
-# data plane: 118 MiB 43.8 s vs 14.4 s in memory, 236 MiB 79.7 s vs 55.0 s; with the part-file
-# record job: 121 MiB 18.9 s vs 8.9 s (worker start-up imports TensorFlow). With more cores and
-# 1 GiB the start-up is amortised: an estimate, not a measurement.
+# Worker processes only by default with >= 4 cores and >= 1 GiB of input. Measured on 2 cores:
+# multi-processing was slower at every size tried (docs/performance.md; worker start-up imports
+# TensorFlow). With more cores and 1 GiB the start-up is amortised: an estimate, not a
+# measurement.
 MULTIPROCESS_MIN_BYTES = 1 << 30
 MULTIPROCESS_MIN_CORES = 4
 RUNNING_MODES = ("in_memory", "multi_threading", "multi_processing")

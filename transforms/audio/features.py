@@ -9,8 +9,8 @@ Two implementations of the same computation:
   values are computed alone, whatever windows share the call: the products go through
   `_RowProduct` (scipy.sparse: each output value one fixed sequence of multiply-adds), not BLAS,
   whose float32 rounding of a row depends on how many rows the call has and where the row sits
-  in it (OpenBLAS 0.3.31 on AMD EPYC: 826 of 1,000 clips' log_mel differed between a run that
-  computed them one file at a time and one that packed files; measured the same speed).
+  in it (docs/performance.md: most clips' log_mel differed between a run that computed them one
+  file at a time and one that packed files; the same speed).
 - `features_tf.compute_features_tf`: `tf.signal.stft` / `tf.signal.mfccs_from_log_mel_spectrograms`
   in the graph of `features_tf.tf_feature_module` (the exported serving graph: raw audio ->
   features), in a module of its own so that this one never imports tensorflow.
@@ -21,17 +21,14 @@ tests/unit/test_features_real.py). float32 FFT rounding is relative to the frame
 not to each bin, so quiet bands carry large relative errors, and the log turns them into large
 absolute ones. The two paths do NOT agree to float32 rounding of each value:
 
-- spectrogram: within 1e-6 x the frame's largest bin (measured at most 6.3e-7);
+- spectrogram: within 1e-6 x the frame's largest bin;
 - log_mel: mel energies within 1e-6 x the frame's largest mel energy, i.e. a log_mel error of at
-  most 1e-6 x peak / (mel + log_offset): ~1e-6 near the peak, 1e-4 in a band 100x weaker (worst
-  on the 64 kHz excerpt, in bands ~1e-4 of the peak: 4.9e-4 from float64, 7.5e-4 between paths);
-- mfcc: at most sqrt(2 / num_mel_bins) x the sum of the frame's log_mel bounds (measured 9e-5
-  absolute from float64, 1.3e-4 between paths).
+  most 1e-6 x peak / (mel + log_offset): ~1e-6 near the peak, 1e-4 in a band 100x weaker;
+- mfcc: at most sqrt(2 / num_mel_bins) x the sum of the frame's log_mel bounds.
 
-`compute_features`, what the Beam pipeline calls, is the numpy path: faster in every setting
-measured, 1.4-2.4x the windows/s of the tf path with one thread or in 2 processes
-(`benchmarks/features_numpy_vs_tf.py`; figures in benchmarks/RESULTS.md, "Measurements moved
-from code").
+(The errors measured on the real recordings: docs/performance.md.) `compute_features`, what the
+Beam pipeline calls, is the numpy path: faster than the tf path in every setting measured
+(`benchmarks/features_numpy_vs_tf.py`).
 
 The mel matrix is a numpy port of `tf.signal.linear_to_mel_weight_matrix` (HTK mel scale
 mel(f) = 1127 ln(1 + f / 700), triangles in mel space, DC bin zeroed) computed in float64 and
@@ -61,7 +58,7 @@ MFCC = "mfcc"
 FEATURE_NAMES = (SPECTROGRAM, LOG_MEL, MFCC)
 
 # Frames per block of the numpy path: ~10 windows of 98 frames, ~2 MB of FFT buffers that stay in
-# cache (measured: 512..1024 frames ~10% faster than 4096..8192, within noise of each other).
+# cache (measured faster than blocks several times larger).
 _BLOCK_FRAMES = 1024
 
 
@@ -177,7 +174,7 @@ def feature_shapes(
       {name: (num_frames, bins)}: num_frames = 1 + (win_len - frame_length) // frame_step; bins
       fft_length // 2 + 1 (spectrogram), num_mel_bins (log_mel), num_mfccs (mfcc).
     """
-    config.validate(win_len=win_len, sample_rate=sample_rate)  # ~5 us; not cached: 400 == 400.0
+    config.validate(win_len=win_len, sample_rate=sample_rate)  # cheap; not cached: 400 == 400.0
     num_frames = 1 + (win_len - config.frame_length) // config.frame_step
     bins = {
         SPECTROGRAM: config.fft_length // 2 + 1,
@@ -249,8 +246,7 @@ class _RowProduct:
     their order (scipy.sparse's CSR product: ``y[i] += w * x[j]``, element by element), so a
     row's result does not depend on the other rows in the call; a BLAS product's does (its
     kernels and blocking change with the row count and a row's place in the block). The mel
-    matrix is ~97% zeros, so this is as fast as BLAS here (0.71 ms against 0.73 ms for 1,024
-    frames of 257 bins to 64 mel bands, one thread).
+    matrix is mostly zeros, so this is as fast as BLAS here (docs/performance.md).
     """
 
     def __init__(self, matrix: np.ndarray):

@@ -9,10 +9,9 @@ from __future__ import annotations
 import zlib
 from collections.abc import Sequence
 
-COMPRESSION_LEVEL = 1  # zlib level 1: same ratio as level 6 on PCM (0.639 vs 0.638), 7x faster
-# AUTO compresses (GZIP) only when a sample at least halves. Measured on the 60-minute benchmark
-# corpus (2 cores, benchmarks/RESULTS.md): a 24% saving cost 1.6x the record time (TF's GZIP
-# writer: ~27 MB/s) and 2.8x the replay time; PCM and float features rarely do better.
+COMPRESSION_LEVEL = 1  # zlib level 1: level 6's ratio on PCM, much faster (docs/performance.md)
+# AUTO compresses (GZIP) only when a sample at least halves: a smaller saving costs more record
+# and replay time than it saves (docs/performance.md); PCM and float features rarely do better.
 AUTO_MIN_SAVING = 0.5
 AUTO_SAMPLE_SIZE = 64  # examples sampled to decide AUTO compression
 COMPRESSIONS = ("AUTO", "GZIP", "ZLIB", "NONE")
