@@ -23,7 +23,7 @@ import glob
 import hashlib
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from replay import format as fmt
@@ -97,12 +97,12 @@ def _hash_int(*parts: Any) -> int:
 
 
 def plan_segments(
-    files: Sequence[tuple[InputFile, int]], sharding: Sharding
+    files: Iterable[tuple[InputFile, int]], sharding: Sharding
 ) -> list[tuple[InputFile, int, int]]:
     """[(file, rows kept, split rank of row 0)] in index order, after ``--max_elements``.
 
     Args:
-      files: (file, planned rows) for every usable file, in index order.
+      files: (file, planned rows) for every usable file, in index order (gone through once).
       sharding: the split / rank rules.
     """
     out, total = [], 0
