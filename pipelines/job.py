@@ -238,14 +238,13 @@ def start_output_dir(plan: RecordPlan, *, resuming: bool) -> resume.Reuse:
 
     The fingerprint is written before any work (`pipelines.fingerprint`).
     """
-    fingerprint = fp.fingerprint(plan.params, plan.input_stamps, derived=fp.derived(plan))
+    fingerprint = fp.fingerprint(plan.params, plan.input_stamps, derived=fp.plan_digest(plan))
     if resuming and output_dir_state(plan.output_dir) == "ours":
         reused = resume_output_dir(plan, fingerprint)
     else:
         prepare_output_dir(plan)
         reused = resume.Reuse(tasks=plan.tasks)
-    data = json.dumps(fingerprint, indent=1).encode("utf-8")
-    atomic.write_bytes_atomically(f"{plan.output_dir}/{fp.FINGERPRINT_FILE}", data)
+    atomic.write_atomically(f"{plan.output_dir}/{fp.FINGERPRINT_FILE}", fp.json_pieces(fingerprint))
     return reused
 
 
