@@ -16,12 +16,15 @@ options of the issue (``--label_source dirname --win_len 16000 --features log_me
 in-memory DirectRunner), with `time.perf_counter` and ``/proc/self/status`` (VmRSS, VmHWM) after
 each; the output goes to ``--out`` and is removed. Printed per size: each step's seconds and RSS
 growth, the totals with and without the header reads, and their ratio to the listing alone
-(best of three ``FileSystems.match``, in the same process before any step).
+(best of three ``FileSystems.match``, in the same process before any step). The steps run inside
+`runners.internals.collector_paused` as `run_job` runs them (when it does); one full collection
+after them is timed too (about what the collector leaves to the job).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -69,6 +72,7 @@ def child(pattern: str, out: str) -> dict:
     from pipelines import job, plan
     from pipelines.config import RecordConfig
     from pipelines.record import RecordOptions
+    from runners import internals
     from runners.internals import JobOptions
     from transforms.audio import labels
 
@@ -97,58 +101,63 @@ def child(pattern: str, out: str) -> dict:
         clock[0] = time.perf_counter()
 
     step("start")
-    argv = ["--input_pattern", pattern, "--output_dir", out, *RECORD_ARGS, "--overwrite"]
-    config = RecordConfig.from_namespace(PipelineOptions(argv).view_as(RecordOptions))
-    options = JobOptions(argv)
-    FileSystems.set_options(options)
-    step("options + RecordConfig")
-    fixed = labels.parse_classes(config.classes, read_text=plan.read_classes_file)
-    stamps = tuple(plan.match_stamped(config.input_pattern))
-    step(LISTING)
-    sharding = plan.Sharding(
-        shard_by=config.shard_by,
-        splits=config.split_weights,
-        split_base=plan.pattern_base(config.input_pattern),
-        elements_per_shard=config.elements_per_shard,
-        max_elements=config.max_elements,
-    )
-    labelled = plan.label_inputs(
-        stamps, config, csv_labels=None, fixed_classes=fixed, sharding=sharding
-    )
-    classes = labels.run_classes((f.label for f in labelled if f.error is None), fixed)
-    step("label_inputs + run_classes")
-    inputs = plan.scan_headers(labelled)
-    step(HEADERS)
-    dtype = plan.check_inputs(config, inputs)
-    sharding = plan.dataclasses.replace(
-        sharding, classes=tuple(sorted({f.label for f in inputs if f.label}))
-    )
-    output_dir = config.output_dir.rstrip("/")
-    plan.check_output_dir(config, output_dir, plan.output_dir_state(output_dir))
-    scanned = plan.ScannedInputs(
-        output_dir=output_dir,
-        inputs=inputs,
-        classes=classes,
-        sharding=sharding,
-        signal_dtype=dtype,
-        stamps=stamps,
-    )
-    step("check_inputs (dtype) + output dir state")
-    planned = plan.size_tasks(config, scanned, cpu_count=os.cpu_count() or 1)
-    step("size_tasks")
-    runners.configure(options, input_bytes=planned.input_bytes, argv=argv)
-    planned = plan.one_task(planned)
-    step("runners.configure + one_task")
-    stamped = planned
-    reused = job.start_output_dir(planned, resuming=False)
-    step("start_output_dir (fingerprint, dir, file)")
-    planned = plan.dataclasses.replace(planned, input_stamps=())
-    p = beam.Pipeline(options=options)
-    staged = job.stage_plan(planned, reused.tasks)
-    step("stage_plan (tasks + errors written)")
-    job.build_pipeline(p, planned, staged=staged)
-    step("build_pipeline")
+    paused = getattr(internals, "collector_paused", None)  # as run_job plans, if it does
+    with paused() if paused is not None else contextlib.nullcontext():
+        argv = ["--input_pattern", pattern, "--output_dir", out, *RECORD_ARGS, "--overwrite"]
+        config = RecordConfig.from_namespace(PipelineOptions(argv).view_as(RecordOptions))
+        options = JobOptions(argv)
+        FileSystems.set_options(options)
+        step("options + RecordConfig")
+        fixed = labels.parse_classes(config.classes, read_text=plan.read_classes_file)
+        stamps = tuple(plan.match_stamped(config.input_pattern))
+        step(LISTING)
+        sharding = plan.Sharding(
+            shard_by=config.shard_by,
+            splits=config.split_weights,
+            split_base=plan.pattern_base(config.input_pattern),
+            elements_per_shard=config.elements_per_shard,
+            max_elements=config.max_elements,
+        )
+        labelled = plan.label_inputs(
+            stamps, config, csv_labels=None, fixed_classes=fixed, sharding=sharding
+        )
+        classes = labels.run_classes((f.label for f in labelled if f.error is None), fixed)
+        step("label_inputs + run_classes")
+        inputs = plan.scan_headers(labelled)
+        step(HEADERS)
+        dtype = plan.check_inputs(config, inputs)
+        sharding = plan.dataclasses.replace(
+            sharding, classes=tuple(sorted({f.label for f in inputs if f.label}))
+        )
+        output_dir = config.output_dir.rstrip("/")
+        plan.check_output_dir(config, output_dir, plan.output_dir_state(output_dir))
+        scanned = plan.ScannedInputs(
+            output_dir=output_dir,
+            inputs=inputs,
+            classes=classes,
+            sharding=sharding,
+            signal_dtype=dtype,
+            stamps=stamps,
+        )
+        step("check_inputs (dtype) + output dir state")
+        planned = plan.size_tasks(config, scanned, cpu_count=os.cpu_count() or 1)
+        step("size_tasks")
+        runners.configure(options, input_bytes=planned.input_bytes, argv=argv)
+        planned = plan.one_task(planned)
+        step("runners.configure + one_task")
+        stamped = planned
+        reused = job.start_output_dir(planned, resuming=False)
+        step("start_output_dir (fingerprint, dir, file)")
+        planned = plan.dataclasses.replace(planned, input_stamps=())
+        p = beam.Pipeline(options=options)
+        staged = job.stage_plan(planned, reused.tasks)
+        step("stage_plan (tasks + errors written)")
+        job.build_pipeline(p, planned, staged=staged)
+        step("build_pipeline")
     staged.release()
+    t = time.perf_counter()  # what the collector left for the job: a full collection, about
+    gc.collect()
+    deferred = time.perf_counter() - t
     t = time.perf_counter()  # again, outside the steps: start_output_dir's share
     digest = getattr(fp, "plan_digest", None) or (lambda p: fp.derived(p))
     fp.fingerprint(stamped.params, stamped.input_stamps, derived=digest(stamped))
@@ -159,6 +168,7 @@ def child(pattern: str, out: str) -> dict:
         "steps": steps[1:],
         "match": min(listing),
         "fingerprint": fingerprint,
+        "deferred": deferred,
     }
 
 
@@ -191,7 +201,10 @@ def report(result: dict) -> None:
         f"stage_plan): {listing - match + per_file:.3f} s: "
         f"{(listing - match + per_file) / match:.2f}x the listing"
     )
-    print(f"  the cyclic garbage collector in all the steps: {collected:.3f} s")
+    print(
+        f"  the cyclic garbage collector in all the steps: {collected:.3f} s; a full collection "
+        f"after them (gc.collect()): {result['deferred']:.3f} s"
+    )
     print(
         f"  RSS at p.run() {last[2] / mib:.0f} MiB ({(last[2] - result['rss0']) / mib:+.0f} over "
         f"the imports), high-water {last[3] / mib:.0f} MiB"
