@@ -20,6 +20,7 @@ import itertools
 import json
 import marshal
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from operator import attrgetter
 from typing import Any
 
 import numpy as np
@@ -29,6 +30,8 @@ from replay import _fs
 FINGERPRINT_FILE = ".tmp/resume.json"
 FINGERPRINT_VERSION = 1
 _CHUNK = 4096  # list items encoded at a time (`plan_digest`, `json_pieces`)
+_INPUT = attrgetter("index", "path", "label", "split", "error")  # a file in the plan digest
+_SEGMENT = attrgetter("file.index", "row_start", "row_stop", "split_rank")  # a task's segment
 
 
 def package_version() -> str:
@@ -203,15 +206,13 @@ def _derived_pieces(plan: Any) -> Iterator[str]:
     yield '{"annotations":'
     yield from _list_pieces(annotated, _json)
     yield f',"classes":{_json(list(plan.classes))},"inputs":'
-    yield from _list_pieces(
-        ((f.index, f.path, f.label, f.split, f.error) for f in plan.inputs), _json
-    )
+    yield from _list_pieces(map(_INPUT, plan.inputs), _json)
     yield f',"num_shards":{_json(dict(sorted(plan.sharding.num_shards.items())))}'
     yield f',"shard_func":{_json(None if func is None else function_digest(func))}'
     yield f',"signal_dtype":{_json(plan.read.signal_dtype)},"tasks":['
     for n, task in enumerate(plan.tasks):
         yield f"{',' if n else ''}[{_json(task.task_id)},"
-        segments = ((s.file.index, s.row_start, s.row_stop, s.split_rank) for s in task.segments)
+        segments = map(_SEGMENT, task.segments)
         yield from _list_pieces(segments, _json)
         yield "]"
     yield "]}"

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import itertools
 import pickle
 from collections.abc import Sequence
 from operator import attrgetter
@@ -112,13 +113,19 @@ class _ReadTasks:
         self.tasks = tasks
 
     def __reduce__(self) -> tuple[Any, tuple]:
-        segments = [s for task in self.tasks for s in task.segments]
-        files = list({id(s.file): s.file for s in segments}.values())
-        position = {id(f): n for n, f in enumerate(files)}
+        segments = list(itertools.chain.from_iterable(t.segments for t in self.tasks))
+        files = list(map(attrgetter("file"), segments))
+        ids = list(map(id, files))
+        if len(set(ids)) == len(ids):  # a segment per file: the file's position is its own
+            positions: list[int] | range = range(len(files))
+        else:  # files cut into several segments: each file once
+            files = list({id(f): f for f in files}.values())
+            first = {id(f): n for n, f in enumerate(files)}
+            positions = list(map(first.__getitem__, ids))
         return _read_tasks, (
             [list(map(attrgetter(name), files)) for name in _FILE_FIELDS],
             [
-                [position[id(s.file)] for s in segments],
+                list(positions),
                 *(list(map(attrgetter(name), segments)) for name in _SEGMENT_FIELDS[1:]),
             ],
             [
