@@ -186,6 +186,8 @@ def test_match_stamped_gives_each_files_size_and_modification_time(tmp_path):
         stat = os.stat(path)
         assert (size, mtime) == (stat.st_size, os.path.getmtime(path)), path
     assert match_stamped(pattern) == [s for s in stamps if s[0].endswith(".wav")]
+    twice = match_stamped(str(tmp_path / "in" / "*.{wav,flac,wav}"))  # alternatives overlap
+    assert twice == stamps
     first = paths[0]
     stat = os.stat(first)
     os.utime(first, ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))
