@@ -235,31 +235,32 @@ def label_inputs(
     kind, _ = labels.parse_label_source(config.label_source)
     label_of = labels.labeller(kind, csv_labels)
     keep_unknown = config.unknown_class == "keep"
-    refusals: dict[str, str | None] = {}  # label -> why it is not a class (None: it is)
+    # label -> (the one string of the label, why it is not a class or None): one string per
+    # label (a dirname label is a new slice of each path) in the plan and the pickled read tasks
+    known: dict[str, tuple[str, str | None]] = {}
     one_split = None if sharding.splits else fmt.ALL_SPLIT  # else hashed from each path
     labelled = []
-    for i, (p, s, *rest) in enumerate(matched, start=first_index):
+    for i, stamp in enumerate(matched, start=first_index):
+        p = stamp[0]
         try:
-            # one string per label (a dirname label is a new slice of each path): in the plan
-            # and in the pickled read tasks
-            label: str | None = sys.intern(label_of(p))
+            label: str | None = label_of(p)
         except labels.LabelError as e:
             label, reason = None, str(e).split(": ", 1)[-1]
         else:
-            if label not in refusals:
-                refusals[label] = labels.class_error(
-                    label, fixed_classes, keep_unknown=keep_unknown
-                )
-            reason = refusals[label]
+            seen = known.get(label)
+            if seen is None:
+                refusal = labels.class_error(label, fixed_classes, keep_unknown=keep_unknown)
+                seen = known[label] = (sys.intern(label), refusal)
+            label, reason = seen
         labelled.append(
             InputFile(
                 index=i,
                 path=p,
-                size_bytes=s,
+                size_bytes=stamp[1],
                 label=label,
                 split=one_split or split_of(p, sharding),
                 error=reason,
-                modified=float(rest[0]) if rest else 0.0,
+                modified=float(stamp[2]) if len(stamp) > 2 else 0.0,
             )
         )
     if config.annotations:

@@ -122,7 +122,9 @@ def labeller(kind: str, csv_labels: Mapping[str, str] | None = None) -> Callable
     folders: dict[str, str] = {}  # the path up to its last separator -> its label
 
     def label(path: str) -> str:
-        cut = max(path.rfind("/"), path.rfind("\\"))
+        cut = path.rfind("/")
+        if "\\" in path:
+            cut = max(cut, path.rfind("\\"))
         if cut < 0 or cut == len(path) - 1:  # no folder, or a path ending in a separator
             return label_from_dirname(path)
         found = folders.get(path[:cut])

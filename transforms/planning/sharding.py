@@ -107,12 +107,16 @@ def plan_segments(
     """
     out, total = [], 0
     split_rows = dict.fromkeys(sharding.split_names, 0)
-    limit = math.inf if sharding.max_elements is None else sharding.max_elements
+    limit = sharding.max_elements
     for f, rows in files:
-        kept = int(max(0, min(rows, limit - total)))
-        out.append((f, kept, split_rows[f.split]))
+        if limit is None:
+            kept = int(rows) if rows > 0 else 0
+        else:
+            kept = int(max(0, min(rows, limit - total)))
+        split = f.split
+        out.append((f, kept, split_rows[split]))
         total += kept
-        split_rows[f.split] += kept
+        split_rows[split] += kept
     return out
 
 
