@@ -16,9 +16,11 @@ The rest of ``--resume``'s launcher side (directory states, committed work) is
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import marshal
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from operator import attrgetter
 from typing import Any
 
 import numpy as np
@@ -27,6 +29,9 @@ from replay import _fs
 
 FINGERPRINT_FILE = ".tmp/resume.json"
 FINGERPRINT_VERSION = 1
+_CHUNK = 4096  # list items encoded at a time (`plan_digest`, `json_pieces`)
+_INPUT = attrgetter("index", "path", "label", "split", "error")  # a file in the plan digest
+_SEGMENT = attrgetter("file.index", "row_start", "row_stop", "split_rank")  # a task's segment
 
 
 def package_version() -> str:
@@ -43,25 +48,41 @@ def fingerprint(
     params: Mapping[str, Any],
     stamps: Sequence[tuple[str, int, float]],
     *,
-    derived: Mapping[str, Any],
+    derived: Mapping[str, Any] | str,
     version: str | None = None,
 ) -> dict[str, Any]:
-    """The plan of a run as far as it shapes the records (JSON values).
+    """The plan of a run as far as it shapes the records (JSON values; the inputs are tuples,
+    lists once read back).
 
     Args:
       params: the record options (the manifest's ``params``).
       stamps: (path, size, mtime) of every matched input.
-      derived: what planning derived (labels, splits, classes, tasks...): stored as a digest.
+      derived: what planning derived (labels, splits, classes, tasks...; `derived`), stored as
+        a digest; or that digest already made (`plan_digest`).
       version: the package version (default: the installed one).
     """
-    text = json.dumps(derived, sort_keys=True, separators=(",", ":"), default=str)
+    inputs = sorted(stamps)
+    if not all(type(s) is int and type(m) is float for _, s, m in inputs):
+        inputs = [(p, int(s), float(m)) for p, s, m in inputs]
     return {
         "fingerprint_version": FINGERPRINT_VERSION,
         "package": package_version() if version is None else version,
         "options": json_values(params),
-        "inputs": [[p, int(s), float(m)] for p, s, m in sorted(stamps)],
-        "plan": hashlib.sha256(text.encode()).hexdigest(),
+        "inputs": inputs,
+        "plan": derived if isinstance(derived, str) else _digest([_json(derived)]),
     }
+
+
+def json_pieces(fingerprint: Mapping[str, Any]) -> Iterator[bytes]:
+    """The fingerprint file's bytes, in pieces: JSON, one key a line, a list's items encoded
+    `_CHUNK` at a time (no text of every input at once)."""
+    for n, (key, value) in enumerate(fingerprint.items()):
+        yield f"{'{' if n == 0 else ','}\n{json.dumps(key)}: ".encode()
+        if isinstance(value, (list, tuple)):
+            yield from (piece.encode() for piece in _list_pieces(iter(value), json.dumps))
+        else:
+            yield json.dumps(value).encode()
+    yield b"\n}\n" if fingerprint else b"{}\n"
 
 
 def option_difference(before: Mapping[str, Any], now: Mapping[str, Any]) -> str | None:
@@ -164,22 +185,62 @@ def function_digest(func: Any) -> str:
 
 def derived(plan: Any) -> dict[str, Any]:
     """What planning derived from the options and inputs (a `pipelines.plan.RecordPlan`), as
-    JSON values for the fingerprint's ``plan`` digest: labels, splits, refusals, classes, the
-    signal dtype, shard counts and the read tasks' cut."""
+    JSON values for the fingerprint's ``plan`` digest (`plan_digest`): labels, splits,
+    refusals, classes, the signal dtype, shard counts and the read tasks' cut."""
+    return json.loads("".join(_derived_pieces(plan)))
+
+
+def plan_digest(plan: Any) -> str:
+    """The fingerprint's ``plan`` digest: SHA-256 of `derived(plan)`'s compact JSON (keys
+    sorted), made and digested a few thousand files or segments at a time (no list of every
+    file)."""
+    return _digest(_derived_pieces(plan))
+
+
+def _derived_pieces(plan: Any) -> Iterator[str]:
+    """The compact JSON text (keys sorted) of what `derived` returns, in pieces."""
     func = plan.sharding.shard_func
-    return {
-        "inputs": [[f.index, f.path, f.label, f.split, f.error] for f in plan.inputs],
-        "annotations": [
-            [f.index, annotation_digest(f.annotation)]
-            for f in plan.inputs
-            if f.annotation is not None
-        ],
-        "classes": list(plan.classes),
-        "signal_dtype": plan.read.signal_dtype,
-        "num_shards": dict(sorted(plan.sharding.num_shards.items())),
-        "shard_func": None if func is None else function_digest(func),
-        "tasks": [
-            [t.task_id, [[s.file.index, s.row_start, s.row_stop, s.split_rank] for s in t.segments]]
-            for t in plan.tasks
-        ],
-    }
+    annotated = (
+        (f.index, annotation_digest(f.annotation)) for f in plan.inputs if f.annotation is not None
+    )
+    yield '{"annotations":'
+    yield from _list_pieces(annotated, _json)
+    yield f',"classes":{_json(list(plan.classes))},"inputs":'
+    yield from _list_pieces(map(_INPUT, plan.inputs), _json)
+    yield f',"num_shards":{_json(dict(sorted(plan.sharding.num_shards.items())))}'
+    yield f',"shard_func":{_json(None if func is None else function_digest(func))}'
+    yield f',"signal_dtype":{_json(plan.read.signal_dtype)},"tasks":['
+    for n, task in enumerate(plan.tasks):
+        yield f"{',' if n else ''}[{_json(task.task_id)},"
+        segments = map(_SEGMENT, task.segments)
+        yield from _list_pieces(segments, _json)
+        yield "]"
+    yield "]}"
+
+
+def _json(value: Any) -> str:
+    """The digest's JSON of `value` (compact, keys sorted)."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
+
+
+def _digest(pieces: Iterable[str]) -> str:
+    """SHA-256 (hex) of the text `pieces` make."""
+    h = hashlib.sha256()
+    for piece in pieces:
+        h.update(piece.encode())
+    return h.hexdigest()
+
+
+def _list_pieces(
+    items: Iterator[Any], dumps: Callable[[Any], str], *, chunk: int = _CHUNK
+) -> Iterator[str]:
+    """The text ``dumps(list(items))`` makes (`dumps`: `json.dumps` with its options: `_json`
+    or the default ones), in pieces of `chunk` items."""
+    yield "["
+    comma = "," if dumps is _json else ", "
+    first = True
+    while batch := list(itertools.islice(items, chunk)):
+        text = dumps(batch)[1:-1]
+        yield text if first else comma + text
+        first = False
+    yield "]"

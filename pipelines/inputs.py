@@ -97,12 +97,15 @@ def match_stamped(pattern: str) -> list[tuple[str, int, float]]:
         results = _filesystems().match(formats.expand_braces(pattern))
     except Exception as e:  # noqa: BLE001 - Beam raises BeamIOError / ValueError by scheme
         raise UsageError(f"--input_pattern {pattern!r}: cannot list files ({e})") from e
-    found = {
-        m.path: (m.size_in_bytes, float(getattr(m, "last_updated_in_seconds", 0) or 0))
+    found = [
+        (m.path, m.size_in_bytes, float(getattr(m, "last_updated_in_seconds", 0) or 0))
         for r in results
         for m in r.metadata_list
-    }
-    return [(path, size, mtime) for path, (size, mtime) in sorted(found.items())]
+    ]
+    if len(results) > 1:  # alternatives may match a file twice: listed once (the last match)
+        found = list({stamp[0]: stamp for stamp in found}.values())
+    found.sort()  # by path: each path is there once
+    return found
 
 
 def output_dir_state(output_dir: str) -> str:

@@ -43,6 +43,7 @@ from pipelines.plan import Continuation, RecordPlan, one_task, plan_record
 from pipelines.result import RecordResult
 from replay import format as fmt
 from replay._fs import is_url
+from runners import internals
 from runners.internals import JobOptions
 from transforms.planning.types import ReadTask, ShardSpec
 from transforms.record import atomic
@@ -238,14 +239,13 @@ def start_output_dir(plan: RecordPlan, *, resuming: bool) -> resume.Reuse:
 
     The fingerprint is written before any work (`pipelines.fingerprint`).
     """
-    fingerprint = fp.fingerprint(plan.params, plan.input_stamps, derived=fp.derived(plan))
+    fingerprint = fp.fingerprint(plan.params, plan.input_stamps, derived=fp.plan_digest(plan))
     if resuming and output_dir_state(plan.output_dir) == "ours":
         reused = resume_output_dir(plan, fingerprint)
     else:
         prepare_output_dir(plan)
         reused = resume.Reuse(tasks=plan.tasks)
-    data = json.dumps(fingerprint, indent=1).encode("utf-8")
-    atomic.write_bytes_atomically(f"{plan.output_dir}/{fp.FINGERPRINT_FILE}", data)
+    atomic.write_atomically(f"{plan.output_dir}/{fp.FINGERPRINT_FILE}", fp.json_pieces(fingerprint))
     return reused
 
 
@@ -289,34 +289,36 @@ def run_job(
     finished = resume.finished_dataset(out, config.params()) if config.resume else None
     if finished is not None:  # checked: the same options, this format, reads back
         return resume.finished_result(finished, config)
-    plan = plan_record(  # validates before the runner
-        config, shard_func=shard_func, continuation=continuation
-    )
-    try:
-        runners.configure(options, input_bytes=plan.input_bytes, argv=argv)
-    except runners.RunnerError as e:
-        raise UsageError(str(e)) from e
-    if runners.sequential_tasks(options) and not is_url(plan.output_dir):
-        # one thread runs the tasks: one task, each shard a hard link to its part, and the task
-        # checkpoints for --resume; on an object store shards are copies anyway and parts cannot
-        # be checkpointed in place: the planned tasks, each committed when done
-        plan = one_task(plan)
-    threads = runners.compute_threads(options)
-    plan = dataclasses.replace(plan, read=dataclasses.replace(plan.read, compute_threads=threads))
-    if runners.translation_only(options):  # Dataflow template: write the job description only
+    with internals.collector_paused():  # planning's objects live until the job ends
+        plan = plan_record(  # validates before the runner
+            config, shard_func=shard_func, continuation=continuation
+        )
+        try:
+            runners.configure(options, input_bytes=plan.input_bytes, argv=argv)
+        except runners.RunnerError as e:
+            raise UsageError(str(e)) from e
+        if runners.sequential_tasks(options) and not is_url(plan.output_dir):
+            # one thread runs the tasks: one task, each shard a hard link to its part, and the
+            # task checkpoints for --resume; on an object store shards are copies anyway and
+            # parts cannot be checkpointed in place: the planned tasks, each committed when done
+            plan = one_task(plan)
+        threads = runners.compute_threads(options)
+        read = dataclasses.replace(plan.read, compute_threads=threads)
+        plan = dataclasses.replace(plan, read=read)
+        if runners.translation_only(options):  # Dataflow template: the job description only
+            p = beam.Pipeline(options=options)
+            staged = stage_plan(plan, plan.tasks)
+            build_pipeline(p, plan, staged=staged)
+            p.run()
+            staged.release()
+            return RecordResult.job_description_only(plan.output_dir)
+        reused = start_output_dir(plan, resuming=config.resume)
+        plan = dataclasses.replace(plan, input_stamps=())  # in the fingerprint now: not held
+        start = time.monotonic()
         p = beam.Pipeline(options=options)
-        staged = stage_plan(plan, plan.tasks)
-        build_pipeline(p, plan, staged=staged)
-        p.run()
-        staged.release()
-        return RecordResult.job_description_only(plan.output_dir)
-    reused = start_output_dir(plan, resuming=config.resume)
-    plan = dataclasses.replace(plan, input_stamps=())  # in the fingerprint now: not held
-    start = time.monotonic()
-    p = beam.Pipeline(options=options)
-    staged = stage_plan(plan, reused.tasks)
-    prior = None if continuation is None else continuation.prior_moments
-    build_pipeline(p, plan, staged=staged, prior_moments=prior)
+        staged = stage_plan(plan, reused.tasks)
+        prior = None if continuation is None else continuation.prior_moments
+        build_pipeline(p, plan, staged=staged, prior_moments=prior)
     try:
         with ProgressReporter(plan.output_dir, total_files=len(plan.inputs)):
             result = p.run()

@@ -20,7 +20,7 @@ import json
 import math
 import os
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from typing import Any
 
 from pipelines.config import RecordConfig, UsageError, require
@@ -233,14 +233,36 @@ def label_inputs(
     `error`. With ``--annotations`` the labels come from the tables later: every label is "".
     """
     kind, _ = labels.parse_label_source(config.label_source)
-    labelled = [
-        _with_class(
-            _input_file(i, p, s, kind, csv_labels, sharding, modified=_modified(rest)),
-            fixed_classes,
-            keep_unknown=config.unknown_class == "keep",
+    label_of = labels.labeller(kind, csv_labels)
+    keep_unknown = config.unknown_class == "keep"
+    # label -> (the one string of the label, why it is not a class or None): one string per
+    # label (a dirname label is a new slice of each path) in the plan and the pickled read tasks
+    known: dict[str, tuple[str, str | None]] = {}
+    one_split = None if sharding.splits else fmt.ALL_SPLIT  # else hashed from each path
+    labelled = []
+    for i, stamp in enumerate(matched, start=first_index):
+        p = stamp[0]
+        try:
+            label: str | None = label_of(p)
+        except labels.LabelError as e:
+            label, reason = None, str(e).split(": ", 1)[-1]
+        else:
+            seen = known.get(label)
+            if seen is None:
+                refusal = labels.class_error(label, fixed_classes, keep_unknown=keep_unknown)
+                seen = known[label] = (sys.intern(label), refusal)
+            label, reason = seen
+        labelled.append(
+            InputFile(
+                index=i,
+                path=p,
+                size_bytes=stamp[1],
+                label=label,
+                split=one_split or split_of(p, sharding),
+                error=reason,
+                modified=float(stamp[2]) if len(stamp) > 2 else 0.0,
+            )
         )
-        for i, (p, s, *rest) in enumerate(matched, start=first_index)
-    ]
     if config.annotations:
         return [
             InputFile(
@@ -261,13 +283,29 @@ def check_inputs(config: RecordConfig, inputs: tuple[InputFile, ...]) -> str:
         file (the first one is named).
     """
     try:  # from the headers: a dtype that holds every file exactly, or one line saying why not
-        headers = [(f.path, f.info) for f in inputs if f.info is not None]
-        dtype = resolve_signal_dtype(config.signal_dtype, headers)
+        dtype = resolve_signal_dtype(config.signal_dtype, _Headers(inputs))
     except ValueError as e:
         raise UsageError(str(e)) from e
     bad = [f for f in inputs if f.error]
     require(not (config.strict and bad), f"--strict: {bad[0].path}: {bad[0].error}" if bad else "")
     return dtype
+
+
+class _Headers(Collection[tuple[str, Any]]):
+    """(path, header) of every file of `inputs` with a header, made as they are iterated (no
+    list of every file: `resolve_signal_dtype` looks at each file's header once)."""
+
+    def __init__(self, inputs: Sequence[InputFile]) -> None:
+        self._inputs = inputs
+
+    def __iter__(self) -> Iterator[tuple[str, Any]]:
+        return ((f.path, f.info) for f in self._inputs if f.info is not None)
+
+    def __len__(self) -> int:
+        return sum(f.info is not None for f in self._inputs)
+
+    def __contains__(self, item: object) -> bool:
+        return any(item == header for header in self)
 
 
 def check_output_dir(config: RecordConfig, output_dir: str, state: str) -> None:
@@ -319,14 +357,17 @@ def size_tasks(config: RecordConfig, scanned: ScannedInputs, *, cpu_count: int) 
     shapes = _feature_shapes(config, inputs)
     read_config = _read_config(config, scanned, shapes)
     feature_floats = sum(math.prod(s) for s in shapes.values())
-    segments = plan_segments(
-        [
-            (f, f.annotation.num_rows if f.annotation else planned_rows(f.info, read_config))
-            for f in inputs
-            if f.error is None
-        ],
-        scanned.sharding,
-    )
+    rows: dict[int, int] = {}  # id(header) -> its rows: files of one format share a header
+
+    def rows_of(f: InputFile) -> int:
+        if f.annotation:
+            return f.annotation.num_rows
+        found = rows.get(id(f.info))
+        if found is None:
+            found = rows[id(f.info)] = planned_rows(f.info, read_config)
+        return found
+
+    segments = plan_segments(((f, rows_of(f)) for f in inputs if f.error is None), scanned.sharding)
     stored = stored_row_bytes(
         win_len=config.win_len,
         signal_dtype=scanned.signal_dtype,
@@ -456,32 +497,3 @@ def stored_row_bytes(
 
 def _modified(rest: Sequence[float]) -> float:
     return float(rest[0]) if rest else 0.0
-
-
-def _input_file(
-    index: int,
-    path: str,
-    size: int,
-    kind: str,
-    csv_labels: Mapping[str, str] | None,
-    sharding: Sharding,
-    *,
-    modified: float = 0.0,
-) -> InputFile:
-    split = split_of(path, sharding)
-    found = {"index": index, "path": path, "size_bytes": size, "split": split}
-    try:
-        label = labels.label_for(path, kind=kind, csv_labels=csv_labels)
-    except labels.LabelError as e:
-        reason = str(e).split(": ", 1)[-1]
-        return InputFile(**found, error=reason, modified=modified)
-    # one string per label (a dirname label is a new slice of each path): in the plan and in the
-    # pickled read tasks
-    label = sys.intern(label)
-    return InputFile(**found, label=label, modified=modified)
-
-
-def _with_class(f: InputFile, classes: tuple[str, ...] | None, *, keep_unknown: bool) -> InputFile:
-    """A file whose label is outside --classes (or no class name) becomes an error entry."""
-    reason = None if f.error else labels.class_error(f.label, classes, keep_unknown=keep_unknown)
-    return f if reason is None else dataclasses.replace(f, error=reason)

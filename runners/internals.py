@@ -12,6 +12,7 @@ Setting ``AUDIORECORDS_STOCK_BEAM=1`` (`STOCK_ENV`) turns every one of them off.
 - `JobOptions`: the record job's own `PipelineOptions`, whose `view_as` builds each view once.
 - `load_one_keras` and `exit_now`: for the command line only (`python -m pipelines.record`),
   never called by `record_dataset`.
+- `collector_paused`: CPython's cyclic garbage collector off while the launcher plans a job.
 
 Dropped by issue 31: the state sampler's short period and the memoised DoFn introspection
 (each replaced a name in a Beam module for the whole process while a job ran, for ~0.3 s of a
@@ -21,12 +22,15 @@ clips run), and OpenBLAS's C API through ctypes (now `threadpoolctl`, in `runner
 from __future__ import annotations
 
 import atexit
+import contextlib
 import functools
+import gc
 import inspect
 import logging
 import os
 import platform
 import sys
+from collections.abc import Iterator
 from typing import TypeVar
 
 import apache_beam
@@ -208,6 +212,42 @@ def exit_now(code: int, *, version: str | None = None) -> None:
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)
+
+
+def collector_pause_usable(version: str | None = None) -> bool:
+    """Guard of `collector_paused` (`version`: Python's, default the running one)."""
+    python = platform.python_version() if version is None else version
+    return _tested(python, TESTED_PYTHON) and platform.python_implementation() == "CPython"
+
+
+@contextlib.contextmanager
+def collector_paused(*, version: str | None = None) -> Iterator[bool]:
+    """CPython's cyclic garbage collector off for the block (yields whether it is).
+
+    For the launcher's planning: it makes a few objects per input file that live until the job
+    ends (stamps, `InputFile`s, segments) and no reference cycles worth collecting; CPython
+    collects its oldest generation whenever it grew by a quarter, and walks the whole heap then
+    (TensorFlow's, Beam's and TFT's modules as well as the plan): with many files, a large share
+    of planning's time (benchmarks/RESULTS.md, issue 42). After the
+    block it is on again (if it was on before it) and collects what was made meanwhile as usual;
+    nothing is frozen or kept. Stock fallback: the collector stays on, said once.
+    """
+    if not collector_pause_usable(version):
+        python = platform.python_version() if version is None else version
+        fallback_notice(
+            "collector_paused",
+            _why(platform.python_implementation(), python, TESTED_PYTHON),
+            "the garbage collector runs during planning (slower planning of many files)",
+        )
+        yield False
+        return
+    was_on = gc.isenabled()
+    gc.disable()
+    try:
+        yield True
+    finally:
+        if was_on:
+            gc.enable()
 
 
 def _tensorflow_version() -> str:

@@ -126,6 +126,39 @@ def test_exit_now_runs_atexit_handlers_and_its_fallback_is_sys_exit(caplog):
         assert proc.stdout == "bufferedhandler ran\n"
 
 
+def test_the_collector_is_paused_only_inside_the_block_and_only_where_tested(monkeypatch, caplog):
+    import gc
+
+    assert gc.isenabled() and internals.collector_pause_usable()
+    with internals.collector_paused() as paused:
+        assert paused and not gc.isenabled()
+        with internals.collector_paused() as inner:  # nested (an --append's record job)
+            assert inner and not gc.isenabled()
+        assert not gc.isenabled()  # the outer block turns it on again, not the inner one
+    assert gc.isenabled()
+    with pytest.raises(RuntimeError), internals.collector_paused():
+        raise RuntimeError("planning failed")
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with internals.collector_paused():
+            pass
+        assert not gc.isenabled()  # off before: left off
+    finally:
+        gc.enable()
+    with caplog.at_level(logging.WARNING, logger="audiorecords"):
+        for _ in range(2):
+            with internals.collector_paused(version="3.12.4") as paused:
+                assert not paused and gc.isenabled()
+    assert _notices(caplog) == [
+        "collector_paused: CPython 3.12.4 is not the tested 3.11; the garbage collector runs "
+        "during planning (slower planning of many files)"
+    ]
+    monkeypatch.setenv(internals.STOCK_ENV, "1")
+    with internals.collector_paused() as paused:
+        assert not paused and gc.isenabled()
+
+
 def test_the_opt_out_turns_every_internal_off_and_says_so(monkeypatch, caplog):
     monkeypatch.setenv(internals.STOCK_ENV, "1")
     assert not internals.local_runner_usable() and not internals.fast_exit_usable()

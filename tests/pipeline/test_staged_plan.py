@@ -85,3 +85,45 @@ def test_a_staged_list_reads_back_only_as_the_launcher_wrote_it(tmp_path):
     Path(ref.path).unlink()
     with pytest.raises(ValueError, match=r"errors-.*\.pickle: the job's staged plan cannot be"):
         staged.load(ref)
+
+
+def test_read_tasks_read_back_from_their_columns_as_the_same_objects(tmp_path):
+    """Read tasks are staged as columns: they read back equal, a file cut into several segments
+    (or tasks) one object, equal headers one object, annotations and resume records kept."""
+    import numpy as np
+
+    from transforms.audio import wav
+    from transforms.planning.annotation_plan import FileAnnotation
+    from transforms.planning.types import InputFile, ReadTask, Segment
+
+    info = wav.WavInfo(16000, 1, 48000, "PCM_16", "int16", 2.0**15)
+    annotation = FileAnnotation(
+        starts=np.arange(2, dtype=np.int64),
+        channels=1,
+        classes=("a",),
+        labels=np.ones((2, 1), np.float32),
+        events=np.zeros((2, 1, 3), np.int64),
+        num_events=np.ones(2, np.int64),
+    )
+    files = [
+        InputFile(i, f"/d/{i}.wav", 96044, "a", "train", info, None, None, 1.5 + i)
+        for i in range(5)
+    ]
+    files[3] = InputFile(3, "/d/3.wav", 96044, "", "test", info, None, annotation, 0.0)
+    long = files[4]
+    tasks = [
+        ReadTask(0, tuple(Segment(f, 0, 3, i * 3) for i, f in enumerate(files[:4]))),
+        ReadTask(1, (Segment(long, 0, 2, 12),), start=0, resumed=({"task": 1, "rows": [2]},)),
+        ReadTask(2, (Segment(long, 2, 3, 14),)),
+    ]
+    ref = staged.stage(str(tmp_path), "tasks", tasks)
+    staged.release(ref)  # as another process sees it: from the file
+    loaded = staged.load(ref)
+    assert loaded == tasks and ref.count == 3
+    assert [t.resumed for t in loaded] == [t.resumed for t in tasks]
+    assert loaded[1].segments[0].file is loaded[2].segments[0].file
+    assert len({id(s.file.info) for t in loaded for s in t.segments}) == 1
+    got = loaded[0].segments[3].file.annotation
+    assert got.classes == ("a",) and np.array_equal(got.events, annotation.events)
+    assert [s.file.modified for s in loaded[0].segments] == [1.5, 2.5, 3.5, 0.0]
+    assert staged.load(staged.stage(str(tmp_path), "tasks", [])) == []

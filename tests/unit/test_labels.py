@@ -31,3 +31,42 @@ def test_csv_without_header_and_bad_rows():
 def test_bad_label_source(value):
     with pytest.raises(ValueError, match="--label_source"):
         labels.parse_label_source(value)
+
+
+DIRNAME_PATHS = [
+    "gs://bucket/data/dog/001.wav",
+    "gs://bucket/data/dog/002.wav",
+    "/other/dog/001.wav",
+    "data\\cat\\1.wav",
+    "data/cat\\2.wav",
+    "a//b.wav",
+    "a/b/",
+    "/1.wav",
+    "1.wav",
+    "",
+]
+
+
+@pytest.mark.parametrize("kind", ["filename", "dirname", "csv"])
+def test_a_labeller_gives_label_fors_labels_and_errors(kind):
+    """Labels found once per folder are those `label_for` finds file by file, and a file
+    without one fails with the same line."""
+    table = {"001.wav": "x", "data\\cat\\1.wav": "y"}
+    label = labels.labeller(kind, table)
+    for path in DIRNAME_PATHS * 2:  # a folder seen before: its remembered label
+        try:
+            want = labels.label_for(path, kind=kind, csv_labels=table)
+        except labels.LabelError as e:
+            with pytest.raises(labels.LabelError) as got:
+                label(path)
+            assert str(got.value) == str(e), path
+        else:
+            assert label(path) == want, path
+    with pytest.raises(ValueError, match="unknown label kind"):
+        labels.labeller("folder")
+
+
+def test_a_dirname_label_is_one_string_per_folder():
+    label = labels.labeller("dirname")
+    first, second = label("/data/dog/1.wav"), label("/data/dog/2.wav")
+    assert first == second == "dog" and first is second

@@ -186,6 +186,8 @@ def test_match_stamped_gives_each_files_size_and_modification_time(tmp_path):
         stat = os.stat(path)
         assert (size, mtime) == (stat.st_size, os.path.getmtime(path)), path
     assert match_stamped(pattern) == [s for s in stamps if s[0].endswith(".wav")]
+    twice = match_stamped(str(tmp_path / "in" / "*.{wav,flac,wav}"))  # alternatives overlap
+    assert twice == stamps
     first = paths[0]
     stat = os.stat(first)
     os.utime(first, ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))
@@ -265,3 +267,97 @@ def test_a_changed_label_csv_or_class_file_changes_the_plan(tmp_path):
     classes.write_text("y\nx\n")  # the same names, other ids
     reordered = _stored(_plan(config))
     assert fingerprint.first_difference(relabelled, reordered).startswith("the plan changed")
+
+
+# --- the digest and the file made in pieces: the same fingerprint as made whole --------------
+
+
+def _derived_whole(plan):
+    """`fingerprint.derived` as it was made whole: every file's and segment's list at once (the
+    form resume records already on disk were digested from)."""
+    func = plan.sharding.shard_func
+    return {
+        "inputs": [[f.index, f.path, f.label, f.split, f.error] for f in plan.inputs],
+        "annotations": [
+            [f.index, fingerprint.annotation_digest(f.annotation)]
+            for f in plan.inputs
+            if f.annotation is not None
+        ],
+        "classes": list(plan.classes),
+        "signal_dtype": plan.read.signal_dtype,
+        "num_shards": dict(sorted(plan.sharding.num_shards.items())),
+        "shard_func": None if func is None else fingerprint.function_digest(func),
+        "tasks": [
+            [t.task_id, [[s.file.index, s.row_start, s.row_stop, s.split_rank] for s in t.segments]]
+            for t in plan.tasks
+        ],
+    }
+
+
+def _whole_digest(plan):
+    import hashlib
+    import json
+
+    text = json.dumps(_derived_whole(plan), sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def test_the_plan_digest_made_in_pieces_is_the_digest_of_the_whole(tmp_path):
+    """Runs planned before the digest was made in pieces still match: the same hex digest, for
+    planned and merged tasks, a refused file, a shard_func and annotations."""
+    import dataclasses
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from pipelines.plan import one_task
+
+    pattern = _corpus(tmp_path / "in")
+    (tmp_path / "in" / "bad.wav").write_bytes(b"RIFF not a wave")
+    planned = _plan(_config(pattern, tmp_path / "out", splits="train=50,test=50"))
+    assert any(f.error for f in planned.inputs) and len(planned.tasks) > 1
+    sharded = dataclasses.replace(
+        planned, sharding=dataclasses.replace(planned.sharding, shard_func=lambda e: 0)
+    )
+    annotated = _annotated_plan(np.zeros((3, 1, 3), np.int64))
+    segment = SimpleNamespace(file=annotated.inputs[0], row_start=0, row_stop=3, split_rank=0)
+    annotated.tasks = [SimpleNamespace(task_id=0, segments=[segment])]
+    for plan in (planned, one_task(planned), sharded, annotated):
+        assert fingerprint.plan_digest(plan) == _whole_digest(plan)
+        assert fingerprint.derived(plan) == _derived_whole(plan)
+        made = fingerprint.fingerprint({}, [], derived=fingerprint.derived(plan), version="1")
+        assert made["plan"] == _whole_digest(plan)
+
+
+def test_list_pieces_make_json_dumps_text_at_any_chunk():
+    import json
+
+    rows = [("a\u00e9", 1, 2.5), ("b", None, 1e-9), ("c\n", 3, 4.0)] * 3
+    for chunk in (1, 2, 4, 100):
+        for dumps in (json.dumps, fingerprint._json):
+            text = "".join(fingerprint._list_pieces(iter(rows), dumps, chunk=chunk))
+            assert text == dumps(rows)
+        assert "".join(fingerprint._list_pieces(iter([]), json.dumps, chunk=chunk)) == "[]"
+
+
+def test_a_resume_record_written_whole_matches_the_fingerprint_written_in_pieces(tmp_path):
+    """A run's ``.tmp/resume.json`` as the launcher wrote it before (one JSON text, indented)
+    and as it writes it now (in pieces) read back as one fingerprint: ``--resume`` of an
+    unfinished run of either continues it."""
+    import json
+
+    config = _config(_corpus(tmp_path / "in"), tmp_path / "out")
+    plan = _plan(config)
+    stamps = plan.input_stamps
+    before = fingerprint.fingerprint(plan.params, stamps, derived=_derived_whole(plan))
+    old_text = json.dumps(
+        {**before, "inputs": [[p, int(s), float(m)] for p, s, m in sorted(stamps)]}, indent=1
+    )
+    now = fingerprint.fingerprint(plan.params, stamps, derived=fingerprint.plan_digest(plan))
+    new_text = b"".join(fingerprint.json_pieces(now)).decode()
+    assert json.loads(new_text) == json.loads(old_text)
+    assert fingerprint.first_difference(json.loads(old_text), now) is None
+    assert fingerprint.first_difference(json.loads(new_text), now) is None
+    (out := tmp_path / "out" / ".tmp").mkdir(parents=True)
+    (out / "resume.json").write_text(new_text)
+    assert fingerprint.read_fingerprint(str(tmp_path / "out")) == json.loads(old_text)

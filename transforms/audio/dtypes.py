@@ -22,7 +22,7 @@ file exactly stops the run before any work, naming the files and the dtypes that
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 import numpy as np
 
@@ -64,12 +64,16 @@ def _named(files: Sequence[tuple[str, wav.WavInfo]]) -> str:
     return ", ".join(shown[:_NAMED_FILES]) + (f" and {more} more" if more > 0 else "")
 
 
-def resolve(requested: str, files: Sequence[tuple[str, wav.WavInfo]]) -> str:
+def resolve(requested: str, files: Collection[tuple[str, wav.WavInfo]]) -> str:
     """The run's signal dtype: `requested`, or auto's choice over the files' headers.
+
+    Decided over the distinct headers (files of one format share one `wav.WavInfo`: planning's
+    `scan_headers`); `files` is gone through again, in order, only to name the files refused.
 
     Args:
       requested: one of SIGNAL_DTYPES.
-      files: (path, header) of every usable input file.
+      files: (path, header) of every usable input file (a collection: iterated again when
+        files are refused).
 
     Returns:
       A stored dtype that holds every file exactly (int16 when there are no files).
@@ -80,7 +84,8 @@ def resolve(requested: str, files: Sequence[tuple[str, wav.WavInfo]]) -> str:
     """
     if requested not in SIGNAL_DTYPES:
         raise ValueError(f"--signal_dtype must be one of {SIGNAL_DTYPES}, got {requested!r}")
-    works = [d for d in STORED_DTYPES if all(holds(d, info) for _, info in files)]
+    distinct = set({id(info): info for _, info in files}.values())  # one look-up a file
+    works = [d for d in STORED_DTYPES if all(holds(d, info) for info in distinct)]
     if requested == "auto":
         if works:
             return works[0]
@@ -90,9 +95,9 @@ def resolve(requested: str, files: Sequence[tuple[str, wav.WavInfo]]) -> str:
             "--signal_dtype auto: no signal dtype holds every file exactly: "
             f"{_named(lost)}; record them in a separate run"
         )
-    lost = [(p, i) for p, i in files if not holds(requested, i)]
-    if not lost:
+    if requested in works:
         return requested
+    lost = [(p, i) for p, i in files if not holds(requested, i)]
     works_for_all = (
         f"every file fits --signal_dtype {' or '.join([*works, 'auto'])}"
         if works

@@ -108,6 +108,33 @@ def label_for(path: str, *, kind: str, csv_labels: Mapping[str, str] | None = No
     raise ValueError(f"unknown label kind {kind!r}")
 
 
+def labeller(kind: str, csv_labels: Mapping[str, str] | None = None) -> Callable[[str], str]:
+    """`label_for` under rule `kind` as a function of the path, for many paths: a ``dirname``
+    label is found once per folder (the same string for every file in it).
+
+    Raises:
+      ValueError: an unknown `kind`.
+    """
+    if kind not in (FILENAME, DIRNAME, "csv"):
+        raise ValueError(f"unknown label kind {kind!r}")
+    if kind != DIRNAME:
+        return lambda path: label_for(path, kind=kind, csv_labels=csv_labels)
+    folders: dict[str, str] = {}  # the path up to its last separator -> its label
+
+    def label(path: str) -> str:
+        cut = path.rfind("/")
+        if "\\" in path:
+            cut = max(cut, path.rfind("\\"))
+        if cut < 0 or cut == len(path) - 1:  # no folder, or a path ending in a separator
+            return label_from_dirname(path)
+        found = folders.get(path[:cut])
+        if found is None:  # the label depends on the folder alone (raises when it has none)
+            found = folders[path[:cut]] = label_from_dirname(path)
+        return found
+
+    return label
+
+
 def parse_classes(value: str | None, *, read_text: Callable[[str], str]) -> tuple[str, ...] | None:
     """``--classes``: ``a,b,c`` or ``@PATH`` (one name per line) -> the names in order.
 

@@ -23,7 +23,7 @@ import glob
 import hashlib
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from replay import format as fmt
@@ -97,22 +97,26 @@ def _hash_int(*parts: Any) -> int:
 
 
 def plan_segments(
-    files: Sequence[tuple[InputFile, int]], sharding: Sharding
+    files: Iterable[tuple[InputFile, int]], sharding: Sharding
 ) -> list[tuple[InputFile, int, int]]:
     """[(file, rows kept, split rank of row 0)] in index order, after ``--max_elements``.
 
     Args:
-      files: (file, planned rows) for every usable file, in index order.
+      files: (file, planned rows) for every usable file, in index order (gone through once).
       sharding: the split / rank rules.
     """
     out, total = [], 0
     split_rows = dict.fromkeys(sharding.split_names, 0)
-    limit = math.inf if sharding.max_elements is None else sharding.max_elements
+    limit = sharding.max_elements
     for f, rows in files:
-        kept = int(max(0, min(rows, limit - total)))
-        out.append((f, kept, split_rows[f.split]))
+        if limit is None:
+            kept = int(rows) if rows > 0 else 0
+        else:
+            kept = int(max(0, min(rows, limit - total)))
+        split = f.split
+        out.append((f, kept, split_rows[split]))
         total += kept
-        split_rows[f.split] += kept
+        split_rows[split] += kept
     return out
 
 

@@ -9,7 +9,10 @@ length. The job's first step reads the file back (`load`): on the worker that ru
 the same file I/O as the parts (local paths, gs://).
 
 The file is pickled (read tasks hold headers, annotation arrays and ``--resume`` records: no
-other format carries them as they are). Nothing the job did not stage is ever unpickled:
+other format carries them as they are). A list of read tasks is pickled as columns (`_ReadTasks`:
+each field of the files and segments as one list), so pickling it is a few C loops, not a Python
+call per file and segment; it reads back as the same objects, a file shared by segments still
+one object. Nothing the job did not stage is ever unpickled:
 `load` checks the digest the job carries first, so a file changed or replaced after the launcher
 wrote it is refused with a line naming it, as Beam's own staged pickles are trusted only because
 the job names them.
@@ -23,11 +26,14 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import itertools
 import pickle
 from collections.abc import Sequence
+from operator import attrgetter
 from typing import Any
 
 from replay import _fs
+from transforms.planning.types import InputFile, ReadTask, Segment
 from transforms.record import atomic
 
 PLAN_DIR = ".tmp/plan"  # under the output directory; a run's .tmp is removed when it ends
@@ -53,7 +59,8 @@ def stage(output_dir: str, name: str, items: Sequence[Any]) -> Staged:
       items: the list.
     """
     items = list(items)
-    data = pickle.dumps(items, protocol=pickle.HIGHEST_PROTOCOL)
+    tasks = bool(items) and all(type(item) is ReadTask for item in items)
+    data = pickle.dumps(_ReadTasks(items) if tasks else items, protocol=pickle.HIGHEST_PROTOCOL)
     digest = hashlib.sha256(data).hexdigest()
     path = f"{output_dir.rstrip('/')}/{PLAN_DIR}/{name}-{digest[:16]}.pickle"
     atomic.write_bytes_atomically(path, data)
@@ -91,3 +98,53 @@ def load(staged: Staged) -> list[Any]:
             f"{staged.path}: {len(items)} items staged, the job expects {staged.count}"
         )
     return items
+
+
+_FILE_FIELDS = tuple(f.name for f in dataclasses.fields(InputFile))
+_SEGMENT_FIELDS = tuple(f.name for f in dataclasses.fields(Segment))  # "file" first
+_TASK_FIELDS = tuple(f.name for f in dataclasses.fields(ReadTask))
+
+
+class _ReadTasks:
+    """A list of `ReadTask`s, pickled as the columns of its tasks, segments and files (each
+    file once), and unpickled as the list (`_read_tasks`)."""
+
+    def __init__(self, tasks: list[ReadTask]) -> None:
+        self.tasks = tasks
+
+    def __reduce__(self) -> tuple[Any, tuple]:
+        segments = list(itertools.chain.from_iterable(t.segments for t in self.tasks))
+        files = list(map(attrgetter("file"), segments))
+        ids = list(map(id, files))
+        if len(set(ids)) == len(ids):  # a segment per file: the file's position is its own
+            positions: list[int] | range = range(len(files))
+        else:  # files cut into several segments: each file once
+            files = list({id(f): f for f in files}.values())
+            first = {id(f): n for n, f in enumerate(files)}
+            positions = list(map(first.__getitem__, ids))
+        return _read_tasks, (
+            [list(map(attrgetter(name), files)) for name in _FILE_FIELDS],
+            [
+                list(positions),
+                *(list(map(attrgetter(name), segments)) for name in _SEGMENT_FIELDS[1:]),
+            ],
+            [
+                [len(t.segments) if name == "segments" else getattr(t, name) for t in self.tasks]
+                for name in _TASK_FIELDS
+            ],
+        )
+
+
+def _read_tasks(files: list[list], segments: list[list], tasks: list[list]) -> list[ReadTask]:
+    """The read tasks `_ReadTasks` pickled: from the columns of their files, segments (the
+    file's position) and tasks (the number of segments)."""
+    made = list(map(InputFile, *files))
+    cut = list(map(Segment, map(made.__getitem__, segments[0]), *segments[1:]))
+    out, start = [], 0
+    for values in zip(*tasks, strict=True):
+        fields = dict(zip(_TASK_FIELDS, values, strict=True))
+        count = fields["segments"]
+        fields["segments"] = tuple(cut[start : start + count])
+        start += count
+        out.append(ReadTask(**fields))
+    return out
