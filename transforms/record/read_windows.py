@@ -175,6 +175,7 @@ class ReadTaskFn(beam.DoFn):
         self._failed = beam.metrics.Metrics.counter("record", "files_failed")
         self._windows = beam.metrics.Metrics.counter("record", "windows")
         self._audio_frames = beam.metrics.Metrics.counter("record", "audio_frames")
+        self._audio_ms = beam.metrics.Metrics.counter("record", "audio_ms")
         self._progress = ProgressFile(output_dir)
         self._reused = ReusedRecords(
             config.layout,
@@ -195,7 +196,11 @@ class ReadTaskFn(beam.DoFn):
     def finish_bundle(self) -> None:
         self._progress.flush()
 
-    def process(self, task: ReadTask) -> Iterator:
+    def process(
+        self, task: ReadTask, planned: tuple[ReadConfig, Sharding] | None = None
+    ) -> Iterator:
+        if planned is not None:  # planned in the job: its signal dtype and shard counts
+            self._config, self._sharding = planned
         for record in task.resumed:  # --resume: what an earlier run committed of this task
             yield from self._reused.outputs(record)
         if task.resumed and not task.segments:  # reused whole: its record named its parts
@@ -373,6 +378,9 @@ class ReadTaskFn(beam.DoFn):
         if first:
             self._files.inc()
             self._audio_frames.inc(seg.file.info.num_frames)
+            info = seg.file.info
+            if info.sample_rate:
+                self._audio_ms.inc(round(1000 * info.num_frames / info.sample_rate))
         self._progress.add(files=int(first), windows=rows)
 
     def _file_summary(self, seg: Segment, rows: int) -> dict:
