@@ -6,9 +6,12 @@ come as `beam_argv`, parsed into PipelineOptions.
 
 Stages (each a Beam step with its own counters), planned in `pipelines.plan`:
 
-1. Planning (launcher): match files, read every WAV header (window counts, the signal dtype),
-   assign files to splits and cut the rows into read tasks (a single task when the runner runs
-   tasks one at a time: the in-memory DirectRunner); bad files are listed up front.
+1. Planning: match files, read every WAV header (window counts, the signal dtype), assign
+   files to splits and cut the rows into read tasks (a single task when the runner runs tasks
+   one at a time: the in-memory DirectRunner); bad files are listed up front. A plain run
+   lists and labels in the launcher and reads the headers and plans in the job's first step
+   (`pipelines.job_plan`); ``--annotations``, ``--append`` and ``--resume`` of an unfinished
+   run plan in the launcher (`pipelines.plan`), with the same functions.
 2. ``ReadWindows``: decode, window, compute features and encode records per task; records
    stream to per-shard part files, and rows feed ``Analyze`` (TFT full pass: class vocabulary,
    z-score statistics) in the same fused stage. Only small descriptions cross stage boundaries.

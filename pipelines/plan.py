@@ -6,7 +6,9 @@ produces a frozen `RecordPlan` the pipeline is built from, in three steps:
 1. validate: building the `pipelines.config.RecordConfig` checks every option (no I/O);
 2. `scan_inputs`: match the files, read labels and headers (and annotation tables), check the
    output directory: everything planning learns from storage (`ScannedInputs`; the reads
-   themselves are in `pipelines.inputs`);
+   themselves are in `pipelines.inputs`), in two parts: `list_inputs` (no request a file)
+   and `read_headers`; a plain run does the second in the job (`plan_headers`,
+   `pipelines.job_plan`);
 3. `size_tasks`: feature shapes, shard counts and read tasks, a pure function of the two.
 
 `one_task` then puts the read tasks' segments into one task when the runner runs tasks one at
