@@ -413,20 +413,25 @@ def _translation_only(options: JobOptions) -> bool:
         return False
 
 
-def _run_planned_in_job(
+def launcher_plan(
     config: RecordConfig,
     listed: ScannedInputs,
     state: str,
     *,
     options: JobOptions,
     argv: list[str],
-) -> RecordResult:
-    """A plain record run planned in the job (`pipelines.job_plan`): the launcher makes no
-    request a file (the listing, the labels, one header for the feature shapes).
+) -> tuple[RecordPlan, PlanArgs]:
+    """What the launcher plans of a run planned in the job, from its listing (`list_inputs`)
+    and the output directory's `state`: the checks it can make, the runner's configuration and
+    the read config (one header read, none with ``--sample_rate``); no request a file.
+
+    Returns:
+      The plan the stages are built from (no task, no shard count, the signal dtype as given)
+      and the plan step's arguments.
 
     Raises:
-      UsageError: invalid inputs or options, found by the launcher or by the job's plan step
-        (then the output directory is left as it was found when the run made it).
+      UsageError: the output directory may not be written, bad feature parameters, a runner
+        that cannot work as configured.
     """
     out = listed.output_dir
     check_output_dir(config, out, state)
@@ -456,6 +461,26 @@ def _run_planned_in_job(
         classes=listed.classes,
         analyzed_splits=config.analyzed_splits,
     )
+    return plan, args
+
+
+def _run_planned_in_job(
+    config: RecordConfig,
+    listed: ScannedInputs,
+    state: str,
+    *,
+    options: JobOptions,
+    argv: list[str],
+) -> RecordResult:
+    """A plain record run planned in the job (`pipelines.job_plan`): the launcher makes no
+    request a file (the listing, the labels, one header for the feature shapes).
+
+    Raises:
+      UsageError: invalid inputs or options, found by the launcher or by the job's plan step
+        (then the output directory is left as it was found when the run made it).
+    """
+    out = listed.output_dir
+    plan, args = launcher_plan(config, listed, state, options=options, argv=argv)
     fingerprint = fp.fingerprint(
         plan.params, listed.stamps, derived=fp.listing_digest(listed), planned_in_job=True
     )
