@@ -213,11 +213,12 @@ def plan_digest(plan: Any) -> str:
     return _digest(_derived_pieces(plan))
 
 
-def listing_digest(listed: Any) -> str:
+def listing_digest(listed: Any, *, cut: Mapping[str, Any]) -> str:
     """The ``plan`` digest of a run planned in the job: what the launcher derives without a
     header (`pipelines.plan.list_inputs`: labels, splits, refusals for their label, classes,
-    the shard function), from a `ScannedInputs` of unread headers."""
-    return _digest(_derived_pieces(listed, headers=False))
+    the shard function), from a `ScannedInputs` of unread headers, and what the read tasks' cut
+    depends on besides the headers (`cut`: the launcher's core count, whether one task)."""
+    return _digest(itertools.chain(_derived_pieces(listed, headers=False), [_json(dict(cut))]))
 
 
 def _derived_pieces(plan: Any, *, headers: bool = True) -> Iterator[str]:

@@ -276,22 +276,28 @@ def resume_output_dir(plan: RecordPlan, fingerprint: dict) -> resume.Reuse:
 
 
 def start_output_dir(
-    plan: RecordPlan, *, resuming: bool, listed: ScannedInputs | None = None
+    plan: RecordPlan,
+    *,
+    resuming: bool,
+    listed: ScannedInputs | None = None,
+    single_task: bool = False,
 ) -> resume.Reuse:
     """Prepares the output directory; returns the committed work to reuse (``--resume``).
 
     The fingerprint is written before any work (`pipelines.fingerprint`). Resuming a run that
     was planned in the job, the fingerprint is of that kind: made from `listed` (the plan's
-    inputs before their headers were read, `pipelines.plan.list_inputs`).
+    inputs before their headers were read, `pipelines.plan.list_inputs`) and how the tasks are
+    cut (`single_task`: `one_task` made them).
     """
     fingerprint = fp.fingerprint(plan.params, plan.input_stamps, derived=fp.plan_digest(plan))
     if resuming and output_dir_state(plan.output_dir) == "ours":
         stored = fp.read_fingerprint(plan.output_dir)
         if listed is not None and stored is not None and fp.planned_in_job(stored):
+            cut = _cut(os.cpu_count() or 1, single_task=single_task)
             fingerprint = fp.fingerprint(
                 plan.params,
                 plan.input_stamps,
-                derived=fp.listing_digest(listed),
+                derived=fp.listing_digest(listed, cut=cut),
                 planned_in_job=True,
             )
         reused = resume_output_dir(plan, fingerprint)
@@ -366,7 +372,8 @@ def run_job(
             runners.configure(options, input_bytes=plan.input_bytes, argv=argv)
         except runners.RunnerError as e:
             raise UsageError(str(e)) from e
-        if runners.sequential_tasks(options) and not is_url(plan.output_dir):
+        single_task = runners.sequential_tasks(options) and not is_url(plan.output_dir)
+        if single_task:
             # one thread runs the tasks: one task, each shard a hard link to its part, and the
             # task checkpoints for --resume; on an object store shards are copies anyway and
             # parts cannot be checkpointed in place: the planned tasks, each committed when done
@@ -381,7 +388,9 @@ def run_job(
             p.run()
             staged.release()
             return RecordResult.job_description_only(plan.output_dir)
-        reused = start_output_dir(plan, resuming=config.resume, listed=listed)
+        reused = start_output_dir(
+            plan, resuming=config.resume, listed=listed, single_task=single_task
+        )
         plan = dataclasses.replace(plan, input_stamps=())  # in the fingerprint now: not held
         start = time.monotonic()
         p = beam.Pipeline(options=options)
@@ -402,6 +411,11 @@ def run_job(
         reused_tasks=reused.whole_tasks,
         reused_windows=reused.windows,
     )
+
+
+def _cut(cpu_count: int, *, single_task: bool) -> dict[str, Any]:
+    """What the read tasks' cut depends on besides the files (`fp.listing_digest`)."""
+    return {"cpu_count": cpu_count, "single_task": single_task}
 
 
 def _translation_only(options: JobOptions) -> bool:
@@ -482,7 +496,10 @@ def _run_planned_in_job(
     out = listed.output_dir
     plan, args = launcher_plan(config, listed, state, options=options, argv=argv)
     fingerprint = fp.fingerprint(
-        plan.params, listed.stamps, derived=fp.listing_digest(listed), planned_in_job=True
+        plan.params,
+        listed.stamps,
+        derived=fp.listing_digest(listed, cut=_cut(args.cpu_count, single_task=args.single_task)),
+        planned_in_job=True,
     )
     prepare_output_dir(plan)
     atomic.write_atomically(f"{out}/{fp.FINGERPRINT_FILE}", fp.json_pieces(fingerprint))

@@ -159,14 +159,19 @@ def test_the_fingerprint_of_a_run_planned_in_the_job_has_no_header_part(tmp_path
     )
     listed = list_inputs(config)
     assert all(f.info is None for f in listed.inputs)
+    cut = {"cpu_count": 2, "single_task": True}
     made = fp.fingerprint(
-        config.params(), listed.stamps, derived=fp.listing_digest(listed), planned_in_job=True
+        config.params(),
+        listed.stamps,
+        derived=fp.listing_digest(listed, cut=cut),
+        planned_in_job=True,
     )
     assert fp.planned_in_job(made)
     # the header's refusals are not in it: the same digest whatever the headers hold
     plan = plan_record(config)
     assert any(f.error and f.info is None and "bad" in f.path for f in plan.inputs)
-    assert made["plan"] == fp.listing_digest(list_inputs(config))
+    assert made["plan"] == fp.listing_digest(list_inputs(config), cut=cut)
+    assert made["plan"] != fp.listing_digest(listed, cut={**cut, "single_task": False})
     launcher = fp.fingerprint(config.params(), listed.stamps, derived=fp.plan_digest(plan))
     assert fp.first_difference(launcher, made) is not None
     assert fp.first_difference(made, made) is None
