@@ -510,8 +510,8 @@ def _run_planned_in_job(
     start = time.monotonic()
     p = beam.Pipeline(options=options)
     build_pipeline(p, plan, planning=planning)
-    beam_log = logging.getLogger("apache_beam.runners.common")  # logs a failed step's traceback
-    beam_log.addFilter(_drop_refusals)
+    for name in _STEP_ERROR_LOGGERS:  # the user gets the refusal's one line, not its traceback
+        logging.getLogger(name).addFilter(_drop_refusals)
     try:
         with ProgressReporter(out, total_files=total_files):
             result = p.run()
@@ -524,7 +524,8 @@ def _run_planned_in_job(
             _remove_run(out, keep_dir=state == "empty")
         raise refusal from e
     finally:
-        beam_log.removeFilter(_drop_refusals)
+        for name in _STEP_ERROR_LOGGERS:
+            logging.getLogger(name).removeFilter(_drop_refusals)
         staged_lists.release(inputs)
     elapsed = time.monotonic() - start
     job_counters = counters(result)
@@ -533,10 +534,22 @@ def _run_planned_in_job(
     return dataclasses.replace(summary, total_tasks=job_counters.get("read_tasks", 0))
 
 
+# where runners log a failed step's traceback (in this process, or a worker's, passed on)
+_STEP_ERROR_LOGGERS = (
+    "apache_beam.runners.common",
+    "apache_beam.runners.worker.sdk_worker",
+    "apache_beam.runners.portability.local_job_service",
+    "",  # the root logger: Beam's job services log some errors there
+)
+
+
 def _drop_refusals(record: logging.LogRecord) -> bool:
-    """A logging filter: False for the runner's traceback of the plan step's `UsageError` (the
+    """A logging filter: False for a runner's traceback of the plan step's `UsageError` (the
     user gets its one line)."""
-    return not (record.exc_info and isinstance(record.exc_info[1], UsageError))
+    error = record.exc_info[1] if record.exc_info else None
+    if isinstance(error, UsageError):
+        return False
+    return not any(_REMOTE_REFUSAL.search(text) for text in (record.getMessage(), str(error)))
 
 
 def _usage_error(e: BaseException) -> UsageError | None:
@@ -550,13 +563,18 @@ def _usage_error(e: BaseException) -> UsageError | None:
         if isinstance(cause, UsageError):
             found = cause  # the innermost: the plan step's own
         cause = cause.__cause__ or cause.__context__
-    if found is None:
-        return None
-    line = str(found.args[0]) if found.args else str(found)
+    if found is not None:
+        line = str(found.args[0]) if found.args else str(found)
+    else:  # a runner in other processes (portable, Flink...) passes on the worker's traceback
+        lines = _REMOTE_REFUSAL.findall(str(e))
+        if not lines:
+            return None
+        line = lines[-1]
     return UsageError(_STEP_NOTE.sub("", line.splitlines()[0] if line else line))
 
 
 _STEP_NOTE = re.compile(r" \[while running '[^']*'\]$")  # Beam's note on a re-raised error
+_REMOTE_REFUSAL = re.compile(r"pipelines\.config\.UsageError: ([^\n]+)")  # in a traceback's text
 
 
 def _remove_run(output_dir: str, *, keep_dir: bool) -> None:
