@@ -45,7 +45,7 @@ from pipelines import fingerprint as fp
 from pipelines import resume
 from pipelines.config import RecordConfig, UsageError
 from pipelines.inputs import RUN_MARKER, output_dir_state
-from pipelines.job_plan import PlanArgs, PlanInJob
+from pipelines.job_plan import PLANNED_AUDIO_MS, PlanArgs, PlanInJob
 from pipelines.plan import (
     Continuation,
     RecordPlan,
@@ -529,7 +529,7 @@ def _run_planned_in_job(
         staged_lists.release(inputs)
     elapsed = time.monotonic() - start
     job_counters = counters(result)
-    seconds = job_counters.get("audio_ms", 0) / 1000
+    seconds = job_counters.get(PLANNED_AUDIO_MS, 0) / 1000  # failed while read: counted too
     summary = summarize(plan, elapsed, counters=job_counters, audio_seconds=seconds)
     return dataclasses.replace(summary, total_tasks=job_counters.get("read_tasks", 0))
 
@@ -613,9 +613,9 @@ def summarize(
     """Reads the written manifest and errors table, cleans temporary files, logs the counters.
 
     The files table is not read: its count is the manifest's ``num_files``, and the seconds of
-    audio come from the plan's headers (or `audio_seconds`, planned in the job: the read
-    stage's ``audio_ms`` counter), so the launcher's work here does not grow with the number of
-    files.
+    audio come from the plan's headers (or `audio_seconds`, planned in the job: the plan step's
+    counter, which also counts the files that fail while read), so the launcher's work here does
+    not grow with the number of files.
     """
     import tensorflow as tf
 

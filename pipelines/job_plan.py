@@ -33,6 +33,7 @@ from transforms.record import staged
 HEADER_BATCH = 256  # files whose headers one element of the header stage reads
 ERRORS_TAG = "errors"  # files refused for their header or label: {"path", "reason"}
 PLANNED_TAG = "planned"  # (ReadConfig, Sharding), one element
+PLANNED_AUDIO_MS = "planned_audio_ms"  # counter: milliseconds of audio in the planned files
 
 
 def batches(inputs: staged.Staged, *, size: int = HEADER_BATCH) -> Iterator[list[InputFile]]:
@@ -108,6 +109,12 @@ def plan_step(inputs: tuple[InputFile, ...], args: PlanArgs) -> Iterator[Any]:
         if f.error:
             yield beam.pvalue.TaggedOutput(ERRORS_TAG, {"path": f.path, "reason": f.error})
     beam.metrics.Metrics.counter("record", "read_tasks").inc(len(plan.tasks))
+    seconds = sum(  # of the files planned (not refused): the command's audio seconds
+        f.info.num_frames / f.info.sample_rate
+        for f in plan.inputs
+        if f.error is None and f.info is not None and f.info.sample_rate
+    )
+    beam.metrics.Metrics.counter("record", PLANNED_AUDIO_MS).inc(round(1000 * seconds))
     yield from plan.tasks
 
 

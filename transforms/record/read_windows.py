@@ -175,7 +175,6 @@ class ReadTaskFn(beam.DoFn):
         self._failed = beam.metrics.Metrics.counter("record", "files_failed")
         self._windows = beam.metrics.Metrics.counter("record", "windows")
         self._audio_frames = beam.metrics.Metrics.counter("record", "audio_frames")
-        self._audio_ms = beam.metrics.Metrics.counter("record", "audio_ms")
         self._progress = ProgressFile(output_dir)
         self._reused = ReusedRecords(
             config.layout,
@@ -378,9 +377,6 @@ class ReadTaskFn(beam.DoFn):
         if first:
             self._files.inc()
             self._audio_frames.inc(seg.file.info.num_frames)
-            info = seg.file.info
-            if info.sample_rate:
-                self._audio_ms.inc(round(1000 * info.num_frames / info.sample_rate))
         self._progress.add(files=int(first), windows=rows)
 
     def _file_summary(self, seg: Segment, rows: int) -> dict:
