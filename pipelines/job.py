@@ -10,8 +10,9 @@ Stages (each a Beam step with its own counters), planned in `pipelines.plan`:
    files to splits and cut the rows into read tasks (a single task when the runner runs tasks
    one at a time: the in-memory DirectRunner); bad files are listed up front. A plain run
    lists and labels in the launcher and reads the headers and plans in the job's first step
-   (`pipelines.job_plan`); ``--annotations``, ``--append`` and ``--resume`` of an unfinished
-   run plan in the launcher (`pipelines.plan`), with the same functions.
+   (`pipelines.job_plan`); ``--annotations``, ``--append``, ``--resume`` of an unfinished
+   run and a Python ``shard_func`` plan in the launcher (`pipelines.plan`), with the same
+   functions.
 2. ``ReadWindows``: decode, window, compute features and encode records per task; records
    stream to per-shard part files, and rows feed ``Analyze`` (TFT full pass: class vocabulary,
    z-score statistics) in the same fused stage. Only small descriptions cross stage boundaries.
@@ -319,8 +320,9 @@ def run_job(
     """Plans, runs the pipeline and returns what it produced.
 
     A plain run is planned in the job (`pipelines.job_plan`: the launcher reads no header but
-    the first); ``--annotations``, ``--append`` and ``--resume`` of an unfinished run are
-    planned in the launcher (`pipelines.plan`), as every run is with `plan_in_job` False.
+    the first); ``--annotations``, ``--append``, ``--resume`` of an unfinished run and a
+    `shard_func` are planned in the launcher (`pipelines.plan`), as every run is with
+    `plan_in_job` False.
 
     Args:
       config: the run's options.
@@ -355,7 +357,9 @@ def run_job(
     if finished is not None:  # checked: the same options, this format, reads back
         return resume.finished_result(finished, config)
     with internals.collector_paused():  # planning's objects live until the job ends
-        if config.annotation_config is None and continuation is None:
+        # a shard_func (Python API) is not plain data: it reaches the job inside the read
+        # stage's DoFn, not as the plan step's output, so such runs plan in the launcher
+        if config.annotation_config is None and continuation is None and shard_func is None:
             listed = list_inputs(config, shard_func=shard_func)  # validates before the runner
             state = output_dir_state(listed.output_dir)
             resuming = config.resume and state == "ours"
