@@ -124,7 +124,7 @@ class _SegmentStream:
         self._close = close
         self._ended = -1  # the last segment whose end item was consumed
 
-    def batches(self) -> Iterator[tuple[pa.RecordBatch, list[bytes], dict]]:
+    def batches(self) -> Iterator[tuple[pa.RecordBatch, list[bytes], dict, list | None]]:
         """The next segment's (batch, records, row sums, shards | None); raises the error that
         ended it, if one did."""
         for seg, item in self._items:
