@@ -3,7 +3,7 @@
 
 Real record jobs on real WAV files (short clips at two rates, mono and stereo, split channels, two
 splits, a file whose features float16 cannot hold: a per-file error inside a pack), recorded
-three ways: batched as the job runs; a hand-off after every segment (``WRITE_BATCH_BYTES`` 0)
+three ways: batched as the job runs; a hand-off after every chunk (``WRITE_BATCH_BYTES`` 0)
 with a checkpoint after nearly every segment (so checkpoints fall inside packs); and with a
 ``shard_func`` giving the default hash sharding's shards, which routes in the read stage's thread
 and hands every chunk over on its own (the stage's per-chunk path). Every shard, offsets file,

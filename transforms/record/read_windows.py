@@ -116,6 +116,10 @@ def _route(batch: pa.RecordBatch, seg: Segment, first_row: int, sh: Sharding) ->
     )
 
 
+class _HandOffError(Exception):
+    """A batch of rows could not be handed to the part writer (its cause says why)."""
+
+
 class _SegmentStream:
     """Splits the (segment, packed chunk | None | error) items of the packs by segment."""
 
@@ -233,7 +237,8 @@ class ReadTaskFn(beam.DoFn):
         # its commit and checkpoint records
         done = TaskRecords(self._output_dir, task, self._moment_shapes, summary=self._file_summary)
         # computed rows on their way to the parts (`pending_rows`): routed in the compute pool
-        # and handed over in batches; with a `shard_func`, routed here and handed over chunk by
+        # and handed over in batches of WRITE_BATCH_BYTES (a long file's every few chunks, so
+        # memory stays bounded); with a `shard_func`, routed here and handed over chunk by
         # chunk (the user's function runs in this thread, and its error is its file's)
         pending = PendingRows()
         batched = self._sharding.shard_func is None
@@ -246,14 +251,16 @@ class ReadTaskFn(beam.DoFn):
                             shards = _route(batch, seg, seg.row_start + rows, self._sharding)
                         analysed = self._analyze is None or seg.file.split in self._analyze
                         pending.add(seg, records, shards, sums=sums if analysed else None)
-                        if not batched:
-                            yield from self._flush(pending, parts, done)
+                        if not batched or pending.bytes >= WRITE_BATCH_BYTES:
+                            yield from self._flush(pending, parts, done, batched=batched)
                         if rows == 0 and task.start + i < AUTO_SAMPLE_SIZE:
                             done.sampled.append(first_key(batch, seg))
                             yield beam.pvalue.TaggedOutput(SAMPLES_TAG, sample_bytes(batch))
                         rows += batch.num_rows
                         if analysed:
                             yield from analysis.add(batch.select(self._analysis_keys))
+                except _HandOffError:  # the task's failure, not this file's
+                    raise
                 except Exception as e:  # noqa: BLE001 - a bad file becomes an error entry
                     if self._config.strict:
                         raise
@@ -271,8 +278,6 @@ class ReadTaskFn(beam.DoFn):
                     yield from self._flush(pending, parts, done)
                     piece = done.checkpoint(i + 1, parts=parts)
                     yield beam.pvalue.TaggedOutput(STATS_TAG, piece)
-                elif pending.bytes >= WRITE_BATCH_BYTES:
-                    yield from self._flush(pending, parts, done)
         finally:
             stream.close()
         yield from self._flush(pending, parts, done)
@@ -282,12 +287,24 @@ class ReadTaskFn(beam.DoFn):
         for part in committed:
             yield beam.pvalue.TaggedOutput(PARTS_TAG, part)
 
-    def _flush(self, pending: PendingRows, parts: PartWriter, done: TaskRecords) -> Iterator:
+    def _flush(
+        self, pending: PendingRows, parts: PartWriter, done: TaskRecords, *, batched: bool = True
+    ) -> Iterator:
         """Hands the pending rows to their parts, their row sums to the task's moments, and
         their counts to the counters and the progress line; yields the pending files' table
-        lines as one ``files`` output."""
+        lines as one ``files`` output.
+
+        Raises:
+          _HandOffError: a batch's hand-off failed (`batched`), from the part writer's error:
+            it holds rows of files already counted as read, so it fails the task.
+        """
         before = parts.written
-        sums, rows = pending.flush(parts)
+        try:
+            sums, rows = pending.flush(parts)
+        except Exception as e:
+            if not batched:  # one chunk's rows: its file's error, as a write per chunk was
+                raise
+            raise _HandOffError(f"writing the read rows to their part files: {e}") from e
         done.analysed(sums, rows)
         counts = pending.take_counts()
         self._windows.inc(counts["windows"])
