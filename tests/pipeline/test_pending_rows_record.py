@@ -3,8 +3,9 @@
 
 Real record jobs on real WAV files (short clips at two rates, mono and stereo, split channels, two
 splits, a file whose features float16 cannot hold: a per-file error inside a pack), recorded
-three ways: batched as the job runs; a hand-off after every chunk (``WRITE_BATCH_BYTES`` 0)
-with a checkpoint after nearly every segment (so checkpoints fall inside packs); and with a
+three ways: batched as the job runs; a hand-off after every chunk (``WRITE_BATCH_BYTES`` 0),
+files cut in chunks of two windows (a segment handed over in several batches, as a long file's
+is) and a checkpoint after nearly every segment (so checkpoints fall inside packs); and with a
 ``shard_func`` giving the default hash sharding's shards, which routes in the read stage's thread
 and hands every chunk over on its own (the stage's per-chunk path). Every shard, offsets file,
 source table and the manifest (but its time) are the same (not the transform graph, which
@@ -24,7 +25,7 @@ from tests.support import wavgen
 from tests.support.record_helpers import raw_manifest, without_times
 from transforms.planning.sharding import shard_of
 from transforms.planning.types import Sharding
-from transforms.record import read_windows
+from transforms.record import file_rows, read_windows
 
 NUM_SHARDS = 3
 
@@ -91,6 +92,7 @@ def test_batched_hand_offs_record_the_dataset_of_per_file_ones(tmp_path, monkeyp
     with monkeypatch.context() as m:
         m.setattr(read_windows, "WRITE_BATCH_BYTES", 0)
         m.setattr(read_windows, "CHECKPOINT_BYTES", 1)
+        m.setattr(file_rows, "_CHUNK_BYTES", 2 * 1000 * 2)  # 2 windows: files of 2-4 chunks
         per_file = _record(pattern, tmp_path / "per_file")
     assert per_file == batched
 

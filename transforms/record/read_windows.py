@@ -140,13 +140,15 @@ class _SegmentStream:
             yield item.result()
 
     def skip(self, i: int) -> None:
-        """Drops the rest of segment `i` (its consumer failed part-way)."""
-        if self._ended < i:
+        """Drops the rest of segment `i` (its consumer failed part-way), up to its end item:
+        past any other of its chunks that failed too (each failed chunk ends a `batches`)."""
+        while self._ended < i:
             try:
                 for _ in self.batches():
                     pass
-            except Exception:  # noqa: BLE001, S110 - the segment is already reported as failed
-                pass
+            except Exception:  # noqa: BLE001, S112 - the segment is already reported as failed
+                continue
+            return  # its end item, or the end of the stream
 
     def close(self) -> None:
         self._close()
