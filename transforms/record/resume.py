@@ -276,8 +276,9 @@ class ReusedRecords:
         self._counters["windows_reused"].inc(windows)
         failed = len(record["errors"])
         self._progress.add(files=first, failed=failed, windows=windows, reused=windows)
-        for f in files:  # as the read stage emits them: table lines
-            yield beam.pvalue.TaggedOutput(FILES_TAG, fmt.table_line(f))
+        for start in range(0, len(files), JSON_PIECE_ITEMS):  # as the read stage emits them:
+            lines = map(fmt.table_line, files[start : start + JSON_PIECE_ITEMS])  # lines, joined
+            yield beam.pvalue.TaggedOutput(FILES_TAG, b"".join(lines))
         for e in record["errors"]:
             yield beam.pvalue.TaggedOutput(ERRORS_TAG, e)
         if record.get("continued"):
