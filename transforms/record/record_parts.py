@@ -64,7 +64,7 @@ def write_pieces(fh: BinaryIO, pieces: Sequence[bytes]) -> int:
     """Appends `pieces` to the open file `fh` in order; returns the bytes written.
 
     A local file gets one ``os.writev`` per `_IOV_PIECES` pieces (a TFRecord frame is 3 pieces:
-    one write per record cost 1.8x the time, measured on 57 KB records); any other file object
+    one write per record cost more, measured); any other file object
     (tf.io.gfile's for gs://) one ``write`` per piece.
     """
     try:
@@ -336,13 +336,12 @@ def copy_ranges(
 ) -> int:
     """Writes the bytes of `ranges` to a new file `path`; returns its size.
 
-    A single range that is a whole local part file becomes `path` by a hard link: no byte is
-    copied or written twice (the in-memory DirectRunner plans one read task, so every shard
-    without a failed file is one part; benchmarks/RESULTS.md "one read task"). If more ranges
-    follow, the link is removed and the bytes copied. Other local ranges are copied by the
-    kernel (``os.copy_file_range``: no copy through Python, 1.7x faster than read + write
-    here); other filesystems through Beam's, each block also handed to `observe` (only there:
-    a local shard is read back instead, `file_offsets`). The part's name is deleted with
+    A single range that is a whole local part file becomes `path` by a hard link: no byte is copied
+    or written twice (the in-memory DirectRunner plans one read task, so every shard without a
+    failed file is one part). If more ranges follow, the link is removed and the bytes copied. Other
+    local ranges are copied by the kernel (``os.copy_file_range``: no copy through Python, faster
+    than read + write); other filesystems through Beam's, each block also handed to `observe` (only
+    there: a local shard is read back instead, `file_offsets`). The part's name is deleted with
     ``.tmp`` at the end; the shard keeps the data.
     """
     ranges = iter(ranges)
