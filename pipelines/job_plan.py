@@ -27,7 +27,7 @@ import apache_beam as beam
 from pipelines.config import RecordConfig
 from pipelines.inputs import scan_headers
 from pipelines.plan import ScannedInputs, plan_headers
-from transforms.planning.types import InputFile
+from transforms.planning.types import InputFile, ReadTask
 from transforms.record import staged
 
 HEADER_BATCH = 256  # files whose headers one element of the header stage reads
@@ -147,8 +147,8 @@ class PlanInJob(beam.PTransform):
             | "ReadHeaders" >> beam.Map(read_headers)  # list[InputFile], headers read
             | "AllHeaders" >> beam.CombineGlobally(AllFiles())  # tuple[InputFile], index order
             | "Plan"
-            >> beam.FlatMap(plan_step, self._args).with_outputs(
-                ERRORS_TAG, PLANNED_TAG, main="tasks"
-            )
+            >> beam.FlatMap(plan_step, self._args)
+            .with_output_types(ReadTask)
+            .with_outputs(ERRORS_TAG, PLANNED_TAG, main="tasks")
         )
         return {"tasks": out.tasks, "errors": out[ERRORS_TAG], "planned": out[PLANNED_TAG]}

@@ -1,7 +1,7 @@
 """The Beam, CPython and TensorFlow internals the project still leans on, each behind a guard.
 
 Each one is kept because it changes what a user gets or because a benchmark shows it matters
-(figures: benchmarks/RESULTS.md, "Issue 31: internals kept and dropped"); none of them replaces
+(figures: docs/performance.md); none of them replaces
 a name in a Beam or CPython module. Each is used only when its guard holds (the installed version
 is the one it was tested with, the attribute exists with the expected signature); otherwise the
 library's stock behaviour runs, and the first fallback of each says so in one warning.
@@ -14,9 +14,9 @@ Setting ``AUDIORECORDS_STOCK_BEAM=1`` (`STOCK_ENV`) turns every one of them off.
   never called by `record_dataset`.
 - `collector_paused`: CPython's cyclic garbage collector off while the launcher plans a job.
 
-Dropped by issue 31: the state sampler's short period and the memoised DoFn introspection
-(each replaced a name in a Beam module for the whole process while a job ran, for ~0.3 s of a
-clips run), and OpenBLAS's C API through ctypes (now `threadpoolctl`, in `runners.threads`).
+Dropped: the state sampler's short period and the memoised DoFn introspection (each replaced a
+name in a Beam module for the whole process while a job ran, for a small gain), and OpenBLAS's C
+API through ctypes (now `threadpoolctl`, in `runners.threads`).
 """
 
 from __future__ import annotations
@@ -148,8 +148,8 @@ class JobOptions(PipelineOptions):
     """PipelineOptions whose `view_as` returns one view per options class.
 
     `PipelineOptions.view_as(cls)` builds a new argparse parser for `cls` and re-parses the
-    command line on every call; Beam 2.77 calls it 1,076 times for one record job, mostly for
-    TFT's transforms: 0.32-0.37 s of a clips run (benchmarks/RESULTS.md, issue 31). A cached
+    command line on every call; Beam calls it about a thousand times for one record job, mostly
+    for TFT's transforms (docs/performance.md). A cached
     view is exactly what `view_as` documents: views hold no values of their own, they read and
     write the options' shared value store, so a value set through any view is seen through every
     other one. Parses flags exactly like `PipelineOptions(flags)`. The cache belongs to this
@@ -195,7 +195,7 @@ def exit_now(code: int, *, version: str | None = None) -> None:
     """Ends the command without the interpreter's teardown (the job is done and closed).
 
     For ``python -m`` entry points only, never a library call. With TensorFlow, Beam and TFT
-    loaded, tearing down modules and C++ libraries costs ~0.7 s of a clips run's 8 s (issue 31).
+    loaded, tearing down modules and C++ libraries is a visible share of a short run.
     atexit handlers still run (Beam stops the job servers it started there; CPython's own
     at-exit step), buffered output is flushed. Stock fallback: `sys.exit`, said once.
     """
@@ -228,7 +228,7 @@ def collector_paused(*, version: str | None = None) -> Iterator[bool]:
     ends (stamps, `InputFile`s, segments) and no reference cycles worth collecting; CPython
     collects its oldest generation whenever it grew by a quarter, and walks the whole heap then
     (TensorFlow's, Beam's and TFT's modules as well as the plan): with many files, a large share
-    of planning's time (benchmarks/RESULTS.md, issue 42). After the
+    of planning's time (docs/performance.md). After the
     block it is on again (if it was on before it) and collects what was made meanwhile as usual;
     nothing is frozen or kept. Stock fallback: the collector stays on, said once.
     """
@@ -265,7 +265,7 @@ def load_one_keras(*, version: str | None = None) -> None:
     For ``python -m`` entry points only, before TensorFlow is imported. TFT works only with
     Keras 2 and sets ``TF_USE_LEGACY_KERAS=1`` when it is imported, but by then TensorFlow's
     ``__init__`` has imported Keras 3. Set before, the command loads one Keras instead of two
-    (figures: benchmarks/RESULTS.md, issue 31). A value the user set is kept. Guard: the tested
+    (docs/performance.md). A value the user set is kept. Guard: the tested
     TensorFlow (`version`: default the installed one); its fallback is said once.
     """
     tensorflow = _tensorflow_version() if version is None else version

@@ -93,8 +93,7 @@ def test_read_tasks_read_back_from_their_columns_as_the_same_objects(tmp_path):
     import numpy as np
 
     from transforms.audio import wav
-    from transforms.planning.annotation_plan import FileAnnotation
-    from transforms.planning.types import InputFile, ReadTask, Segment
+    from transforms.planning.types import FileAnnotation, InputFile, ReadTask, Segment
 
     info = wav.WavInfo(16000, 1, 48000, "PCM_16", "int16", 2.0**15)
     annotation = FileAnnotation(

@@ -140,7 +140,9 @@ def test_read_and_write_stages_retried_write_the_reference_bytes(tmp_path, tmp_p
             )
         )
         assert_that(outs.rows | beam.FlatMap(_analysed), equal_to(windows), label="windows")
-        files = outs[read_windows.FILES_TAG] | beam.Map(lambda f: json.loads(f)["path"])
+        files = outs[read_windows.FILES_TAG] | beam.FlatMap(
+            lambda lines: [json.loads(line)["path"] for line in lines.splitlines()]
+        )
         assert_that(files, equal_to(paths), label="files")
         infos = (
             outs[read_windows.PARTS_TAG]

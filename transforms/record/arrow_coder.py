@@ -2,10 +2,9 @@
 
 Why a coder of our own: Beam estimates the size of a sample of every stage output's elements
 (`apache_beam.runners.worker.opcounters`: each of the first 10 elements, then about 10/N) by
-encoding them. ``pa.RecordBatch`` has no registered coder, so each sampled batch was pickled
-whole, once per step it passes through, only to be measured: 55 MB (log-mel + class) of a 30-min
-run's 104 MB output (and 200 MB while the signal still crossed into TFT), ~0.1-0.2 s of the
-bundle thread. `Coder.estimate_size` is Beam's documented hook for a fast estimate;
+encoding them. ``pa.RecordBatch`` has no registered coder, so each sampled batch was pickled whole,
+once per step it passes through, only to be measured: about half a run's output size pickled for
+nothing (docs/performance.md). `Coder.estimate_size` is Beam's documented hook for a fast estimate;
 ``RecordBatch.nbytes`` is one (the buffers' size, what the pickle holds).
 
 Encoding stays pickle (Arrow's own ``__reduce__``: the buffers, no per-row work), as Beam's

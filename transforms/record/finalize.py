@@ -60,14 +60,16 @@ def file_lines(
     decoded file, in index order, the windows of its segments summed (a long file is read in
     several); files in `failed` left out. Also the output sample rates of those files, sorted.
 
-    A summary is one segment's table line (`format.table_line`): a file's line is its first
-    segment's with the windows summed, as the summary dicts merged gave it. Only a line per file
-    is held: 100,000 clips' summaries as dicts took ~125 MB, and Beam's side-input cache walked
-    every object of them (benchmarks/RESULTS.md, "100,000 clips beside 1,000").
+    A summary is one segment's table line (`format.table_line`), and each item of `summaries`
+    one or more of them joined (the read stage emits a batch's lines together): a file's line is
+    its first segment's with the windows summed, as the summary dicts merged gave it. Only a
+    line per file is held: 100,000 clips' summaries as dicts took ~125 MB, and Beam's
+    side-input cache walked every object of them (benchmarks/RESULTS.md, "100,000 clips beside
+    1,000").
     """
     by_index: dict[int, bytes] = {}
     rates = set()
-    for line in summaries:
+    for line in _lines(summaries):
         entry = json.loads(line)
         if entry["path"] in failed:
             continue
@@ -79,6 +81,16 @@ def file_lines(
             line = fmt.table_line(merged)
         by_index[entry["index"]] = line
     return [by_index[i] for i in sorted(by_index)], sorted(r for r in rates if r is not None)
+
+
+def _lines(blocks: Iterable[bytes]) -> Iterator[bytes]:
+    """The table lines of `blocks` (each one or more lines, ``\\n`` ended), in order."""
+    for block in blocks:
+        start = 0
+        while start < len(block):
+            end = block.index(b"\n", start) + 1
+            yield block[start:end]
+            start = end
 
 
 def error_lines(errors: Iterable[Mapping[str, Any]]) -> list[bytes]:

@@ -18,10 +18,9 @@ bundles, batches, resumed pieces) and any merge order give the same totals. The 
 once, to the nearest float32 (ties to even).
 
 Why per-row float64 and not every value exact: integer bins per binary exponent for every value
-(``np.frexp`` + weighted ``np.bincount``, split so each float64 bin sum stays exact) cost ~70 ms
-per 2 million float32 values on this host (~320 log-mel windows), ~5 s of CPU for an 8-hour
-corpus; the per-row float64 sums (`row_sums`) cost ~4 ms for the same values (11.5 ms per
-1,000 log-mel windows of 98 x 64), about what TensorFlow's float32 sums of x and x^2 cost.
+(``np.frexp`` + weighted ``np.bincount``, split so each float64 bin sum stays exact) cost over
+ten times the per-row float64 sums (`row_sums`), which cost about what TensorFlow's float32 sums
+of x and x^2 cost (docs/performance.md).
 A row is never split across batches, tasks or pieces, so rounding inside a row cannot depend
 on them; its effect on the result (a relative 1e-16 per row) is far below float32's 6e-8.
 

@@ -1,12 +1,11 @@
 """Packs: the decoded chunks of consecutive short files computed by one job.
 
-No Beam here. A long file is read in chunks of ~8 MiB of samples (`file_rows.chunk_rows` rows),
-each one feature computation and one encoding. A one-second clip is a chunk of one row, and at
-that size the per-call costs (Arrow columns, encoder set-up, a thread hand-off per job) cost more
-than the features: 10,240 clips measured ~0.6 ms a clip of such costs against ~0.13 ms of
-features. So consecutive chunks that can share a computation (the same output rate; no
-``--annotations`` columns) are packed, up to the rows of one full chunk, and computed by one job;
-a long file's chunks are full already and stay one job each.
+No Beam here. A long file is read in chunks of ~8 MiB of samples (`file_rows.chunk_rows` rows), each
+one feature computation and one encoding. A one-second clip is a chunk of one row, and at that size
+the per-call costs (Arrow columns, encoder set-up, a thread hand-off per job) cost more than the
+features (docs/performance.md). So consecutive chunks that can share a computation (the same output
+rate; no ``--annotations`` columns) are packed, up to the rows of one full chunk, and computed by
+one job; a long file's chunks are full already and stay one job each.
 
 Packing does not change a byte: the features of a row depend on that row alone (checked bit for
 bit against row-by-row computation in tests/unit/test_packs.py), and each chunk still gets its own

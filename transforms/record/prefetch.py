@@ -4,10 +4,9 @@ with writing).
 The DirectRunner's default on small machines runs every DoFn in one thread of one process
 (`runners.direct`), so a stage that decodes and computes features, then writes and analyses the
 result, leaves the second core idle. numpy, scipy.fft, libsndfile, TensorFlow ops and the TFRecord
-writer release the GIL, so producing item i+1 in a thread while item i is consumed uses it:
-measured on 2 cores, log-mel of the same windows in 2 threads ran 1.67x faster than in one
-(benchmarks/RESULTS.md). Nothing in the standard library or in our dependencies runs a plain
-Python iterator ahead in a thread (tf.data's prefetch needs tensors), hence this small helper;
+writer release the GIL, so producing item i+1 in a thread while item i is consumed uses it (measured
+on 2 cores: docs/performance.md). Nothing in the standard library or in our dependencies runs a
+plain Python iterator ahead in a thread (tf.data's prefetch needs tensors), hence this small helper;
 `ComputePool` gives the read and write stages one way to run a job in threads or in place.
 """
 

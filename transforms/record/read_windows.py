@@ -7,7 +7,8 @@ computes features and encodes the stored Examples once per chunk (in the compute
   ``<output_dir>/.tmp/parts/<split>/<shard>/<task>.records``, `transforms.record.record_parts`:
   written under a temporary name and renamed when the task is done (linked, once a checkpoint
   named it), so a retried task rewrites identical parts, and concatenated into shards by the
-  write stage);
+  write stage); rows are routed to their shards in the compute pool and handed to the part
+  writer in batches of consecutive chunks (`transforms.record.pending_rows`), not per file;
 - emits the rows of the analysed splits (`transforms.planning.sharding.analyzed_splits`:
   ``train`` by default when there are splits, so test windows never shape the statistics) as
   RecordBatches for tensorflow-transform's analysis (fused in this stage), and, when
@@ -15,10 +16,10 @@ computes features and encodes the stored Examples once per chunk (in the compute
   per piece of the task (its checkpoints cut pieces), for the z-score statistics; every row is
   written either way (its ``<feature>_norm`` is computed by the reader from those statistics,
   format version 2);
-- emits small tagged records: written ``parts``, per-segment ``files`` summaries (each the
-  files table line of its summary dict, `replay.format.table_line`: bytes, one object per
-  file for Beam to hold and for `Finalize`'s side input), ``errors`` (a file that fails to
-  decode, with its reason), and ``samples`` to decide AUTO compression.
+- emits small tagged records: written ``parts``, per-segment ``files`` summaries (the files
+  table lines of their summary dicts, `replay.format.table_line`: bytes, the lines of a batch's
+  segments joined in one object for Beam to hold and for `Finalize`'s side input), ``errors``
+  (a file that fails to decode, with its reason), and ``samples`` to decide AUTO compression.
 
 Only these small records cross stage boundaries: the bulk data goes through files, so memory
 stays bounded and worker processes pay off (the runner's data plane never carries the audio).
@@ -54,6 +55,7 @@ from transforms.record.file_rows import (
 )
 from transforms.record.moments import row_sums
 from transforms.record.packs import packs
+from transforms.record.pending_rows import PendingRows, route_chunk
 from transforms.record.prefetch import ComputePool, prefetch
 from transforms.record.progress import ProgressFile
 from transforms.record.read_outputs import Batcher, first_key, sample_bytes
@@ -78,6 +80,10 @@ ANALYSIS_BATCH_BYTES = 8 << 20  # 8 MiB
 # bytes of records since the last: what a killed run loses at most (a 64 MiB piece is ~0.3 s of
 # reading here; a checkpoint costs a flush and a small JSON file).
 CHECKPOINT_BYTES = 64 << 20  # 64 MiB
+# Computed rows wait (`transforms.record.pending_rows`) until this many bytes of records are
+# pending, then go to the part writer together (and before a checkpoint, and at a task's end):
+# a hand-off per part, not per file.
+WRITE_BATCH_BYTES = 8 << 20  # 8 MiB
 
 
 def _route(batch: pa.RecordBatch, seg: Segment, first_row: int, sh: Sharding) -> np.ndarray:
@@ -110,6 +116,10 @@ def _route(batch: pa.RecordBatch, seg: Segment, first_row: int, sh: Sharding) ->
     )
 
 
+class _HandOffError(Exception):
+    """A batch of rows could not be handed to the part writer (its cause says why)."""
+
+
 class _SegmentStream:
     """Splits the (segment, packed chunk | None | error) items of the packs by segment."""
 
@@ -118,9 +128,9 @@ class _SegmentStream:
         self._close = close
         self._ended = -1  # the last segment whose end item was consumed
 
-    def batches(self) -> Iterator[tuple[pa.RecordBatch, list[bytes], dict]]:
-        """The next segment's (batch, records, row sums); raises the error that ended it, if one
-        did."""
+    def batches(self) -> Iterator[tuple[pa.RecordBatch, list[bytes], dict, list | None]]:
+        """The next segment's (batch, records, row sums, shards | None); raises the error that
+        ended it, if one did."""
         for seg, item in self._items:
             if item is None or isinstance(item, Exception):
                 self._ended = seg
@@ -130,13 +140,15 @@ class _SegmentStream:
             yield item.result()
 
     def skip(self, i: int) -> None:
-        """Drops the rest of segment `i` (its consumer failed part-way)."""
-        if self._ended < i:
+        """Drops the rest of segment `i` (its consumer failed part-way), up to its end item:
+        past any other of its chunks that failed too (each failed chunk ends a `batches`)."""
+        while self._ended < i:
             try:
                 for _ in self.batches():
                     pass
-            except Exception:  # noqa: BLE001, S110 - the segment is already reported as failed
-                pass
+            except Exception:  # noqa: BLE001, S112 - the segment is already reported as failed
+                continue
+            return  # its end item, or the end of the stream
 
     def close(self) -> None:
         self._close()
@@ -230,19 +242,31 @@ class ReadTaskFn(beam.DoFn):
         analysis = Batcher(self._analysis_rows)
         # its commit and checkpoint records
         done = TaskRecords(self._output_dir, task, self._moment_shapes, summary=self._file_summary)
+        # computed rows on their way to the parts (`pending_rows`): routed in the compute pool
+        # and handed over in batches of WRITE_BATCH_BYTES (a long file's every few chunks, so
+        # memory stays bounded); with a `shard_func`, routed here and handed over chunk by
+        # chunk (the user's function runs in this thread, and its error is its file's)
+        pending = PendingRows()
+        batched = self._sharding.shard_func is None
         try:
             for i, seg in enumerate(task.segments):
                 rows = 0
                 try:
-                    for batch, records, sums in stream.batches():
-                        self._write(parts, seg, batch, records, first_row=seg.row_start + rows)
+                    for batch, records, sums, shards in stream.batches():
+                        if shards is None:
+                            shards = _route(batch, seg, seg.row_start + rows, self._sharding)
+                        analysed = self._analyze is None or seg.file.split in self._analyze
+                        pending.add(seg, records, shards, sums=sums if analysed else None)
+                        if not batched or pending.bytes >= WRITE_BATCH_BYTES:
+                            yield from self._flush(pending, parts, done, batched=batched)
                         if rows == 0 and task.start + i < AUTO_SAMPLE_SIZE:
                             done.sampled.append(first_key(batch, seg))
                             yield beam.pvalue.TaggedOutput(SAMPLES_TAG, sample_bytes(batch))
                         rows += batch.num_rows
-                        if self._analyze is None or seg.file.split in self._analyze:
-                            done.analysed(sums, batch.num_rows)
+                        if analysed:
                             yield from analysis.add(batch.select(self._analysis_keys))
+                except _HandOffError:  # the task's failure, not this file's
+                    raise
                 except Exception as e:  # noqa: BLE001 - a bad file becomes an error entry
                     if self._config.strict:
                         raise
@@ -251,36 +275,53 @@ class ReadTaskFn(beam.DoFn):
                     done.errors.append(error.value)
                     yield error
                 else:
-                    self._count(seg, rows)
+                    pending.count(seg, rows)
                     summary = done.file_done(i, rows)
-                    yield beam.pvalue.TaggedOutput(FILES_TAG, fmt.table_line(summary))
-                if parts.written - done.written >= self._checkpoint_bytes and i + 1 < len(
-                    task.segments
+                    pending.lines.append(fmt.table_line(summary))
+                if parts.written + pending.bytes - done.written >= self._checkpoint_bytes and (
+                    i + 1 < len(task.segments)
                 ):
+                    yield from self._flush(pending, parts, done)
                     piece = done.checkpoint(i + 1, parts=parts)
                     yield beam.pvalue.TaggedOutput(STATS_TAG, piece)
         finally:
             stream.close()
+        yield from self._flush(pending, parts, done)
         yield from analysis.flush()
         committed = parts.commit()
         yield beam.pvalue.TaggedOutput(STATS_TAG, done.commit(parts=committed))
         for part in committed:
             yield beam.pvalue.TaggedOutput(PARTS_TAG, part)
 
-    def _write(
-        self, parts: PartWriter, seg: Segment, batch: pa.RecordBatch, records: list, first_row: int
-    ) -> None:
-        """Routes a batch's encoded records to their shards' parts (their bytes counted in the
-        progress line as they are handed to the part writer)."""
-        shards = _route(batch, seg, first_row, self._sharding)
-        targets = np.unique(shards)
+    def _flush(
+        self, pending: PendingRows, parts: PartWriter, done: TaskRecords, *, batched: bool = True
+    ) -> Iterator:
+        """Hands the pending rows to their parts, their row sums to the task's moments, and
+        their counts to the counters and the progress line; yields the pending files' table
+        lines as one ``files`` output.
+
+        Raises:
+          _HandOffError: a batch's hand-off failed (`batched`), from the part writer's error:
+            it holds rows of files already counted as read, so it fails the task.
+        """
         before = parts.written
-        for shard in targets:
-            part = records
-            if len(targets) > 1:
-                part = [records[j] for j in np.flatnonzero(shards == shard)]
-            parts.write(seg.file.split, int(shard), path=seg.file.path, records=part)
-        self._progress.add(bytes=parts.written - before)
+        try:
+            sums, rows = pending.flush(parts)
+        except Exception as e:
+            if not batched:  # one chunk's rows: its file's error, as a write per chunk was
+                raise
+            raise _HandOffError(f"writing the read rows to their part files: {e}") from e
+        done.analysed(sums, rows)
+        counts = pending.take_counts()
+        self._windows.inc(counts["windows"])
+        self._files.inc(counts["files"])
+        self._audio_frames.inc(counts["audio_frames"])
+        self._progress.add(
+            files=counts["files"], windows=counts["windows"], bytes=parts.written - before
+        )
+        if pending.lines:
+            lines, pending.lines = pending.lines, []
+            yield beam.pvalue.TaggedOutput(FILES_TAG, b"".join(lines))
 
     def _task_chunks(self, task: ReadTask) -> Iterator[tuple[int, object]]:
         """(segment, decoded chunk: `rows_to_batch` keyword arguments); a segment ends with
@@ -308,8 +349,16 @@ class ReadTaskFn(beam.DoFn):
                 row_stop=seg.row_stop,
                 planned_starts=None if f.annotation is None else f.annotation.starts,
             )
+            rank = seg.split_rank + seg.row_start  # of the chunk's first row
             for starts, channels, signal in chunks:
-                yield {"f": f, "starts": starts, "channels": channels, "signal": signal}
+                yield {
+                    "f": f,
+                    "starts": starts,
+                    "channels": channels,
+                    "signal": signal,
+                    "rank": rank,
+                }
+                rank += len(starts)
 
     def _pack_key(self, chunk: dict) -> int | None:
         """Chunks at one output rate share a job; an annotated file's are computed alone."""
@@ -317,11 +366,13 @@ class ReadTaskFn(beam.DoFn):
         return None if f.annotation is not None else output_rate(f.info, self._config)
 
     def _rows_pack(self, chunks: list[dict]) -> list:
-        """Each chunk's (RecordBatch, records, row sums), or the exception computing it raised.
+        """Each chunk's (RecordBatch, records, row sums, shards), or the exception computing it
+        raised.
 
         The pack's rows are computed and encoded at once; if that fails, chunk by chunk, so
         that a file's error (e.g. a feature beyond float16) is that file's alone. The row sums
-        (`moments.row_sums` of each feature, for the statistics) are taken here, in the pool.
+        (`moments.row_sums` of each feature, for the statistics) and each row's shard
+        (`_shards`) are taken here, in the pool.
         """
         if len(chunks) > 1:
             try:
@@ -338,22 +389,42 @@ class ReadTaskFn(beam.DoFn):
                         key: (a[offset : offset + k], b[offset : offset + k])
                         for key, (a, b) in sums.items()
                     }
-                    out.append((batch.slice(offset, k), records[offset : offset + k], cut))
+                    rows = batch.slice(offset, k)
+                    try:
+                        shards = self._shards(chunk, rows)
+                    except Exception as e:  # noqa: BLE001 - raised by that chunk's PackedChunk
+                        out.append(e)
+                    else:
+                        out.append((rows, records[offset : offset + k], cut, shards))
                     offset += k
                 return out
         out = []
         for chunk in chunks:
             try:
-                out.append(self._rows(**chunk))
+                out.append(self._rows(chunk))
             except Exception as e:  # noqa: BLE001 - raised by that chunk's PackedChunk
                 out.append(e)
         return out
 
-    def _rows(self, **chunk) -> tuple[pa.RecordBatch, list[bytes], dict]:
-        """A decoded chunk -> its raw rows (features computed), their stored records and row
-        sums."""
-        batch = rows_to_batch(**chunk, config=self._config)
-        return batch, self._encode(batch), self._row_sums(batch)
+    def _rows(self, chunk: dict) -> tuple[pa.RecordBatch, list[bytes], dict, list[int] | None]:
+        """A decoded chunk -> its raw rows (features computed), their stored records, row sums
+        and shards."""
+        batch = rows_to_batch(
+            f=chunk["f"],
+            starts=chunk["starts"],
+            channels=chunk["channels"],
+            signal=chunk["signal"],
+            config=self._config,
+        )
+        return batch, self._encode(batch), self._row_sums(batch), self._shards(chunk, batch)
+
+    def _shards(self, chunk: dict, batch: pa.RecordBatch) -> list[int] | None:
+        """The shard of each row of a chunk (`batch` its rows); None with a `shard_func`: the
+        read stage's thread routes them."""
+        if self._sharding.shard_func is not None:
+            return None
+        channels = batch.schema.get_field_index(fmt.CHANNEL_KEY) >= 0
+        return route_chunk(chunk, self._sharding, channels=channels)
 
     def _row_sums(self, batch: pa.RecordBatch) -> dict[str, tuple[np.ndarray, np.ndarray]]:
         """{feature: each row's float64 sums of its values and squares} (normalising only)."""
@@ -369,15 +440,6 @@ class ReadTaskFn(beam.DoFn):
         self._failed.inc()
         self._progress.add(failed=1)
         return beam.pvalue.TaggedOutput(ERRORS_TAG, {"path": seg.file.path, "reason": reason})
-
-    def _count(self, seg: Segment, rows: int) -> None:
-        """Counts a segment read (`rows` windows); a file once its first segment is read."""
-        first = seg.row_start == 0
-        self._windows.inc(rows)
-        if first:
-            self._files.inc()
-            self._audio_frames.inc(seg.file.info.num_frames)
-        self._progress.add(files=int(first), windows=rows)
 
     def _file_summary(self, seg: Segment, rows: int) -> dict:
         """The summary of a segment read (`rows` windows): a function of them alone (a task's

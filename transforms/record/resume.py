@@ -23,8 +23,8 @@ stage emitted for their segments:
   keys, the parts read only as far as the last of them), their signal and float32 values as
   `read_outputs.sample_bytes` takes them.
 
-Earlier (commit version 4) the reused rows were read back and handed to TFT in their original
-batches: ~0.12 ms a window, half of what reading them costs (benchmarks/RESULTS.md "Issue 30").
+Reused rows are not read back and handed to TFT again (commit version 4 did): that cost half of
+what reading them costs.
 """
 
 from __future__ import annotations
@@ -109,8 +109,8 @@ def commit_record(
 
 def json_pieces(record: Mapping[str, Any], *, items: int = JSON_PIECE_ITEMS) -> Iterator[str]:
     """``json.dumps(record)``'s text, in pieces of at most `items` items of each of its lists
-    (a whole task's record lists every file it read: 25 MB of text at 100,000 clips, twice over
-    as text and bytes, when it was made whole)."""
+    (a whole task's record lists every file it read: made whole, its text and bytes are held
+    twice over)."""
     yield "{"
     for n, (key, value) in enumerate(record.items()):
         yield f"{', ' if n else ''}{json.dumps(key)}: "
@@ -276,8 +276,9 @@ class ReusedRecords:
         self._counters["windows_reused"].inc(windows)
         failed = len(record["errors"])
         self._progress.add(files=first, failed=failed, windows=windows, reused=windows)
-        for f in files:  # as the read stage emits them: table lines
-            yield beam.pvalue.TaggedOutput(FILES_TAG, fmt.table_line(f))
+        for start in range(0, len(files), JSON_PIECE_ITEMS):  # as the read stage emits them:
+            lines = map(fmt.table_line, files[start : start + JSON_PIECE_ITEMS])  # lines, joined
+            yield beam.pvalue.TaggedOutput(FILES_TAG, b"".join(lines))
         for e in record["errors"]:
             yield beam.pvalue.TaggedOutput(ERRORS_TAG, e)
         if record.get("continued"):
@@ -291,7 +292,7 @@ class Summaries(Sequence):
     """A read task's file summaries, in order: its earlier run's (dicts, from the records it
     resumes), then this run's, kept as (segment position, windows) and made into dicts by
     `summary` when read. A whole task's list is held to its end for its commit record: 16 bytes
-    a file, where dicts took ~280 (28 MB at 100,000 clips in the in-memory runner's one task).
+    a file, where dicts took over ten times more.
     Slices are lists of dicts."""
 
     def __init__(

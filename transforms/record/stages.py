@@ -22,14 +22,17 @@ import pyarrow as pa
 from transforms.audio import features as feats
 from transforms.planning.compression import AUTO_SAMPLE_SIZE, choose_compression
 from transforms.planning.layout import RecordLayout
-from transforms.planning.types import ReadConfig, Sharding, ShardSpec
+from transforms.planning.types import ReadConfig, ReadTask, Sharding, ShardSpec
 from transforms.record import finalize, read_windows, staged, write_shards
 from transforms.record.arrow_coder import RecordBatchCoder
 from transforms.record.preprocessing import preprocessing_fn
+from transforms.record.task_coder import ReadTaskCoder
 
 # PCollections typed pa.RecordBatch (the read stage's rows, and TFT's steps that keep the type)
 # are sized by RecordBatch.nbytes, not by pickling each sampled batch (see `arrow_coder`).
 beam.coders.registry.register_coder(pa.RecordBatch, RecordBatchCoder)
+# The read tasks likewise: not every segment pickled to size a task (see `task_coder`).
+beam.coders.registry.register_coder(ReadTask, ReadTaskCoder)
 
 
 def planned_errors(errors: staged.Staged) -> Iterator[dict]:
@@ -123,7 +126,7 @@ class ReadWindows(beam.PTransform):
                 pbegin
                 # ReadTask, read back from the launcher's staged file (one reshuffle is enough)
                 | "StagedTasks" >> beam.Create([self._tasks], reshuffle=False)
-                | "ListTasks" >> beam.FlatMap(staged.load)
+                | "ListTasks" >> beam.FlatMap(staged.load).with_output_types(ReadTask)
             )
             spread = self._tasks.count > 1
         if spread:  # one task is not spread: not encoded, copied and held twice
