@@ -6,7 +6,10 @@ Every run writes, before any work, ``<out>/.tmp/resume.json``: the run's
 ``last_updated``: the mtime locally, the object's update time on object stores), the package
 version, and a digest of what planning derived from them (labels, splits, classes, signal dtype,
 shard counts and the read tasks' cut, which also covers a changed label CSV, class list or
-annotation table). ``--resume`` compares it with the new plan's and refuses in one line naming
+annotation table). A run planned in the job (`pipelines.job_plan`) holds only what the
+launcher derives without reading headers (labels, splits, refusals for their label, classes:
+`listing_digest`) and says so (``"planned_in": "job"``): the rest is a function of the stamped
+files. ``--resume`` compares it with the new plan's and refuses in one line naming
 the first difference (`first_difference`): runs are never mixed.
 
 The rest of ``--resume``'s launcher side (directory states, committed work) is
@@ -50,6 +53,7 @@ def fingerprint(
     *,
     derived: Mapping[str, Any] | str,
     version: str | None = None,
+    planned_in_job: bool = False,
 ) -> dict[str, Any]:
     """The plan of a run as far as it shapes the records (JSON values; the inputs are tuples,
     lists once read back).
@@ -60,17 +64,27 @@ def fingerprint(
       derived: what planning derived (labels, splits, classes, tasks...; `derived`), stored as
         a digest; or that digest already made (`plan_digest`).
       version: the package version (default: the installed one).
+      planned_in_job: `derived` is the launcher's part only (`listing_digest`): the run was
+        planned in the job; marked ``"planned_in": "job"``.
     """
     inputs = sorted(stamps)
     if not all(type(s) is int and type(m) is float for _, s, m in inputs):
         inputs = [(p, int(s), float(m)) for p, s, m in inputs]
-    return {
+    made = {
         "fingerprint_version": FINGERPRINT_VERSION,
         "package": package_version() if version is None else version,
         "options": json_values(params),
         "inputs": inputs,
         "plan": derived if isinstance(derived, str) else _digest([_json(derived)]),
     }
+    if planned_in_job:
+        made["planned_in"] = "job"
+    return made
+
+
+def planned_in_job(fingerprint: Mapping[str, Any]) -> bool:
+    """Whether the run `fingerprint` describes was planned in the job (`listing_digest`)."""
+    return fingerprint.get("planned_in") == "job"
 
 
 def json_pieces(fingerprint: Mapping[str, Any]) -> Iterator[bytes]:
@@ -103,6 +117,8 @@ def first_difference(old: Mapping[str, Any], new: Mapping[str, Any]) -> str | No
     """The first way the stored fingerprint `old` differs from `new`, as a phrase; None: same."""
     if old.get("fingerprint_version") != new["fingerprint_version"]:
         return f"its resume record has version {old.get('fingerprint_version')!r}"
+    if planned_in_job(old) != planned_in_job(new):
+        return "it was planned another way (in the job or in the launcher)"
     if old.get("package") != new["package"]:
         return f"the package version changed ({old.get('package')} -> {new['package']})"
     changed = option_difference(old.get("options", {}), new["options"])
@@ -197,8 +213,17 @@ def plan_digest(plan: Any) -> str:
     return _digest(_derived_pieces(plan))
 
 
-def _derived_pieces(plan: Any) -> Iterator[str]:
-    """The compact JSON text (keys sorted) of what `derived` returns, in pieces."""
+def listing_digest(listed: Any, *, cut: Mapping[str, Any]) -> str:
+    """The ``plan`` digest of a run planned in the job: what the launcher derives without a
+    header (`pipelines.plan.list_inputs`: labels, splits, refusals for their label, classes,
+    the shard function), from a `ScannedInputs` of unread headers, and what the read tasks' cut
+    depends on besides the headers (`cut`: the launcher's core count, whether one task)."""
+    return _digest(itertools.chain(_derived_pieces(listed, headers=False), [_json(dict(cut))]))
+
+
+def _derived_pieces(plan: Any, *, headers: bool = True) -> Iterator[str]:
+    """The compact JSON text (keys sorted) of what `derived` returns, in pieces (without
+    `headers`: only the parts a listing gives, `listing_digest`)."""
     func = plan.sharding.shard_func
     annotated = (
         (f.index, annotation_digest(f.annotation)) for f in plan.inputs if f.annotation is not None
@@ -207,6 +232,9 @@ def _derived_pieces(plan: Any) -> Iterator[str]:
     yield from _list_pieces(annotated, _json)
     yield f',"classes":{_json(list(plan.classes))},"inputs":'
     yield from _list_pieces(map(_INPUT, plan.inputs), _json)
+    if not headers:
+        yield f',"shard_func":{_json(None if func is None else function_digest(func))}}}'
+        return
     yield f',"num_shards":{_json(dict(sorted(plan.sharding.num_shards.items())))}'
     yield f',"shard_func":{_json(None if func is None else function_digest(func))}'
     yield f',"signal_dtype":{_json(plan.read.signal_dtype)},"tasks":['

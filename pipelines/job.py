@@ -6,9 +6,13 @@ come as `beam_argv`, parsed into PipelineOptions.
 
 Stages (each a Beam step with its own counters), planned in `pipelines.plan`:
 
-1. Planning (launcher): match files, read every WAV header (window counts, the signal dtype),
-   assign files to splits and cut the rows into read tasks (a single task when the runner runs
-   tasks one at a time: the in-memory DirectRunner); bad files are listed up front.
+1. Planning: match files, read every WAV header (window counts, the signal dtype), assign
+   files to splits and cut the rows into read tasks (a single task when the runner runs tasks
+   one at a time: the in-memory DirectRunner); bad files are listed up front. A plain run
+   lists and labels in the launcher and reads the headers and plans in the job's first step
+   (`pipelines.job_plan`); ``--annotations``, ``--append``, ``--resume`` of an unfinished
+   run and a Python ``shard_func`` plan in the launcher (`pipelines.plan`), with the same
+   functions.
 2. ``ReadWindows``: decode, window, compute features and encode records per task; records
    stream to per-shard part files, and rows feed ``Analyze`` (TFT full pass: class vocabulary,
    z-score statistics) in the same fused stage. Only small descriptions cross stage boundaries.
@@ -25,8 +29,11 @@ its records and parts, then reads the rest.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import logging
+import os
+import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -39,7 +46,18 @@ from pipelines import fingerprint as fp
 from pipelines import resume
 from pipelines.config import RecordConfig, UsageError
 from pipelines.inputs import RUN_MARKER, output_dir_state
-from pipelines.plan import Continuation, RecordPlan, one_task, plan_record
+from pipelines.job_plan import PLANNED_AUDIO_MS, PlanArgs, PlanInJob
+from pipelines.plan import (
+    Continuation,
+    RecordPlan,
+    ScannedInputs,
+    check_output_dir,
+    launcher_read_config,
+    list_inputs,
+    one_task,
+    read_headers,
+    size_tasks,
+)
 from pipelines.result import RecordResult
 from replay import format as fmt
 from replay._fs import is_url
@@ -65,32 +83,56 @@ def build_pipeline(
     p: beam.Pipeline,
     plan: RecordPlan,
     *,
-    staged: StagedPlan,
+    staged: StagedPlan | None = None,
+    planning: PlanInJob | None = None,
     prior_moments: Mapping[str, Any] | None = None,
 ) -> None:
     """Adds the record job's stages to `p` (runner-agnostic; see `transforms.record.stages`).
 
     `staged`: the read tasks (with ``--resume``, what they reuse of the committed work) and the
-    errors planning found, as `stage_plan` wrote them for the job. `prior_moments`
-    (``--append_transform refresh``): the dataset's stored {feature: Moments}, added to this
-    job's in the z-score statistics (not in the moments its manifest stores).
+    errors planning found, as `stage_plan` wrote them for the job. Or `planning`: the job's
+    plan step (`pipelines.job_plan`), whose tasks, refused files and (ReadConfig, Sharding) the
+    stages take; `plan` then holds what the launcher knows (no tasks, no shard counts, the
+    signal dtype as given). `prior_moments` (``--append_transform refresh``): the dataset's
+    stored {feature: Moments}, added to this job's in the z-score statistics (not in the
+    moments its manifest stores).
     """
     from transforms.record.publish import WriteTransformFn  # imports TFT
 
     out = plan.output_dir
     layout = plan.read.layout
-    # {"rows": RecordBatch, "errors" / "parts": dict, "files" (table lines) / "samples": bytes,
-    #  "stats": {feature: Moments}}
-    read = p | "ReadWindows" >> ReadWindows(
-        staged.tasks,
-        plan.read,
-        plan.sharding,
+    read_stage = functools.partial(
+        ReadWindows,
+        config=plan.read,
+        sharding=plan.sharding,
         classes=plan.classes,
         output_dir=out,
         analyzed_splits=plan.analyzed_splits,
     )
-    # {"path", "reason"}: files refused at planning (counted), bad table rows
-    planned_errors = p | "PlannedErrors" >> PlannedErrors(staged.errors)
+    planned = None  # (ReadConfig, Sharding) of the job's plan step, one element
+    if planning is not None:
+        # "tasks": ReadTask, "errors": {"path", "reason"}, "planned": (ReadConfig, Sharding)
+        planned_job = p | "PlanInJob" >> planning
+        planned = planned_job["planned"]
+        # {"rows": RecordBatch, "errors" / "parts": dict, "files" / "samples": bytes, "stats"}
+        read = p | "ReadWindows" >> read_stage(
+            planned_job["tasks"], planned=planned, spread=not planning.single_task
+        )
+        # {"path", "reason"}: files refused by the plan step (counted)
+        planned_errors = p | "PlannedErrors" >> PlannedErrors(planned_job["errors"])
+        # {split: shard count}, one element
+        num_shards: Mapping[str, int] | beam.PCollection = planned | "NumShards" >> beam.Map(
+            lambda pl: dict(pl[1].num_shards)
+        )
+    elif staged is not None:
+        # {"rows": RecordBatch, "errors" / "parts": dict, "files" (table lines) / "samples":
+        #  bytes, "stats": {feature: Moments}}
+        read = p | "ReadWindows" >> read_stage(staged.tasks)
+        # {"path", "reason"}: files refused at planning (counted), bad table rows
+        planned_errors = p | "PlannedErrors" >> PlannedErrors(staged.errors)
+        num_shards = dict(plan.sharding.num_shards)
+    else:
+        raise ValueError("build_pipeline needs the staged plan or the job's plan step")
     errors = (  # {"path", "reason"}: files failed in planning or reading, bad table rows
         (read["errors"], planned_errors) | "AllErrors" >> beam.Flatten()
     )
@@ -109,7 +151,6 @@ def build_pipeline(
     # "NONE" | "GZIP" | "ZLIB", one element
     compression = read["samples"] | "ChooseCompression" >> ChooseCompression(plan.compression)
     spec = ShardSpec(output_dir=out, name=plan.name)
-    num_shards = dict(plan.sharding.num_shards)
     written = (  # dict per shard file: split, shard, filename, num_examples, num_bytes, ...
         read["parts"]
         | "GroupByShard" >> GroupByShard()
@@ -126,7 +167,7 @@ def build_pipeline(
         spec,
         plan.read,
         params=plan.params,
-        num_shards=num_shards,
+        num_shards=num_shards if planned is None else {},
         classes=plan.classes,
         analyzed_splits=plan.analyzed_splits,
         shards=written,
@@ -135,6 +176,7 @@ def build_pipeline(
         compression=compression,
         transform_written=transform_written,
         moments=moments,
+        planned=planned,
     )
 
 
@@ -234,13 +276,31 @@ def resume_output_dir(plan: RecordPlan, fingerprint: dict) -> resume.Reuse:
     return reuse
 
 
-def start_output_dir(plan: RecordPlan, *, resuming: bool) -> resume.Reuse:
+def start_output_dir(
+    plan: RecordPlan,
+    *,
+    resuming: bool,
+    listed: ScannedInputs | None = None,
+    single_task: bool = False,
+) -> resume.Reuse:
     """Prepares the output directory; returns the committed work to reuse (``--resume``).
 
-    The fingerprint is written before any work (`pipelines.fingerprint`).
+    The fingerprint is written before any work (`pipelines.fingerprint`). Resuming a run that
+    was planned in the job, the fingerprint is of that kind: made from `listed` (the plan's
+    inputs before their headers were read, `pipelines.plan.list_inputs`) and how the tasks are
+    cut (`single_task`: `one_task` made them).
     """
     fingerprint = fp.fingerprint(plan.params, plan.input_stamps, derived=fp.plan_digest(plan))
     if resuming and output_dir_state(plan.output_dir) == "ours":
+        stored = fp.read_fingerprint(plan.output_dir)
+        if listed is not None and stored is not None and fp.planned_in_job(stored):
+            cut = _cut(os.cpu_count() or 1, single_task=single_task)
+            fingerprint = fp.fingerprint(
+                plan.params,
+                plan.input_stamps,
+                derived=fp.listing_digest(listed, cut=cut),
+                planned_in_job=True,
+            )
         reused = resume_output_dir(plan, fingerprint)
     else:
         prepare_output_dir(plan)
@@ -255,8 +315,14 @@ def run_job(
     beam_argv: Sequence[str] = (),
     shard_func: Callable[[dict], int] | None = None,
     continuation: Continuation | None = None,
+    plan_in_job: bool = True,
 ) -> RecordResult:
     """Plans, runs the pipeline and returns what it produced.
+
+    A plain run is planned in the job (`pipelines.job_plan`: the launcher reads no header but
+    the first); ``--annotations``, ``--append``, ``--resume`` of an unfinished run and a
+    `shard_func` are planned in the launcher (`pipelines.plan`), as every run is with
+    `plan_in_job` False.
 
     Args:
       config: the run's options.
@@ -264,6 +330,7 @@ def run_job(
         options in it are ignored here, they are in `config`).
       shard_func: optional element -> shard callable (Python API, see pipelines.api).
       continuation: set by `pipelines.append` for the record job of an ``--append``.
+      plan_in_job: False: plan in the launcher whatever the options (the same outputs).
 
     Returns:
       The `RecordResult` (counts, errors, bytes, seconds, counters), built from the manifest.
@@ -290,14 +357,27 @@ def run_job(
     if finished is not None:  # checked: the same options, this format, reads back
         return resume.finished_result(finished, config)
     with internals.collector_paused():  # planning's objects live until the job ends
-        plan = plan_record(  # validates before the runner
-            config, shard_func=shard_func, continuation=continuation
-        )
+        # a shard_func (Python API) is not plain data: it reaches the job inside the read
+        # stage's DoFn, not as the plan step's output, so such runs plan in the launcher
+        if config.annotation_config is None and continuation is None and shard_func is None:
+            listed = list_inputs(config, shard_func=shard_func)  # validates before the runner
+            state = output_dir_state(listed.output_dir)
+            resuming = config.resume and state == "ours"
+            if plan_in_job and not resuming and not _translation_only(options):
+                return _run_planned_in_job(config, listed, state, options=options, argv=argv)
+            scanned = read_headers(config, listed)
+        else:
+            scanned = read_headers(
+                config, list_inputs(config, shard_func=shard_func, continuation=continuation)
+            )
+            listed = None
+        plan = size_tasks(config, scanned, cpu_count=os.cpu_count() or 1)
         try:
             runners.configure(options, input_bytes=plan.input_bytes, argv=argv)
         except runners.RunnerError as e:
             raise UsageError(str(e)) from e
-        if runners.sequential_tasks(options) and not is_url(plan.output_dir):
+        single_task = runners.sequential_tasks(options) and not is_url(plan.output_dir)
+        if single_task:
             # one thread runs the tasks: one task, each shard a hard link to its part, and the
             # task checkpoints for --resume; on an object store shards are copies anyway and
             # parts cannot be checkpointed in place: the planned tasks, each committed when done
@@ -312,7 +392,9 @@ def run_job(
             p.run()
             staged.release()
             return RecordResult.job_description_only(plan.output_dir)
-        reused = start_output_dir(plan, resuming=config.resume)
+        reused = start_output_dir(
+            plan, resuming=config.resume, listed=listed, single_task=single_task
+        )
         plan = dataclasses.replace(plan, input_stamps=())  # in the fingerprint now: not held
         start = time.monotonic()
         p = beam.Pipeline(options=options)
@@ -335,6 +417,183 @@ def run_job(
     )
 
 
+def _cut(cpu_count: int, *, single_task: bool) -> dict[str, Any]:
+    """What the read tasks' cut depends on besides the files (`fp.listing_digest`)."""
+    return {"cpu_count": cpu_count, "single_task": single_task}
+
+
+def _translation_only(options: JobOptions) -> bool:
+    """`runners.translation_only` before the runner is configured (an unknown runner: False,
+    `runners.configure` then says so)."""
+    try:
+        return runners.translation_only(options)
+    except runners.RunnerError:
+        return False
+
+
+def launcher_plan(
+    config: RecordConfig,
+    listed: ScannedInputs,
+    state: str,
+    *,
+    options: JobOptions,
+    argv: list[str],
+) -> tuple[RecordPlan, PlanArgs]:
+    """What the launcher plans of a run planned in the job, from its listing (`list_inputs`)
+    and the output directory's `state`: the checks it can make, the runner's configuration and
+    the read config (one header read, none with ``--sample_rate``); no request a file.
+
+    Returns:
+      The plan the stages are built from (no task, no shard count, the signal dtype as given)
+      and the plan step's arguments.
+
+    Raises:
+      UsageError: the output directory may not be written, bad feature parameters, a runner
+        that cannot work as configured.
+    """
+    out = listed.output_dir
+    check_output_dir(config, out, state)
+    read = launcher_read_config(config, listed)
+    try:
+        runners.configure(options, input_bytes=sum(f.size_bytes for f in listed.inputs), argv=argv)
+    except runners.RunnerError as e:
+        raise UsageError(str(e)) from e
+    args = PlanArgs(
+        config=config,
+        listed=listed,
+        cpu_count=os.cpu_count() or 1,
+        single_task=runners.sequential_tasks(options) and not is_url(out),
+        compute_threads=runners.compute_threads(options),
+    )
+    read = dataclasses.replace(read, compute_threads=args.compute_threads)
+    plan = RecordPlan(  # what the launcher knows: no header, no task, no shard count
+        output_dir=out,
+        name=config.dataset_name,
+        inputs=(),
+        read=read,
+        compression=config.compression_name,
+        sharding=listed.sharding,
+        tasks=(),
+        input_bytes=0,
+        params=json.loads(json.dumps(config.params())),
+        classes=listed.classes,
+        analyzed_splits=config.analyzed_splits,
+    )
+    return plan, args
+
+
+def _run_planned_in_job(
+    config: RecordConfig,
+    listed: ScannedInputs,
+    state: str,
+    *,
+    options: JobOptions,
+    argv: list[str],
+) -> RecordResult:
+    """A plain record run planned in the job (`pipelines.job_plan`): the launcher makes no
+    request a file (the listing, the labels, one header for the feature shapes).
+
+    Raises:
+      UsageError: invalid inputs or options, found by the launcher or by the job's plan step
+        (then the output directory is left as it was found when the run made it).
+    """
+    out = listed.output_dir
+    plan, args = launcher_plan(config, listed, state, options=options, argv=argv)
+    fingerprint = fp.fingerprint(
+        plan.params,
+        listed.stamps,
+        derived=fp.listing_digest(listed, cut=_cut(args.cpu_count, single_task=args.single_task)),
+        planned_in_job=True,
+    )
+    prepare_output_dir(plan)
+    atomic.write_atomically(f"{out}/{fp.FINGERPRINT_FILE}", fp.json_pieces(fingerprint))
+    total_files = len(listed.inputs)
+    inputs = staged_lists.stage(out, "inputs", listed.inputs)
+    planning = PlanInJob(inputs, args)
+    del listed, fingerprint, args  # the job holds the staged inputs, not the launcher
+    start = time.monotonic()
+    p = beam.Pipeline(options=options)
+    build_pipeline(p, plan, planning=planning)
+    for name in _STEP_ERROR_LOGGERS:  # the user gets the refusal's one line, not its traceback
+        logging.getLogger(name).addFilter(_drop_refusals)
+    try:
+        with ProgressReporter(out, total_files=total_files):
+            result = p.run()
+            result.wait_until_finish()
+    except Exception as e:
+        refusal = _usage_error(e)
+        if refusal is None:
+            raise
+        if state in ("missing", "empty"):  # nothing of the user's was there: as it was found
+            _remove_run(out, keep_dir=state == "empty")
+        raise refusal from e
+    finally:
+        for name in _STEP_ERROR_LOGGERS:
+            logging.getLogger(name).removeFilter(_drop_refusals)
+        staged_lists.release(inputs)
+    elapsed = time.monotonic() - start
+    job_counters = counters(result)
+    seconds = job_counters.get(PLANNED_AUDIO_MS, 0) / 1000  # failed while read: counted too
+    summary = summarize(plan, elapsed, counters=job_counters, audio_seconds=seconds)
+    return dataclasses.replace(summary, total_tasks=job_counters.get("read_tasks", 0))
+
+
+# where runners log a failed step's traceback (in this process, or a worker's, passed on)
+_STEP_ERROR_LOGGERS = (
+    "apache_beam.runners.common",
+    "apache_beam.runners.worker.sdk_worker",
+    "apache_beam.runners.portability.local_job_service",
+    "",  # the root logger: Beam's job services log some errors there
+)
+
+
+def _drop_refusals(record: logging.LogRecord) -> bool:
+    """A logging filter: False for a runner's traceback of the plan step's `UsageError` (the
+    user gets its one line)."""
+    error = record.exc_info[1] if record.exc_info else None
+    if isinstance(error, UsageError):
+        return False
+    return not any(_REMOTE_REFUSAL.search(text) for text in (record.getMessage(), str(error)))
+
+
+def _usage_error(e: BaseException) -> UsageError | None:
+    """The `UsageError` the job's plan step raised, as the launcher's one line (the runner may
+    wrap it, or re-raise it with the step's name added to its message); None: another error."""
+    found = None
+    seen = set()
+    cause: BaseException | None = e
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        if isinstance(cause, UsageError):
+            found = cause  # the innermost: the plan step's own
+        cause = cause.__cause__ or cause.__context__
+    if found is not None:
+        line = str(found.args[0]) if found.args else str(found)
+    else:  # a runner in other processes (portable, Flink...) passes on the worker's traceback
+        lines = _REMOTE_REFUSAL.findall(str(e))
+        if not lines:
+            return None
+        line = lines[-1]
+    return UsageError(_STEP_NOTE.sub("", line.splitlines()[0] if line else line))
+
+
+_STEP_NOTE = re.compile(r" \[while running '[^']*'\]$")  # Beam's note on a re-raised error
+_REMOTE_REFUSAL = re.compile(r"pipelines\.config\.UsageError: ([^\n]+)")  # in a traceback's text
+
+
+def _remove_run(output_dir: str, *, keep_dir: bool) -> None:
+    """Removes what a run refused by its plan step wrote into `output_dir` (the directory
+    itself too unless `keep_dir`)."""
+    import tensorflow as tf
+
+    if not keep_dir:
+        tf.io.gfile.rmtree(output_dir)
+        return
+    for name in tf.io.gfile.listdir(output_dir):
+        path = f"{output_dir}/{name.rstrip('/')}"
+        (tf.io.gfile.rmtree if tf.io.gfile.isdir(path) else tf.io.gfile.remove)(path)
+
+
 def counters(result: beam.runners.runner.PipelineResult) -> dict[str, int]:
     """The job's "record" counters (files_read, files_failed, windows, bytes_written, ...)."""
     try:
@@ -348,12 +607,19 @@ def counters(result: beam.runners.runner.PipelineResult) -> dict[str, int]:
     return totals
 
 
-def summarize(plan: RecordPlan, elapsed: float, *, counters: dict[str, int]) -> RecordResult:
+def summarize(
+    plan: RecordPlan,
+    elapsed: float,
+    *,
+    counters: dict[str, int],
+    audio_seconds: float | None = None,
+) -> RecordResult:
     """Reads the written manifest and errors table, cleans temporary files, logs the counters.
 
     The files table is not read: its count is the manifest's ``num_files``, and the seconds of
-    audio come from the plan's headers, so the launcher's work here does not grow with the
-    number of files.
+    audio come from the plan's headers (or `audio_seconds`, planned in the job: the plan step's
+    counter, which also counts the files that fail while read), so the launcher's work here does
+    not grow with the number of files.
     """
     import tensorflow as tf
 
@@ -368,11 +634,13 @@ def summarize(plan: RecordPlan, elapsed: float, *, counters: dict[str, int]) -> 
         elif tf.io.gfile.exists(path):
             tf.io.gfile.remove(path)
     failed = {e["path"] for e in errors}
-    seconds = sum(  # of the files read: planned, and not failed while read
-        f.info.num_frames / f.info.sample_rate
-        for f in plan.inputs
-        if f.info is not None and f.info.sample_rate and f.path not in failed
-    )
+    seconds = audio_seconds
+    if seconds is None:
+        seconds = sum(  # of the files read: planned, and not failed while read
+            f.info.num_frames / f.info.sample_rate
+            for f in plan.inputs
+            if f.info is not None and f.info.sample_rate and f.path not in failed
+        )
     logging.getLogger("audiorecords").info("record counters: %s", counters)
     return RecordResult.from_manifest(
         m,

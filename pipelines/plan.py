@@ -6,7 +6,9 @@ produces a frozen `RecordPlan` the pipeline is built from, in three steps:
 1. validate: building the `pipelines.config.RecordConfig` checks every option (no I/O);
 2. `scan_inputs`: match the files, read labels and headers (and annotation tables), check the
    output directory: everything planning learns from storage (`ScannedInputs`; the reads
-   themselves are in `pipelines.inputs`);
+   themselves are in `pipelines.inputs`), in two parts: `list_inputs` (no request a file)
+   and `read_headers`; a plain run does the second in the job (`plan_headers`,
+   `pipelines.job_plan`);
 3. `size_tasks`: feature shapes, shard counts and read tasks, a pure function of the two.
 
 `one_task` then puts the read tasks' segments into one task when the runner runs tasks one at
@@ -91,6 +93,7 @@ class ScannedInputs:
     max_events: int | None = None  # --annotations: most events in one window (None: no tables)
     annotation_errors: tuple[dict, ...] = ()  # --annotations: bad table rows
     stamps: tuple[tuple[str, int, float], ...] = ()  # (path, size, mtime) of every match
+    fixed_classes: tuple[str, ...] | None = None  # --classes, parsed
 
 
 @dataclasses.dataclass(frozen=True)
@@ -134,15 +137,27 @@ def scan_inputs(
 ) -> ScannedInputs:
     """Matches the inputs, reads their labels and headers, checks the output directory.
 
-    With a `continuation` (``--append``) the inputs the dataset holds are left out, the others
-    are numbered after its own and split by its rule.
+    `list_inputs`, then `read_headers`: all of planning's I/O.
+    """
+    listed = list_inputs(config, shard_func=shard_func, continuation=continuation)
+    return read_headers(config, listed)
 
-    All of planning's I/O: the class list file, the file list, the label CSV, every file's
-    header, the output directory's entries and the annotation tables.
+
+def list_inputs(
+    config: RecordConfig,
+    *,
+    shard_func: Callable[[dict], int] | None = None,
+    continuation: Continuation | None = None,
+) -> ScannedInputs:
+    """Matches the inputs and labels them: no request a file (the class list file, the
+    listing, the label CSV).
+
+    With a `continuation` (``--append``) the inputs the dataset holds are left out, the others
+    are numbered after its own and split by its rule. The result's inputs have no header and
+    its `signal_dtype` is empty (`read_headers` reads and resolves them).
 
     Raises:
-      UsageError: no input, an unreadable class list or label CSV, no dtype for every file,
-        a bad file with ``--strict``, an output directory we may not replace, bad tables.
+      UsageError: no input, an unreadable class list or label CSV.
     """
     try:
         fixed_classes = labels.parse_classes(config.classes, read_text=read_classes_file)
@@ -173,21 +188,32 @@ def scan_inputs(
         first_index=0 if continuation is None else continuation.first_index,
     )
     classes = labels.run_classes((f.label for f in labelled if f.error is None), fixed_classes)
-    inputs = scan_headers(labelled)
-    dtype = check_inputs(config, inputs)
     sharding = dataclasses.replace(
-        sharding, classes=tuple(sorted({f.label for f in inputs if f.label}))
+        sharding, classes=tuple(sorted({f.label for f in labelled if f.label}))
     )
-    output_dir = config.output_dir.rstrip("/") or "/"
-    check_output_dir(config, output_dir, output_dir_state(output_dir))
-    scanned = ScannedInputs(
-        output_dir=output_dir,
-        inputs=inputs,
+    return ScannedInputs(
+        output_dir=config.output_dir.rstrip("/") or "/",
+        inputs=tuple(labelled),
         classes=classes,
         sharding=sharding,
-        signal_dtype=dtype,
+        signal_dtype="",
         stamps=stamps,
+        fixed_classes=fixed_classes,
     )
+
+
+def read_headers(config: RecordConfig, listed: ScannedInputs) -> ScannedInputs:
+    """`listed` (`list_inputs`) with every file's header read and the signal dtype resolved;
+    checks the output directory and reads the annotation tables.
+
+    Raises:
+      UsageError: no dtype for every file, a bad file with ``--strict``, an output directory
+        we may not replace, bad tables.
+    """
+    inputs = scan_headers(list(listed.inputs))
+    dtype = check_inputs(config, inputs)
+    check_output_dir(config, listed.output_dir, output_dir_state(listed.output_dir))
+    scanned = dataclasses.replace(listed, inputs=inputs, signal_dtype=dtype)
     annotated = config.annotation_config
     if annotated is None:
         return scanned
@@ -201,8 +227,8 @@ def scan_inputs(
             window=config.window,
             split_channels=config.channel_mode == "split",
             sample_rate=config.sample_rate,
-            fixed_classes=fixed_classes,
-            split_base=sharding.split_base,
+            fixed_classes=listed.fixed_classes,
+            split_base=listed.sharding.split_base,
             strict=config.strict,
         )
     except ValueError as e:
@@ -214,6 +240,46 @@ def scan_inputs(
         max_events=notes.max_events,
         annotation_errors=notes.errors,
     )
+
+
+def plan_headers(
+    config: RecordConfig,
+    listed: ScannedInputs,
+    inputs: tuple[InputFile, ...],
+    *,
+    cpu_count: int,
+    single_task: bool,
+) -> RecordPlan:
+    """The plan of `listed` (`list_inputs`) once its files' headers are read (`inputs`, in
+    index order): the signal dtype, shard counts and read tasks, as `read_headers` and
+    `size_tasks` make them (pure; `one_task` when `single_task`). The record job's plan step
+    (`pipelines.job_plan`) calls it.
+
+    Raises:
+      UsageError: what `check_inputs` and `size_tasks` raise.
+    """
+    dtype = check_inputs(config, inputs)
+    scanned = dataclasses.replace(listed, inputs=inputs, signal_dtype=dtype)
+    plan = size_tasks(config, scanned, cpu_count=cpu_count)
+    return one_task(plan) if single_task else plan
+
+
+def launcher_read_config(config: RecordConfig, listed: ScannedInputs) -> ReadConfig:
+    """The read configuration the launcher can know without reading every header: the
+    feature shapes at ``--sample_rate`` or the first readable file's rate (a header read per
+    file tried, in index order, until one reads); the signal dtype is ``--signal_dtype`` as
+    given (the plan step resolves ``auto``)."""
+    first: tuple[InputFile, ...] = ()
+    if config.feature_names and not config.sample_rate:
+        for f in listed.inputs:
+            if f.error is None:
+                (headed,) = scan_headers([f])
+                if headed.info is not None:
+                    first = (headed,)
+                    break
+    shapes = _feature_shapes(config, first)
+    scanned = dataclasses.replace(listed, signal_dtype=config.signal_dtype)
+    return _read_config(config, scanned, shapes)
 
 
 def label_inputs(

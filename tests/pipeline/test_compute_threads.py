@@ -92,8 +92,11 @@ def test_run_job_hands_the_process_share_to_the_read_stage(
     monkeypatch.setattr(job, "prepare_output_dir", stop)
     out = str(tmp_path / "out")
     config = RecordConfig(input_pattern=SAMPLE, output_dir=out, win_len=SAMPLE_WIN)
-    with pytest.raises(_Planned) as planned:
+    with pytest.raises(_Planned) as planned:  # planned in the job: the stages' read config
         job.run_job(config, beam_argv=list(argv))
+    assert planned.value.plan.read.compute_threads == threads
+    with pytest.raises(_Planned) as planned:  # planned in the launcher: its tasks too
+        job.run_job(config, beam_argv=list(argv), plan_in_job=False)
     plan = planned.value.plan
     assert plan.read.compute_threads == threads
     if tasks is not None:

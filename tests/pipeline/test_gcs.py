@@ -467,3 +467,49 @@ def test_a_gs_run_whose_every_file_fails_writes_its_empty_shard(gcs, clips):
     got = _read_back(gcs, "gs://out/none", "gs://clips/speech/")
     assert got["rows"] == [] and got["files"] == [] and len(got["errors"]) == 4
     assert "none/audiorecords.tfrecord-00000-of-00001" in gcs.list_names("out", "none/")
+
+
+LAUNCHER = """
+import sys
+from apache_beam.io.filesystems import FileSystems
+from pipelines import job
+from pipelines.config import RecordConfig
+from pipelines.inputs import output_dir_state, scan_headers
+from pipelines.plan import list_inputs
+from runners.internals import JobOptions
+argv = ["--no_auth"]
+options = JobOptions(argv)
+FileSystems.set_options(options)
+config = RecordConfig(input_pattern=sys.argv[1], output_dir="gs://out/launcher-only",
+                      label_source="dirname", win_len=8000, features="log_mel")
+listed = list_inputs(config)
+if sys.argv[2] == "launcher":  # what run_job does before the output dir and the job
+    job.launcher_plan(config, listed, output_dir_state(listed.output_dir), options=options,
+                      argv=argv)
+else:  # the header reads the launcher no longer makes
+    scan_headers(list(listed.inputs))
+print(len(listed.inputs))
+"""
+
+
+def test_the_launcher_of_a_run_planned_in_the_job_makes_no_request_a_file(tmp_path, gcs, clips):
+    """Beam's requests from the launcher's planning (listing, labels, the output dir, the
+    runner, one header for the feature shapes) are as many for 40 files as for 10: none a file;
+    reading every header, as the launcher did, is two a file."""
+    many = tmp_path / "many"
+    rng = np.random.default_rng(3)
+    for i in range(40):
+        folder = many / ("down", "go", "up", "yes")[i % 4]
+        folder.mkdir(parents=True, exist_ok=True)
+        x = rng.integers(-3000, 3000, size=RATE // 4, dtype=np.int16)
+        sf.write(folder / f"c{i:02d}.wav", x, RATE, "PCM_16")
+    gcs.upload_tree(many, "clips", "many")
+    requests = {}
+    for pattern, n in (("gs://clips/speech/*/*.wav", "10"), ("gs://clips/many/*/*.wav", "40")):
+        for step in ("launcher", "headers"):
+            gcs.beam_faults.requests = 0
+            listed = _run(gcs, "-c", LAUNCHER, pattern, step).stdout.strip().splitlines()[-1]
+            assert listed == n
+            requests[(n, step)] = gcs.beam_faults.requests
+    assert requests[("10", "launcher")] == requests[("40", "launcher")] <= 6, requests
+    assert requests[("40", "headers")] - requests[("10", "headers")] >= 2 * 30, requests

@@ -58,9 +58,9 @@ class FaultyReadTaskFn(read_windows.ReadTaskFn):
         super().__init__(*args, **kwargs)
         self._fault_dir = fault_dir
 
-    def process(self, task):
+    def process(self, task, planned=None):
         windows_out = False
-        for output in super().process(task):
+        for output in super().process(task, planned):
             yield output
             if not windows_out and not isinstance(output, beam.pvalue.TaggedOutput):
                 windows_out = True

@@ -61,11 +61,11 @@ class HeldReadTaskFn(read_windows.ReadTaskFn):
         super().__init__(*args, **kwargs)
         self._hold_dir = hold_dir
 
-    def process(self, task) -> Iterator:
+    def process(self, task, planned=None) -> Iterator:
         held = os.path.join(self._hold_dir, "held")
         if os.path.exists(held):
             _wait(self._hold_dir)
-        yield from super().process(task)  # ends once the task's commit record is written
+        yield from super().process(task, planned)  # ends once the task's commit record is written
         mine = f"{held}.{os.getpid()}.{task.task_id}"
         with open(mine, "w") as fh:
             fh.write(f"{os.getpid()} task {task.task_id}")

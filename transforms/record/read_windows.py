@@ -207,7 +207,11 @@ class ReadTaskFn(beam.DoFn):
     def finish_bundle(self) -> None:
         self._progress.flush()
 
-    def process(self, task: ReadTask) -> Iterator:
+    def process(
+        self, task: ReadTask, planned: tuple[ReadConfig, Sharding] | None = None
+    ) -> Iterator:
+        if planned is not None:  # planned in the job: its signal dtype and shard counts
+            self._config, self._sharding = planned
         for record in task.resumed:  # --resume: what an earlier run committed of this task
             yield from self._reused.outputs(record)
         if task.resumed and not task.segments:  # reused whole: its record named its parts

@@ -46,15 +46,24 @@ def planned_errors(errors: staged.Staged) -> Iterator[dict]:
         yield error
 
 
-class PlannedErrors(beam.PTransform):
-    """The errors found at planning (files refused, bad annotation rows), staged by the
-    launcher (`transforms.record.staged`) -> {"path", "reason"} dicts."""
+def _count_refused(error: dict) -> dict:
+    """A file refused by the job's plan step, counted in ``files_failed``."""
+    beam.metrics.Metrics.counter("record", "files_failed").inc()
+    return error
 
-    def __init__(self, errors: staged.Staged) -> None:
+
+class PlannedErrors(beam.PTransform):
+    """The errors found at planning (files refused, bad annotation rows) -> {"path", "reason"}
+    dicts: staged by the launcher (`transforms.record.staged`), or the files refused by the
+    job's plan step (a PCollection of their dicts, `pipelines.job_plan`)."""
+
+    def __init__(self, errors: staged.Staged | beam.PCollection) -> None:
         super().__init__()
         self._errors = errors
 
     def expand(self, pbegin: beam.pvalue.PBegin) -> beam.PCollection:
+        if isinstance(self._errors, beam.PCollection):
+            return self._errors | "Count" >> beam.Map(_count_refused)  # {"path", "reason"}
         return (
             pbegin
             | "Staged" >> beam.Create([self._errors], reshuffle=False)
@@ -76,20 +85,28 @@ class ReadWindows(beam.PTransform):
     task, for the z-score statistics). With ``--resume``, a task carries the records of what an
     earlier run committed of it (`ReadTask.resumed`): their outputs come from them and their
     parts, in this stage; their rows do not go to the analysis (their moments do).
+
+    Planned in the job (`pipelines.job_plan`), `tasks` is their PCollection and `planned` the
+    plan step's (ReadConfig, Sharding) singleton: the read config's signal dtype and the shard
+    counts come from it, `config` and `sharding` give the rest (`spread`: more than one task).
     """
 
     def __init__(
         self,
-        tasks: staged.Staged,
+        tasks: staged.Staged | beam.PCollection,
         config: ReadConfig,
         sharding: Sharding,
         *,
         classes: Sequence[str],
         output_dir: str,
         analyzed_splits: Sequence[str],
+        planned: beam.PCollection | None = None,
+        spread: bool = True,
     ) -> None:
         super().__init__()
         self._tasks = tasks
+        self._planned = planned
+        self._spread = spread
         self._fn = read_windows.ReadTaskFn(
             config,
             sharding,
@@ -99,20 +116,27 @@ class ReadWindows(beam.PTransform):
         )
 
     def expand(self, pbegin: beam.pvalue.PBegin) -> dict[str, beam.PCollection]:
-        tasks = (
-            pbegin
-            # ReadTask, read back from the launcher's staged file (one reshuffle is enough)
-            | "StagedTasks" >> beam.Create([self._tasks], reshuffle=False)
-            | "ListTasks" >> beam.FlatMap(staged.load).with_output_types(ReadTask)
-        )
-        if self._tasks.count > 1:  # one task is not spread: not encoded, copied and held twice
+        side = {}
+        if isinstance(self._tasks, beam.PCollection):  # ReadTask, from the job's plan step
+            tasks = self._tasks
+            side["planned"] = beam.pvalue.AsSingleton(self._planned)
+            spread = self._spread
+        else:
+            tasks = (
+                pbegin
+                # ReadTask, read back from the launcher's staged file (one reshuffle is enough)
+                | "StagedTasks" >> beam.Create([self._tasks], reshuffle=False)
+                | "ListTasks" >> beam.FlatMap(staged.load).with_output_types(ReadTask)
+            )
+            spread = self._tasks.count > 1
+        if spread:  # one task is not spread: not encoded, copied and held twice
             tasks = tasks | "SpreadTasks" >> beam.Reshuffle()  # ReadTask, spread over workers
         out = (
             tasks
             | "Read"  # RecordBatch (main: class + features), and tagged: dict (errors, parts),
             # bytes (files, samples); the main output's coder estimates sizes cheaply
             # (`arrow_coder`)
-            >> beam.ParDo(self._fn)
+            >> beam.ParDo(self._fn, **side)
             .with_output_types(pa.RecordBatch)
             .with_outputs(
                 read_windows.FILES_TAG,
@@ -208,8 +232,9 @@ class GroupByShard(beam.PTransform):
 class WriteShards(beam.PTransform):
     """Each shard's parts (encoded records) -> its TFRecord file.
 
-    Side inputs: the compression and every error (their windows are dropped). The stage does not
-    wait for TFT's analysis: only `Finalize` needs ``transform_fn/``.
+    Side inputs: the compression, every error (their windows are dropped) and, planned in the
+    job, the shard counts (`num_shards`: a PCollection of one dict). The stage does not wait for
+    TFT's analysis: only `Finalize` needs ``transform_fn/``.
     """
 
     def __init__(
@@ -217,28 +242,37 @@ class WriteShards(beam.PTransform):
         spec: ShardSpec,
         *,
         compute_threads: int,
-        num_shards: Mapping[str, int],
+        num_shards: Mapping[str, int] | beam.PCollection,
         compression: beam.PCollection,
         errors: beam.PCollection,
     ) -> None:
         super().__init__()
         self._fn = write_shards.WriteShardFn(spec, compute_threads=compute_threads)
-        self._num_shards = dict(num_shards)
+        self._num_shards = num_shards
         self._compression = compression
         self._errors = errors
 
     def expand(self, grouped: beam.PCollection) -> beam.PCollection:
+        num_shards = self._num_shards
+        if isinstance(num_shards, beam.PCollection):
+            num_shards = beam.pvalue.AsSingleton(num_shards)
+        else:
+            num_shards = dict(num_shards)
         # dict per shard: split, shard, filename, num_examples, num_bytes, ...
         return grouped | "Write" >> beam.ParDo(
             self._fn,
             beam.pvalue.AsSingleton(self._compression),
-            self._num_shards,
+            num_shards,
             beam.pvalue.AsList(self._errors),
         )
 
 
 class Finalize(beam.PTransform):
-    """The empty shards, schema.pbtxt, feature_fn/ and, last, manifest.json (one dict)."""
+    """The empty shards, schema.pbtxt, feature_fn/ and, last, manifest.json (one dict).
+
+    Planned in the job, `planned` is the plan step's (ReadConfig, Sharding) singleton: the
+    signal dtype and the shard counts come from it (`num_shards` is then ignored).
+    """
 
     def __init__(
         self,
@@ -255,16 +289,20 @@ class Finalize(beam.PTransform):
         compression: beam.PCollection,
         transform_written: beam.PCollection,
         moments: beam.PCollection,
+        planned: beam.PCollection | None = None,
     ) -> None:
         super().__init__()
         self._spec = spec
         self._config = config
         self._static = {
             "params": params,
-            "num_shards": dict(num_shards),
             "classes": classes,
             "analyzed_splits": analyzed_splits,
         }
+        self._planned = planned
+        if planned is None:
+            self._static["num_shards"] = dict(num_shards)
+            self._static["signal_dtype"] = config.signal_dtype
         self._inputs = {
             "shards": beam.pvalue.AsList(shards),
             "files": beam.pvalue.AsList(files),
@@ -276,19 +314,35 @@ class Finalize(beam.PTransform):
 
     def expand(self, pbegin: beam.pvalue.PBegin) -> beam.PCollection:
         feature_config: feats.FeatureConfig = self._config.features
+        write, planned = finalize.finalize, {}
+        if self._planned is not None:
+            write, planned = _finalize_planned, {"planned": beam.pvalue.AsSingleton(self._planned)}
         return (
             pbegin
             | "Start" >> beam.Create([None])
             # the manifest dict, once every shard and the transform_fn are written
             | "Write"
             >> beam.Map(
-                finalize.finalize,
+                write,
                 spec=self._spec,
                 layout=self._config.layout,
                 feature_config=feature_config,
                 win_len=self._config.window.win_len,
-                signal_dtype=self._config.signal_dtype,
                 **self._static,
                 **self._inputs,
+                **planned,
             )
         )
+
+
+def _finalize_planned(
+    element: None, *, planned: tuple[ReadConfig, Sharding], **kwargs: Any
+) -> dict[str, Any]:
+    """`finalize.finalize` with the signal dtype and shard counts of the job's plan step."""
+    config, sharding = planned
+    return finalize.finalize(
+        element,
+        signal_dtype=config.signal_dtype,
+        num_shards=dict(sharding.num_shards),
+        **kwargs,
+    )

@@ -1,0 +1,177 @@
+"""A plain record run is planned in the job (`pipelines.job_plan`, issue 42): the same bytes as
+the launcher's plan, and the launcher's one-line refusals.
+
+- Both paths (`pipelines.job.run_job` with ``plan_in_job`` True / False) write the same files:
+  every shard, the schemas, the source tables, the offsets, ``transform_fn/`` and
+  ``feature_fn/`` (SavedModels: each path in its own process to the same directory, as their
+  graphs name the run's temporary directory and number their functions per process; only
+  ``fingerprint.pb`` differs run to run) and the manifest apart from its times. Clips of one
+  second with a few bad and non-WAV files, ``--splits`` and ``--classes`` refusing a folder.
+- A check that needs the headers (``--strict`` and a bad file, ``--signal_dtype`` that cannot
+  hold a file) fails the job's plan step: the command prints the launcher's line, exits 2, and
+  leaves no output directory behind.
+- The fingerprint of a run planned in the job holds no header-derived part and is marked.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import soundfile as sf
+
+from pipelines import fingerprint as fp
+from pipelines import record
+from tests.support.record_helpers import without_times
+
+ROOT = Path(__file__).resolve().parents[2]
+RATE = 16000
+RUN = """
+import sys
+from apache_beam.options.pipeline_options import PipelineOptions
+from pipelines import job
+from pipelines.config import RecordConfig
+from pipelines.record import RecordOptions
+argv = sys.argv[2:]
+config = RecordConfig.from_namespace(PipelineOptions(argv).view_as(RecordOptions))
+result = job.run_job(config, beam_argv=argv, plan_in_job=sys.argv[1] == "job")
+print(result.num_examples, result.num_files, result.num_failed)
+"""
+
+
+def _clips(root: Path, n: int) -> Path:
+    """`n` one-second 16-bit clips in 4 folders (``odd`` outside ``--classes``), 3 broken WAVs
+    and a file that is not a WAV."""
+    rng = np.random.default_rng(42)
+    for i in range(n):
+        folder = root / ("yes", "no", "up", "odd")[i % 4]
+        folder.mkdir(parents=True, exist_ok=True)
+        x = rng.integers(-20000, 20000, size=RATE, dtype=np.int16)
+        sf.write(folder / f"c{i:05d}.wav", x, RATE, "PCM_16")
+    for i in range(3):
+        (root / "yes" / f"bad{i}.wav").write_bytes(b"RIFF\x10\x00\x00\x00WAVEjunk" * (i + 1))
+    (root / "no" / "notes.wav").write_bytes(b"hello, not audio")
+    return root
+
+
+def _args(clips: Path, out: Path) -> list[str]:
+    return [
+        "--input_pattern",
+        f"{clips}/*/*.wav",
+        "--output_dir",
+        str(out),
+        "--label_source",
+        "dirname",
+        "--win_len",
+        "8000",
+        "--features",
+        "log_mel",
+        "--splits",
+        "train=0.8,test=0.2",
+        "--classes",
+        "yes,no,up",
+    ]
+
+
+def _digests(out: Path) -> dict[str, str]:
+    """SHA-256 of every file under `out` (the manifest without its times), but the SavedModels'
+    ``fingerprint.pb`` (it varies run to run)."""
+    found = {}
+    for path in sorted(out.rglob("*")):
+        if not path.is_file() or path.name == "fingerprint.pb":
+            continue
+        data = path.read_bytes()
+        if path.name == "manifest.json":
+            data = json.dumps(without_times(json.loads(data)), sort_keys=True).encode()
+        found[str(path.relative_to(out))] = hashlib.sha256(data).hexdigest()
+    return found
+
+
+def _run(mode: str, argv: list[str]) -> str:
+    done = subprocess.run(
+        [sys.executable, "-c", RUN, mode, *argv],
+        cwd=ROOT,
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"},
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    return done.stdout.strip().splitlines()[-1]
+
+
+@pytest.mark.slow  # two jobs of 2,000 clips in subprocesses
+def test_planned_in_the_job_or_the_launcher_the_outputs_are_byte_identical(tmp_path):
+    clips = _clips(tmp_path / "clips", 2000)
+    out = tmp_path / "ds"
+    digests, counts = {}, {}
+    for mode in ("launcher", "job"):
+        counts[mode] = _run(mode, _args(clips, out))
+        digests[mode] = _digests(out)
+        out.rename(tmp_path / f"ds-{mode}")
+    assert counts["job"] == counts["launcher"] == "3000 1500 504"  # 500 odd + 4 bad refused
+    assert {"manifest.json", "transform_fn/saved_model.pb"} <= set(digests["job"])
+    assert any(name.endswith(".tfrecord") or "-of-" in name for name in digests["job"])
+    different = sorted(
+        name
+        for name in set(digests["job"]) | set(digests["launcher"])
+        if digests["job"].get(name) != digests["launcher"].get(name)
+    )
+    assert different == []
+
+
+def test_a_fail_fast_check_in_the_plan_step_is_the_launchers_one_line(tmp_path, capsys):
+    clips = _clips(tmp_path / "clips", 8)
+    sf.write(clips / "up" / "deep.wav", np.zeros(RATE, np.int32), RATE, "PCM_24")
+    out = tmp_path / "ds"
+    cases = {
+        "--strict": "error: --strict: ",
+        "--signal_dtype=int16": "error: --signal_dtype int16 would round the samples of 1 file(s)",
+    }
+    for flag, start in cases.items():
+        code = record.main([*_args(clips, out), flag])
+        err = capsys.readouterr().err
+        lines = [line for line in err.splitlines() if line.startswith("error:")]
+        assert code == record.EXIT_USAGE, err
+        assert len(lines) == 1 and lines[0].startswith(start), err
+        assert "while running" not in lines[0] and "Traceback" not in err, err
+        assert not out.exists()  # the run made it: removed, as the launcher left nothing
+
+
+def test_the_fingerprint_of_a_run_planned_in_the_job_has_no_header_part(tmp_path):
+    from pipelines.config import RecordConfig
+    from pipelines.plan import list_inputs, plan_record
+
+    clips = _clips(tmp_path / "clips", 8)
+    config = RecordConfig(
+        input_pattern=f"{clips}/*/*.wav",
+        output_dir=str(tmp_path / "ds"),
+        win_len=8000,
+        label_source="dirname",
+        classes="yes,no,up",
+    )
+    listed = list_inputs(config)
+    assert all(f.info is None for f in listed.inputs)
+    cut = {"cpu_count": 2, "single_task": True}
+    made = fp.fingerprint(
+        config.params(),
+        listed.stamps,
+        derived=fp.listing_digest(listed, cut=cut),
+        planned_in_job=True,
+    )
+    assert fp.planned_in_job(made)
+    # the header's refusals are not in it: the same digest whatever the headers hold
+    plan = plan_record(config)
+    assert any(f.error and f.info is None and "bad" in f.path for f in plan.inputs)
+    assert made["plan"] == fp.listing_digest(list_inputs(config), cut=cut)
+    assert made["plan"] != fp.listing_digest(listed, cut={**cut, "single_task": False})
+    launcher = fp.fingerprint(config.params(), listed.stamps, derived=fp.plan_digest(plan))
+    assert fp.first_difference(launcher, made) is not None
+    assert fp.first_difference(made, made) is None
