@@ -464,6 +464,7 @@ def launcher_plan(
         cpu_count=os.cpu_count() or 1,
         single_task=runners.sequential_tasks(options) and not is_url(out),
         compute_threads=runners.compute_threads(options),
+        feature_shapes=dict(read.layout.feature_shapes),
     )
     read = dataclasses.replace(read, compute_threads=args.compute_threads)
     plan = RecordPlan(  # what the launcher knows: no header, no task, no shard count

@@ -18,13 +18,13 @@ with the launcher's `UsageError`, before any window is read.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from operator import attrgetter
 from typing import Any
 
 import apache_beam as beam
 
-from pipelines.config import RecordConfig
+from pipelines.config import RecordConfig, UsageError
 from pipelines.inputs import scan_headers
 from pipelines.plan import ScannedInputs, plan_headers
 from transforms.planning.types import InputFile, ReadTask
@@ -80,6 +80,8 @@ class PlanArgs:
       cpu_count: the launcher's cores (read tasks per core, as the launcher plans them).
       single_task: the runner runs tasks one at a time (`pipelines.plan.one_task`).
       compute_threads: the read stage's feature threads (`runners.compute_threads`).
+      feature_shapes: the launcher's feature shapes (from ``--sample_rate`` or its first
+        readable header), which TFT's analysis was built with: the plan step's must be equal.
     """
 
     config: RecordConfig
@@ -87,6 +89,7 @@ class PlanArgs:
     cpu_count: int
     single_task: bool
     compute_threads: int
+    feature_shapes: Mapping[str, tuple[int, ...]] = dataclasses.field(default_factory=dict)
 
 
 def plan_step(inputs: tuple[InputFile, ...], args: PlanArgs) -> Iterator[Any]:
@@ -94,7 +97,8 @@ def plan_step(inputs: tuple[InputFile, ...], args: PlanArgs) -> Iterator[Any]:
     and the (ReadConfig, Sharding) singleton (tagged ``planned``).
 
     Raises:
-      UsageError: a check that needs the headers failed (the launcher's line).
+      UsageError: a check that needs the headers failed (the launcher's line), or the files
+        changed between the launcher's header read and the job's (other feature shapes).
     """
     plan = plan_headers(
         args.config,
@@ -103,6 +107,13 @@ def plan_step(inputs: tuple[InputFile, ...], args: PlanArgs) -> Iterator[Any]:
         cpu_count=args.cpu_count,
         single_task=args.single_task,
     )
+    shapes = dict(plan.read.layout.feature_shapes)
+    if shapes != dict(args.feature_shapes):
+        raise UsageError(
+            f"the input files changed after the job started: their headers give the feature "
+            f"shapes {shapes}, the launcher's first readable file gave {dict(args.feature_shapes)}"
+            "; run again"
+        )
     read = dataclasses.replace(plan.read, compute_threads=args.compute_threads)
     yield beam.pvalue.TaggedOutput(PLANNED_TAG, (read, plan.sharding))
     for f in plan.inputs:

@@ -175,3 +175,41 @@ def test_the_fingerprint_of_a_run_planned_in_the_job_has_no_header_part(tmp_path
     launcher = fp.fingerprint(config.params(), listed.stamps, derived=fp.plan_digest(plan))
     assert fp.first_difference(launcher, made) is not None
     assert fp.first_difference(made, made) is None
+
+
+def test_the_plan_step_refuses_feature_shapes_other_than_the_launchers(tmp_path):
+    """TFT's analysis is built with the launcher's feature shapes: a plan step whose headers give
+    others (the first file changed in between) fails with one line instead of writing records
+    of another layout."""
+    import dataclasses
+
+    from pipelines.config import RecordConfig, UsageError
+    from pipelines.inputs import scan_headers
+    from pipelines.job_plan import PlanArgs, plan_step
+    from pipelines.plan import launcher_read_config, list_inputs
+    from transforms.planning.types import ReadTask
+
+    clips = _clips(tmp_path / "clips", 8)
+    config = RecordConfig(
+        input_pattern=f"{clips}/*/*.wav",
+        output_dir=str(tmp_path / "ds"),
+        win_len=8000,
+        features=["log_mel"],
+        label_source="dirname",
+        classes="yes,no,up",
+    )
+    listed = list_inputs(config)
+    read = launcher_read_config(config, listed)
+    args = PlanArgs(
+        config=config,
+        listed=listed,
+        cpu_count=2,
+        single_task=True,
+        compute_threads=1,
+        feature_shapes=dict(read.layout.feature_shapes),
+    )
+    headed = scan_headers(list(listed.inputs))
+    assert any(isinstance(out, ReadTask) for out in plan_step(headed, args))  # the same: planned
+    changed = dataclasses.replace(args, feature_shapes={"log_mel": (1, 64)})
+    with pytest.raises(UsageError, match="the input files changed after the job started"):
+        list(plan_step(headed, changed))
