@@ -356,21 +356,22 @@ def run_job(
     finished = resume.finished_dataset(out, config.params()) if config.resume else None
     if finished is not None:  # checked: the same options, this format, reads back
         return resume.finished_result(finished, config)
-    with internals.collector_paused():  # planning's objects live until the job ends
-        # a shard_func (Python API) is not plain data: it reaches the job inside the read
-        # stage's DoFn, not as the plan step's output, so such runs plan in the launcher
-        if config.annotation_config is None and continuation is None and shard_func is None:
+    # a shard_func (Python API) is not plain data: it reaches the job inside the read stage's
+    # DoFn, not as the plan step's output, so such runs plan in the launcher
+    listed = None
+    if config.annotation_config is None and continuation is None and shard_func is None:
+        with internals.collector_paused():  # planning's objects live until the job ends
             listed = list_inputs(config, shard_func=shard_func)  # validates before the runner
-            state = output_dir_state(listed.output_dir)
-            resuming = config.resume and state == "ours"
-            if plan_in_job and not resuming and not _translation_only(options):
-                return _run_planned_in_job(config, listed, state, options=options, argv=argv)
-            scanned = read_headers(config, listed)
+        state = output_dir_state(listed.output_dir)
+        resuming = config.resume and state == "ours"
+        if plan_in_job and not resuming and not _translation_only(options):
+            return _run_planned_in_job(config, listed, state, options=options, argv=argv)
+    with internals.collector_paused():  # planning's objects live until the job ends
+        if listed is None:
+            listed_all = list_inputs(config, shard_func=shard_func, continuation=continuation)
+            scanned = read_headers(config, listed_all)
         else:
-            scanned = read_headers(
-                config, list_inputs(config, shard_func=shard_func, continuation=continuation)
-            )
-            listed = None
+            scanned = read_headers(config, listed)
         plan = size_tasks(config, scanned, cpu_count=os.cpu_count() or 1)
         try:
             runners.configure(options, input_bytes=plan.input_bytes, argv=argv)
@@ -499,22 +500,24 @@ def _run_planned_in_job(
         (then the output directory is left as it was found when the run made it).
     """
     out = listed.output_dir
-    plan, args = launcher_plan(config, listed, state, options=options, argv=argv)
-    fingerprint = fp.fingerprint(
-        plan.params,
-        listed.stamps,
-        derived=fp.listing_digest(listed, cut=_cut(args.cpu_count, single_task=args.single_task)),
-        planned_in_job=True,
-    )
-    prepare_output_dir(plan)
-    atomic.write_atomically(f"{out}/{fp.FINGERPRINT_FILE}", fp.json_pieces(fingerprint))
-    total_files = len(listed.inputs)
-    inputs = staged_lists.stage(out, "inputs", listed.inputs)
-    planning = PlanInJob(inputs, args)
-    del listed, fingerprint, args  # the job holds the staged inputs, not the launcher
-    start = time.monotonic()
-    p = beam.Pipeline(options=options)
-    build_pipeline(p, plan, planning=planning)
+    with internals.collector_paused():  # the launcher's steps; the job runs with it on
+        plan, args = launcher_plan(config, listed, state, options=options, argv=argv)
+        cut = _cut(args.cpu_count, single_task=args.single_task)
+        fingerprint = fp.fingerprint(
+            plan.params,
+            listed.stamps,
+            derived=fp.listing_digest(listed, cut=cut),
+            planned_in_job=True,
+        )
+        prepare_output_dir(plan)
+        atomic.write_atomically(f"{out}/{fp.FINGERPRINT_FILE}", fp.json_pieces(fingerprint))
+        total_files = len(listed.inputs)
+        inputs = staged_lists.stage(out, "inputs", listed.inputs)
+        planning = PlanInJob(inputs, args)
+        del listed, fingerprint, args  # the job holds the staged inputs, not the launcher
+        start = time.monotonic()
+        p = beam.Pipeline(options=options)
+        build_pipeline(p, plan, planning=planning)
     for name in _STEP_ERROR_LOGGERS:  # the user gets the refusal's one line, not its traceback
         logging.getLogger(name).addFilter(_drop_refusals)
     try:

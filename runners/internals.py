@@ -228,9 +228,9 @@ def collector_paused(*, version: str | None = None) -> Iterator[bool]:
     ends (stamps, `InputFile`s, segments) and no reference cycles worth collecting; CPython
     collects its oldest generation whenever it grew by a quarter, and walks the whole heap then
     (TensorFlow's, Beam's and TFT's modules as well as the plan): with many files, a large share
-    of planning's time (docs/performance.md). After the
-    block it is on again (if it was on before it) and collects what was made meanwhile as usual;
-    nothing is frozen or kept. Stock fallback: the collector stays on, said once.
+    of planning's time (docs/performance.md). After the block it is on again (if it was on
+    before it) and collects what was made meanwhile as usual; nothing is frozen or kept. The
+    job itself runs with it on. Stock fallback: the collector stays on, said once.
     """
     if not collector_pause_usable(version):
         python = platform.python_version() if version is None else version

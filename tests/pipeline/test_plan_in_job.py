@@ -213,3 +213,23 @@ def test_the_plan_step_refuses_feature_shapes_other_than_the_launchers(tmp_path)
     changed = dataclasses.replace(args, feature_shapes={"log_mel": (1, 64)})
     with pytest.raises(UsageError, match="the input files changed after the job started"):
         list(plan_step(headed, changed))
+
+
+def test_the_job_runs_with_the_garbage_collector_on(tmp_path):
+    """The launcher plans with CPython's cyclic collector paused (`runners.internals`); the job
+    that follows, in this process with the default runner, runs with it on again."""
+    import gc
+
+    collections = []
+
+    def count(phase: str, info: dict) -> None:
+        if phase == "start":
+            collections.append(info["generation"])
+
+    clips = _clips(tmp_path / "clips", 8)
+    gc.callbacks.append(count)
+    try:
+        assert record.main(_args(clips, tmp_path / "ds")) == 0
+    finally:
+        gc.callbacks.remove(count)
+    assert gc.isenabled() and len(collections) > 10, collections
