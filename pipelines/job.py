@@ -315,14 +315,16 @@ def run_job(
     beam_argv: Sequence[str] = (),
     shard_func: Callable[[dict], int] | None = None,
     continuation: Continuation | None = None,
-    plan_in_job: bool = True,
+    plan_in_job: bool | None = None,
 ) -> RecordResult:
     """Plans, runs the pipeline and returns what it produced.
 
-    A plain run is planned in the job (`pipelines.job_plan`: the launcher reads no header but
-    the first); ``--annotations``, ``--append``, ``--resume`` of an unfinished run and a
-    `shard_func` are planned in the launcher (`pipelines.plan`), as every run is with
-    `plan_in_job` False.
+    A plain run whose inputs are on an object store is planned in the job
+    (`pipelines.job_plan`: the launcher reads no header but the first, where each header read
+    is a request); local inputs, ``--annotations``, ``--append``, ``--resume`` of an unfinished
+    run and a `shard_func` are planned in the launcher (`pipelines.plan`). Local inputs stay
+    there because the plan step holds the planned files in the job's memory as well as the
+    launcher's staged list (docs/running-at-scale.md).
 
     Args:
       config: the run's options.
@@ -330,7 +332,8 @@ def run_job(
         options in it are ignored here, they are in `config`).
       shard_func: optional element -> shard callable (Python API, see pipelines.api).
       continuation: set by `pipelines.append` for the record job of an ``--append``.
-      plan_in_job: False: plan in the launcher whatever the options (the same outputs).
+      plan_in_job: True / False: plan a plain run in the job / in the launcher wherever its
+        inputs are (the same outputs); None: in the job for inputs on an object store.
 
     Returns:
       The `RecordResult` (counts, errors, bytes, seconds, counters), built from the manifest.
@@ -364,7 +367,8 @@ def run_job(
             listed = list_inputs(config, shard_func=shard_func)  # validates before the runner
         state = output_dir_state(listed.output_dir)
         resuming = config.resume and state == "ours"
-        if plan_in_job and not resuming and not _translation_only(options):
+        in_job = is_url(config.input_pattern) if plan_in_job is None else plan_in_job
+        if in_job and not resuming and not _translation_only(options):
             return _run_planned_in_job(config, listed, state, options=options, argv=argv)
     with internals.collector_paused():  # planning's objects live until the job ends
         if listed is None:
