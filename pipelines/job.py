@@ -290,17 +290,15 @@ def start_output_dir(
     inputs before their headers were read, `pipelines.plan.list_inputs`) and how the tasks are
     cut (`single_task`: `one_task` made them).
     """
-    fingerprint = fp.fingerprint(plan.params, plan.input_stamps, derived=fp.plan_digest(plan))
-    if resuming and output_dir_state(plan.output_dir) == "ours":
-        stored = fp.read_fingerprint(plan.output_dir)
-        if listed is not None and stored is not None and fp.planned_in_job(stored):
-            cut = _cut(os.cpu_count() or 1, single_task=single_task)
-            fingerprint = fp.fingerprint(
-                plan.params,
-                plan.input_stamps,
-                derived=fp.listing_digest(listed, cut=cut),
-                planned_in_job=True,
-            )
+    ours = resuming and output_dir_state(plan.output_dir) == "ours"
+    stored = fp.read_fingerprint(plan.output_dir) if ours else None
+    if listed is not None and stored is not None and fp.planned_in_job(stored):
+        fingerprint = _job_fingerprint(
+            plan.params, listed, cpu_count=os.cpu_count() or 1, single_task=single_task
+        )
+    else:
+        fingerprint = fp.fingerprint(plan.params, plan.input_stamps, derived=fp.plan_digest(plan))
+    if ours:
         reused = resume_output_dir(plan, fingerprint)
     else:
         prepare_output_dir(plan)
@@ -422,9 +420,16 @@ def run_job(
     )
 
 
-def _cut(cpu_count: int, *, single_task: bool) -> dict[str, Any]:
-    """What the read tasks' cut depends on besides the files (`fp.listing_digest`)."""
-    return {"cpu_count": cpu_count, "single_task": single_task}
+def _job_fingerprint(
+    params: Mapping[str, Any], listed: ScannedInputs, *, cpu_count: int, single_task: bool
+) -> dict[str, Any]:
+    """The fingerprint of a run planned in the job: the options, the stamps and what the
+    launcher derives (`fp.listing_digest`), with what the read tasks' cut depends on besides
+    the files."""
+    cut = {"cpu_count": cpu_count, "single_task": single_task}
+    return fp.fingerprint(
+        params, listed.stamps, derived=fp.listing_digest(listed, cut=cut), planned_in_job=True
+    )
 
 
 def _translation_only(options: JobOptions) -> bool:
@@ -506,12 +511,8 @@ def _run_planned_in_job(
     out = listed.output_dir
     with internals.collector_paused():  # the launcher's steps; the job runs with it on
         plan, args = launcher_plan(config, listed, state, options=options, argv=argv)
-        cut = _cut(args.cpu_count, single_task=args.single_task)
-        fingerprint = fp.fingerprint(
-            plan.params,
-            listed.stamps,
-            derived=fp.listing_digest(listed, cut=cut),
-            planned_in_job=True,
+        fingerprint = _job_fingerprint(
+            plan.params, listed, cpu_count=args.cpu_count, single_task=args.single_task
         )
         prepare_output_dir(plan)
         atomic.write_atomically(f"{out}/{fp.FINGERPRINT_FILE}", fp.json_pieces(fingerprint))
