@@ -47,17 +47,6 @@ def plain(layout: riff.WaveLayout, subtype: str) -> bool:
     return fmt.bits_per_sample == 8 * width and fmt.block_align == width * fmt.num_channels
 
 
-def to_samples(data: bytes, subtype: str, *, num_channels: int, big_endian: bool) -> np.ndarray:
-    """Stored sample bytes (whole frames) -> [frames, num_channels] in the subtype's dtype.
-
-    The array is new and writable.
-    """
-    width = _STORED[subtype][0]
-    out = np.empty((len(data) // (width * num_channels), num_channels), _OUT[subtype])
-    _decode_into(out, data, subtype, big_endian=big_endian)
-    return out
-
-
 def _decode_into(
     out: np.ndarray, data: bytes | memoryview, subtype: str, *, big_endian: bool
 ) -> None:
