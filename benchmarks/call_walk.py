@@ -15,9 +15,10 @@ A call *carries* the object when one of the callee's parameters is the object or
 (an object reached from it through dataclass fields, attributes and container items, three
 steps deep; numbers, strings and None are not followed: equal values are not the object); the
 object's own methods (``self``) do not count: they are the object's, not a step of its way. For
-each carrying call into a module of this repository, the caller is the nearest frame of this
-repository's code (Beam's and the standard library's frames are skipped); the call *enters* its
-module when the caller's module is another one, and *crosses* a folder when the caller's folder
+each carrying call into a module of this repository, the caller is the nearest frame outside
+the standard library; the call *enters* its
+module when the caller's module is another one of ours (a call from Beam or another library,
+e.g. Beam invoking a DoFn, enters nothing), and *crosses* a folder when the caller's folder
 (``pipelines``, ``transforms/record``, ``transforms/planning``, ...) is another one. Printed:
 entries per module and crossings per folder pair, as JSON with ``--json``.
 
@@ -32,6 +33,7 @@ import json
 import os
 import shutil
 import sys
+import sysconfig
 import tempfile
 import threading
 from pathlib import Path
@@ -55,6 +57,7 @@ def _folder(module: str) -> str:
     return os.path.dirname(module)
 
 
+_STDLIB = (sysconfig.get_paths()["stdlib"] + os.sep, "<")  # and frozen / generated code
 _LEAVES = (int, float, str, bytes, bool, type(None))
 
 
@@ -103,7 +106,7 @@ class Walk:
             return
         self.calls += 1
         caller = frame.f_back
-        while caller is not None and _module(caller.f_code.co_filename) is None:
+        while caller is not None and caller.f_code.co_filename.startswith(_STDLIB):
             caller = caller.f_back
         source = _module(caller.f_code.co_filename) if caller is not None else None
         if source is None or source == module:
