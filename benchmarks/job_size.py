@@ -4,7 +4,7 @@ with the number of files).
     python benchmarks/job_size.py DIR [DIR ...] [--label_source dirname]
 
 For each input directory (``DIR/*/*.wav``) the record job is translated for Dataflow offline,
-as tests/pipeline/test_runners_dataflow.py does (``--template_location``, ``--dataflow_endpoint``
+as tests/pipeline/test_dataflow.py does (``--template_location``, ``--dataflow_endpoint``
 pointing nowhere, ``--no_auth``): nothing is submitted, Beam writes the job description and
 stages the pipeline proto. Printed per corpus: files matched, the job description
 (``job.json``) and the staged pipeline proto (``pipeline.pb``) in bytes, and what the launcher

@@ -76,6 +76,7 @@ from transforms.record.stages import (
     PlannedErrors,
     ReadWindows,
     WriteShards,
+    register_coders,
 )
 
 
@@ -99,6 +100,7 @@ def build_pipeline(
     """
     from transforms.record.publish import WriteTransformFn  # imports TFT
 
+    register_coders()  # the read tasks' and RecordBatches' coders, before any PCollection of them
     out = plan.output_dir
     layout = plan.read.layout
     read_stage = functools.partial(

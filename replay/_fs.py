@@ -15,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 # The URL schemes a dataset may live under: those TensorFlow 2.21's file I/O (which writes the
 # shards and reads them back in replay) has, "" being a plain local path; "ram" is left out (it
-# is one process's memory). tests/unit/test_fs_schemes.py checks them against
+# is one process's memory). tests/unit/test__fs_schemes.py checks them against
 # tf.io.gfile.get_registered_schemes(). No s3:// without tensorflow-io, which does not load
 # against TensorFlow 2.21.
 DATASET_SCHEMES = ("", "file", "gs")

@@ -16,7 +16,7 @@ What a Dataflow job needs that a local run does not:
 
 Offline, the job can be translated without submitting it (``--dataflow_endpoint`` pointing
 nowhere, ``--no_auth``, ``--template_location FILE``): Beam stages the files and writes the job
-description; tests/pipeline/test_runners_dataflow.py does exactly that.
+description; tests/pipeline/test_dataflow.py does exactly that.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """runners/: runner names, flag checks, fail-fast probes, thread limits, and the documented recipes.
 
-Nothing here runs a pipeline (see test_runners_pipeline.py and test_runners_dataflow.py).
+Nothing here runs a pipeline (see test_runners_pipeline.py and test_dataflow.py).
 """
 
 from __future__ import annotations

@@ -55,6 +55,7 @@ def test_size_estimate_is_nbytes_without_encoding():
 
 def test_registered_for_record_batches_by_the_stages_module():
     assert stages.RecordBatchCoder is RecordBatchCoder
+    stages.register_coders()  # what building the record job does (tests/unit/test_stages.py)
     assert isinstance(beam.coders.registry.get_coder(pa.RecordBatch), RecordBatchCoder)
 
 

@@ -1,5 +1,5 @@
 """The global read order's pure parts (`replay.global_order`): blocks, pipelines' positions, the
-permutation op and its keys. Sequences read from datasets: tests/pipeline/test_global_order.py."""
+permutation op and its keys. Sequences read from datasets: tests/pipeline/test_global_reader.py."""
 
 from __future__ import annotations
 

@@ -4,8 +4,9 @@ A batch of consecutive chunks gives each part the bytes and runs a write per chu
 (checkpoints between batches included), and `route_chunk`, which routes a decoded chunk's rows
 from its own row keys in the compute pool, gives every row the shard the read stage's per-batch
 routing (`read_windows._route`, from the RecordBatch's columns) gives it, on real WAV files, for
-every sharding rule. The record job's own outputs, batched or not, are compared in
-tests/pipeline/test_pending_rows_record.py.
+every sharding rule; `BatchedPartWriter`, the read stage's write step, writes those parts too,
+and fails the task (not a file) when a batch's hand-off fails. The record job's own outputs,
+batched or not, are compared in tests/pipeline/test_pending_rows_record.py.
 """
 
 from __future__ import annotations
@@ -19,9 +20,14 @@ from pipelines.config import RecordConfig
 from pipelines.plan import one_task, plan_record
 from tests.support import wavgen
 from transforms.audio import wav
-from transforms.planning.types import InputFile, Segment
+from transforms.planning.types import InputFile, ReadTask, Segment
 from transforms.record.file_rows import rows_to_batch
-from transforms.record.pending_rows import PendingRows, route_chunk
+from transforms.record.pending_rows import (
+    BatchedPartWriter,
+    HandOffError,
+    PendingRows,
+    route_chunk,
+)
 from transforms.record.read_windows import ReadTaskFn, _route
 from transforms.record.record_parts import PartWriter
 
@@ -135,6 +141,72 @@ def test_the_batch_row_sums_and_counts_are_its_chunks_joined(tmp_path):
     ]
     assert pending.take_counts() == {"files": 1, "windows": 9, "audio_frames": 4321}
     assert pending.take_counts() == {"files": 0, "windows": 0, "audio_frames": 0}
+
+
+# --- BatchedPartWriter: the read stage's write step -----------------------------------------
+
+
+@pytest.mark.parametrize("batched", [True, False])
+def test_batched_part_writer_writes_the_parts_of_one_write_per_chunk(tmp_path, batched):
+    """Hand-offs when `add` asks for one (every `batch_bytes`, or every chunk when not
+    batched), a checkpoint after the sixth chunk: the parts and runs a `PartWriter.write` per
+    chunk and shard gives; each hand-off reports its bytes, counts and table lines."""
+    chunks = _chunks()
+    one, many = tmp_path / "one", tmp_path / "many"
+    with PartWriter(str(one), 7) as parts:
+        for seg, records, shards in chunks:
+            for shard in sorted(set(shards)):
+                mine = [r for r, s in zip(records, shards, strict=True) if s == shard]
+                parts.write(seg.file.split, shard, path=seg.file.path, records=mine)
+        committed_one = _described(parts.commit(), one)
+    task = ReadTask(task_id=7, segments=tuple(seg for seg, _, _ in chunks))
+    handed = []
+    with BatchedPartWriter(str(many), task, batched=batched, batch_bytes=200) as parts:
+        for n, (seg, records, shards) in enumerate(chunks):
+            if parts.add(seg, records, shards):
+                handed.append(parts.hand_off(in_segment=True))
+            parts.file_read(seg, len(records), f"{seg.file.path}\n".encode())
+            if n == 5:
+                handed.append(parts.hand_off())
+                assert parts.total_bytes == parts.written == sum(h.bytes for h in handed)
+                assert parts.checkpoint()
+        handed.append(parts.hand_off())
+        committed_many = _described(parts.commit(), many)
+    in_loop = len(handed) - 2  # but the checkpoint's and the last
+    assert in_loop == len(chunks) if not batched else 0 < in_loop < len(chunks)
+    assert sum(h.bytes for h in handed) == sum(len(r) + 16 for _, rs, _ in chunks for r in rs)
+    assert sum(h.counts["windows"] for h in handed) == sum(len(rs) for _, rs, _ in chunks)
+    lines = b"".join(line for h in handed for line in h.lines)
+    assert lines == b"".join(f"{seg.file.path}\n".encode() for seg, _, _ in chunks)
+    assert committed_many == committed_one
+    assert _parts_dir(many) == _parts_dir(one)
+
+
+@pytest.mark.parametrize(("batched", "in_segment"), [(True, True), (False, False)])
+def test_a_failed_batch_hand_off_fails_the_task(tmp_path, batched, in_segment):
+    """The part writer's error on a batch (or a checkpoint's or the task's last hand-off) is a
+    `HandOffError`: those rows belong to files already counted as read."""
+    blocked = tmp_path / "not-a-directory"
+    blocked.write_text("a file where the output directory should be")
+    seg, records, shards = _chunks()[0]
+    task = ReadTask(task_id=0, segments=(seg,))
+    with BatchedPartWriter(str(blocked), task, batched=batched, batch_bytes=1) as parts:
+        parts.add(seg, records, shards)
+        with pytest.raises(HandOffError, match="writing the read rows to their part files"):
+            parts.hand_off(in_segment=in_segment)
+
+
+def test_one_chunks_hand_off_within_its_segment_fails_as_its_file(tmp_path):
+    """Not batched (a ``shard_func``), a chunk's own hand-off raises the writer's error as is:
+    the read stage makes it that file's error."""
+    blocked = tmp_path / "not-a-directory"
+    blocked.write_text("a file where the output directory should be")
+    seg, records, shards = _chunks()[0]
+    task = ReadTask(task_id=0, segments=(seg,))
+    with BatchedPartWriter(str(blocked), task, batched=False, batch_bytes=1) as parts:
+        assert parts.add(seg, records, shards)  # every chunk, not batched
+        with pytest.raises(OSError):
+            parts.hand_off(in_segment=True)
 
 
 # --- route_chunk against the read stage's per-batch routing, on real WAV files ----------------

@@ -123,7 +123,7 @@ def test_task_records_keep_each_pieces_moments_and_the_commit_the_whole_tasks(tm
     with PartWriter(str(tmp_path), 0) as writer:
         done.analysed(*batch(values[:4]))
         writer.write("train", 0, path="in/0.wav", records=[_example(0, 0)])
-        first = done.checkpoint(1, parts=writer)
+        first = done.checkpoint(1, parts=writer.checkpoint(), written=writer.written)
         done.analysed(*batch(values[4:7]))
         done.analysed(*batch(values[7:]))
         rest = done.commit(parts=writer.commit())
@@ -437,13 +437,16 @@ def test_a_checkpoint_holds_the_errors_of_its_own_segments(tmp_path):
         writer.write("train", 0, path="in/0.wav", records=[_example(0, 0)])
         done.file_done(0, 1)
         done.file_done(1, 1)
-        done.checkpoint(2, parts=writer)  # files 0, 1 read; no error
+        # files 0, 1 read; no error
+        done.checkpoint(2, parts=writer.checkpoint(), written=writer.written)
         errors = [failed(2)]
-        done.checkpoint(3, parts=writer)  # file 2 failed
+        # file 2 failed
+        done.checkpoint(3, parts=writer.checkpoint(), written=writer.written)
         errors.append(failed(3))
         done.file_done(4, 1)
         errors.append(failed(5))
-        done.checkpoint(6, parts=writer)  # file 3 failed, 4 read, 5 failed
+        # file 3 failed, 4 read, 5 failed
+        done.checkpoint(6, parts=writer.checkpoint(), written=writer.written)
         done.file_done(6, 1)
         done.commit(parts=writer.commit())
     commits = tmp_path / ".tmp" / "commits"

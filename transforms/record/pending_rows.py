@@ -1,6 +1,7 @@
 """The read stage's computed rows on their way to the part files, handed over in batches.
 
-No Beam here. `transforms.record.read_windows` reads a task's segments chunk by chunk; a
+No Beam transform here (`BatchedPartWriter` is the read stage's write step, `PendingRows` its
+batches). `transforms.record.read_windows` reads a task's segments chunk by chunk; a
 one-second clip is a chunk of one row. Done per chunk, the Python around each chunk's rows
 (routing them to shards, a part writer hand-off per shard, the moments of its row sums, the
 counters) cost more than the rows themselves. So the rows of consecutive chunks wait here, and
@@ -18,13 +19,16 @@ pack's rows are computed, so that a chunk whose routing fails is that file's err
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
+from concurrent.futures import Executor
 
 import numpy as np
 
 from transforms.planning.sharding import shard_of
-from transforms.planning.types import Segment, Sharding
+from transforms.planning.types import ReadTask, Segment, Sharding
 from transforms.record.record_parts import FRAME_BYTES, PartWriter
+from transforms.record.resume import continued_parts
 
 RowSums = Mapping[str, tuple[np.ndarray, np.ndarray]]  # feature -> each row's sums, sums of squares
 
@@ -136,3 +140,114 @@ class PendingRows:
         """The pending counts (files, windows, audio_frames), reset."""
         counts, self.counts = self.counts, {"files": 0, "windows": 0, "audio_frames": 0}
         return counts
+
+
+class HandOffError(Exception):
+    """A batch of rows could not be handed to the part writer (its cause says why): it holds
+    rows of files already counted as read, so it fails the task, not a file."""
+
+
+@dataclasses.dataclass(frozen=True)
+class HandedOff:
+    """What one hand-off of pending rows gave the part files (`BatchedPartWriter.hand_off`).
+
+    Attributes:
+      sums: the analysed rows' sums per feature (`moments.row_sums`, joined).
+      analysed_rows: how many rows `sums` holds.
+      counts: files, windows and audio_frames of the segments read since the last hand-off.
+      bytes: framed bytes of records handed to the parts.
+      lines: the files table lines of the segments read since the last hand-off.
+    """
+
+    sums: Mapping[str, tuple[np.ndarray, np.ndarray]]
+    analysed_rows: int
+    counts: Mapping[str, int]
+    bytes: int
+    lines: list[bytes]
+
+
+class BatchedPartWriter:
+    """A read task's part files (`record_parts.PartWriter`), fed through `PendingRows`: the
+    rows of consecutive chunks are handed over together, once `batch_bytes` of records are
+    pending (`batched`), or chunk by chunk (not `batched`: with a ``shard_func``, whose error is
+    its chunk's file's), and before a checkpoint and at the task's end.
+
+    A task an earlier run checkpointed (`ReadTask.resumed`) goes on in its temporary parts
+    (`resume.continued_parts`). Used as a context manager, a block that raises leaves no open
+    part behind but for its checkpointed bytes (`PartWriter`).
+    """
+
+    def __init__(
+        self,
+        output_dir: str,
+        task: ReadTask,
+        *,
+        batched: bool,
+        batch_bytes: int,
+        executor: Executor | None = None,
+    ):
+        continued = continued_parts(output_dir, task.resumed)
+        self._parts = PartWriter(output_dir, task.task_id, continued=continued, executor=executor)
+        self._pending = PendingRows()
+        self._batched, self._batch_bytes = batched, batch_bytes
+
+    def __enter__(self) -> BatchedPartWriter:
+        self._parts.__enter__()
+        return self
+
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        self._parts.__exit__(exc_type, exc, tb)
+
+    @property
+    def written(self) -> int:
+        """Framed bytes of records handed to the part files."""
+        return self._parts.written
+
+    @property
+    def total_bytes(self) -> int:
+        """Framed bytes of records handed over and pending."""
+        return self._parts.written + self._pending.bytes
+
+    def add(
+        self,
+        seg: Segment,
+        records: Sequence[bytes],
+        shards: Sequence[int],
+        *,
+        sums: RowSums | None = None,
+    ) -> bool:
+        """Takes a chunk of `seg` (`PendingRows.add`); returns whether to hand off now."""
+        self._pending.add(seg, records, shards, sums=sums)
+        return not self._batched or self._pending.bytes >= self._batch_bytes
+
+    def file_read(self, seg: Segment, windows: int, line: bytes) -> None:
+        """Counts segment `seg` read (`windows` windows), its files table `line` to go out with
+        the next hand-off."""
+        self._pending.count(seg, windows)
+        self._pending.lines.append(line)
+
+    def hand_off(self, *, in_segment: bool = False) -> HandedOff:
+        """Hands every pending row to its part and returns what went.
+
+        Raises:
+          HandOffError: the part writer's error, but for one chunk's rows handed over within
+            its segment (`in_segment`, not batched): that is its file's error, raised as is.
+        """
+        before = self._parts.written
+        try:
+            sums, rows = self._pending.flush(self._parts)
+        except Exception as e:
+            if in_segment and not self._batched:
+                raise
+            raise HandOffError(f"writing the read rows to their part files: {e}") from e
+        lines, self._pending.lines = self._pending.lines, []
+        counts = self._pending.take_counts()
+        return HandedOff(sums, rows, counts, self._parts.written - before, lines)
+
+    def checkpoint(self) -> list[dict]:
+        """`PartWriter.checkpoint`: the parts' pieces since the last (hand off first)."""
+        return self._parts.checkpoint()
+
+    def commit(self) -> list[dict]:
+        """`PartWriter.commit`: the parts under their final names, described."""
+        return self._parts.commit()

@@ -1,5 +1,10 @@
 """Read stage: a ReadTask (segments of files) -> encoded records, routed to per-shard part files.
 
+A task reads as decode -> encode / write -> sink, fused in one DoFn (`ReadTaskFn`) for speed:
+decode and encode here (a read-ahead thread and the compute pool), write in
+`transforms.record.pending_rows.BatchedPartWriter`, and the sink, everything else a task emits
+and its books for ``--resume``, in `transforms.record.task_outputs.TaskOutputs`.
+
 For each task the DoFn decodes its file segments in bounded memory (`transforms.record.file_rows`),
 computes features and encodes the stored Examples once per chunk (in the compute pool), and
 
@@ -28,7 +33,6 @@ stays bounded and worker processes pay off (the runner's data plane never carrie
 from __future__ import annotations
 
 import itertools
-import logging
 import math
 from collections.abc import Callable, Collection, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -40,9 +44,8 @@ from apache_beam.io.filesystems import FileSystems
 
 from replay import format as fmt
 from replay._fs import is_url
-from transforms.audio import formats, wav
+from transforms.audio import formats
 from transforms.planning import annotation_plan
-from transforms.planning.compression import AUTO_SAMPLE_SIZE
 from transforms.planning.sharding import shard_of
 from transforms.planning.types import ReadConfig, ReadTask, Segment, Sharding
 from transforms.record.examples import StoredEncoder
@@ -55,11 +58,9 @@ from transforms.record.file_rows import (
 )
 from transforms.record.moments import row_sums
 from transforms.record.packs import packs
-from transforms.record.pending_rows import PendingRows, route_chunk
+from transforms.record.pending_rows import BatchedPartWriter, HandOffError, route_chunk
 from transforms.record.prefetch import ComputePool, prefetch
 from transforms.record.progress import ProgressFile
-from transforms.record.read_outputs import Batcher, first_key, sample_bytes
-from transforms.record.record_parts import PartWriter
 from transforms.record.resume import (  # the output tags live there (its reuse emits them)
     ERRORS_TAG,
     FILES_TAG,
@@ -67,9 +68,8 @@ from transforms.record.resume import (  # the output tags live there (its reuse 
     SAMPLES_TAG,
     STATS_TAG,
     ReusedRecords,
-    TaskRecords,
-    continued_parts,
 )
+from transforms.record.task_outputs import ReadCounters, TaskOutputs
 
 __all__ = ["ERRORS_TAG", "FILES_TAG", "PARTS_TAG", "SAMPLES_TAG", "STATS_TAG", "ReadTaskFn"]
 _AHEAD_CHUNKS = 4  # chunks decoded / in the feature pool ahead of the writer (8 MiB each)
@@ -116,10 +116,6 @@ def _route(batch: pa.RecordBatch, seg: Segment, first_row: int, sh: Sharding) ->
     )
 
 
-class _HandOffError(Exception):
-    """A batch of rows could not be handed to the part writer (its cause says why)."""
-
-
 class _SegmentStream:
     """Splits the (segment, packed chunk | None | error) items of the packs by segment."""
 
@@ -155,7 +151,12 @@ class _SegmentStream:
 
 
 class ReadTaskFn(beam.DoFn):
-    """ReadTask -> RecordBatches (for TFT analysis) + tagged parts/files/errors/samples.
+    """ReadTask -> RecordBatches (for TFT analysis) + tagged parts/files/errors/samples/stats.
+
+    A task reads as three steps (`_read_task`): decode (its segments' chunks, in a thread, and
+    their features and records, in the compute pool: `_encoded`), write (the records to their
+    parts: `pending_rows.BatchedPartWriter`), and sink (everything else it emits, and its books
+    for ``--resume``: `task_outputs.TaskOutputs`).
 
     Only rows of `analyzed_splits` (None: every split) go to the analysis; all rows are written,
     encoded with `classes` (the planned class list: ``target`` is the index in it).
@@ -172,7 +173,6 @@ class ReadTaskFn(beam.DoFn):
     ):
         self._config, self._sharding, self._output_dir = config, sh, output_dir
         self._encode = StoredEncoder(config.layout, classes)
-        self._analysis_keys = list(config.layout.analysis_keys)
         # the z-score statistics' moments of the analysed rows (none without normalisation)
         layout = config.layout
         self._moment_shapes = dict(layout.feature_shapes) if layout.normalize else {}
@@ -183,10 +183,7 @@ class ReadTaskFn(beam.DoFn):
         # cannot append to a part in place)
         self._checkpoint_bytes = math.inf if is_url(output_dir) else CHECKPOINT_BYTES
         self._analyze = None if analyzed_splits is None else frozenset(analyzed_splits)
-        self._files = beam.metrics.Metrics.counter("record", "files_read")
-        self._failed = beam.metrics.Metrics.counter("record", "files_failed")
-        self._windows = beam.metrics.Metrics.counter("record", "windows")
-        self._audio_frames = beam.metrics.Metrics.counter("record", "audio_frames")
+        self._counters = ReadCounters()
         self._progress = ProgressFile(output_dir)
         self._reused = ReusedRecords(
             config.layout,
@@ -212,23 +209,88 @@ class ReadTaskFn(beam.DoFn):
     ) -> Iterator:
         if planned is not None:  # planned in the job: its signal dtype and shard counts
             self._config, self._sharding = planned
-        for record in task.resumed:  # --resume: what an earlier run committed of this task
-            yield from self._reused.outputs(record)
+        outputs = self._outputs(task)
+        yield from outputs.reused()  # --resume: what an earlier run committed of this task
         if task.resumed and not task.segments:  # reused whole: its record named its parts
             return
         # A task that raises (strict mode, a worker error) leaves no open part behind, but for
         # its checkpointed bytes (a resumed run reuses them).
-        continued = continued_parts(self._output_dir, task.resumed)
-        with PartWriter(
-            self._output_dir, task.task_id, continued=continued, executor=self._writes
+        with BatchedPartWriter(
+            self._output_dir,
+            task,
+            batched=self._sharding.shard_func is None,
+            batch_bytes=WRITE_BATCH_BYTES,
+            executor=self._writes,
         ) as parts:
-            yield from self._read_task(task, parts)
+            yield from self._read_task(task, parts, outputs)
 
-    def _read_task(self, task: ReadTask, parts: PartWriter) -> Iterator:
-        # Decoding runs ahead in a thread, across the task's files, and features + encoding in a
-        # pool of `compute_threads`, while this thread routes, writes and analyses earlier chunks.
-        # Chunks of consecutive short files share one job (`transforms.record.packs`); the
-        # prefetch depth counts packs, each at most one full chunk of rows.
+    def _outputs(self, task: ReadTask) -> TaskOutputs:
+        """The sink of `task`'s outputs but its records' bytes, and of its ``--resume`` books."""
+        return TaskOutputs(
+            task,
+            output_dir=self._output_dir,
+            moment_shapes=self._moment_shapes,
+            analysis_keys=self._config.layout.analysis_keys,
+            analysis_rows=self._analysis_rows,
+            analyzed_splits=self._analyze,
+            checkpoint_bytes=self._checkpoint_bytes,
+            summary=self._file_summary,
+            counters=self._counters,
+            progress=self._progress,
+            reuse=self._reused,
+        )
+
+    def _read_task(
+        self, task: ReadTask, parts: BatchedPartWriter, outputs: TaskOutputs
+    ) -> Iterator:
+        """decode -> encode / write -> sink, segment by segment.
+
+        Each chunk's rows, decoded and encoded ahead (`_encoded`), go to their parts (handed
+        over in batches of WRITE_BATCH_BYTES: a long file's every few chunks, so memory stays
+        bounded; with a `shard_func`, routed here and handed over chunk by chunk: the user's
+        function runs in this thread, and its error is its file's) and to the sink (AUTO
+        samples, analysis batches); each segment ends read (its files table line) or failed
+        (its error); a checkpoint after each CHECKPOINT_BYTES of records.
+        """
+        encoded = self._encoded(task)
+        try:
+            for i, seg in enumerate(task.segments):
+                read = 0  # rows of the segment read
+                try:
+                    for batch, records, sums, shards in encoded.batches():
+                        if shards is None:
+                            shards = _route(batch, seg, seg.row_start + read, self._sharding)
+                        analysed = outputs.analyses(seg)
+                        if parts.add(seg, records, shards, sums=sums if analysed else None):
+                            yield from outputs.written(parts.hand_off(in_segment=True))
+                        yield from outputs.rows(i, seg, batch, first_row=read)
+                        read += batch.num_rows
+                except HandOffError:  # the task's failure, not this file's
+                    raise
+                except Exception as e:  # noqa: BLE001 - a bad file becomes an error entry
+                    if self._config.strict:
+                        raise
+                    encoded.skip(i)
+                    yield outputs.file_failed(seg, e)
+                else:
+                    parts.file_read(seg, read, outputs.file_read(i, read))
+                if outputs.checkpoint_due(parts.total_bytes, i + 1):
+                    yield from outputs.written(parts.hand_off())
+                    yield from outputs.checkpoint(
+                        i + 1, parts=parts.checkpoint(), written=parts.written
+                    )
+        finally:
+            encoded.close()
+        yield from outputs.written(parts.hand_off())
+        yield from outputs.last_rows()
+        yield from outputs.commit(parts.commit())
+
+    def _encoded(self, task: ReadTask) -> _SegmentStream:
+        """The task's chunks, decoded ahead in a thread across its files, their features and
+        records computed in a pool of `compute_threads` while this thread writes and sinks
+        earlier ones. Chunks of consecutive short files share one job
+        (`transforms.record.packs`); the prefetch depth counts packs, each at most one full
+        chunk of rows."""
         groups = prefetch(
             packs(
                 self._task_chunks(task),
@@ -238,90 +300,7 @@ class ReadTaskFn(beam.DoFn):
             ),
             depth=_AHEAD_CHUNKS,
         )
-        stream = _SegmentStream(itertools.chain.from_iterable(groups), close=groups.close)
-        analysis = Batcher(self._analysis_rows)
-        # its commit and checkpoint records
-        done = TaskRecords(self._output_dir, task, self._moment_shapes, summary=self._file_summary)
-        # computed rows on their way to the parts (`pending_rows`): routed in the compute pool
-        # and handed over in batches of WRITE_BATCH_BYTES (a long file's every few chunks, so
-        # memory stays bounded); with a `shard_func`, routed here and handed over chunk by
-        # chunk (the user's function runs in this thread, and its error is its file's)
-        pending = PendingRows()
-        batched = self._sharding.shard_func is None
-        try:
-            for i, seg in enumerate(task.segments):
-                rows = 0
-                try:
-                    for batch, records, sums, shards in stream.batches():
-                        if shards is None:
-                            shards = _route(batch, seg, seg.row_start + rows, self._sharding)
-                        analysed = self._analyze is None or seg.file.split in self._analyze
-                        pending.add(seg, records, shards, sums=sums if analysed else None)
-                        if not batched or pending.bytes >= WRITE_BATCH_BYTES:
-                            yield from self._flush(pending, parts, done, batched=batched)
-                        if rows == 0 and task.start + i < AUTO_SAMPLE_SIZE:
-                            done.sampled.append(first_key(batch, seg))
-                            yield beam.pvalue.TaggedOutput(SAMPLES_TAG, sample_bytes(batch))
-                        rows += batch.num_rows
-                        if analysed:
-                            yield from analysis.add(batch.select(self._analysis_keys))
-                except _HandOffError:  # the task's failure, not this file's
-                    raise
-                except Exception as e:  # noqa: BLE001 - a bad file becomes an error entry
-                    if self._config.strict:
-                        raise
-                    stream.skip(i)
-                    error = self._error(seg, e)
-                    done.errors.append(error.value)
-                    yield error
-                else:
-                    pending.count(seg, rows)
-                    summary = done.file_done(i, rows)
-                    pending.lines.append(fmt.table_line(summary))
-                if parts.written + pending.bytes - done.written >= self._checkpoint_bytes and (
-                    i + 1 < len(task.segments)
-                ):
-                    yield from self._flush(pending, parts, done)
-                    piece = done.checkpoint(i + 1, parts=parts)
-                    yield beam.pvalue.TaggedOutput(STATS_TAG, piece)
-        finally:
-            stream.close()
-        yield from self._flush(pending, parts, done)
-        yield from analysis.flush()
-        committed = parts.commit()
-        yield beam.pvalue.TaggedOutput(STATS_TAG, done.commit(parts=committed))
-        for part in committed:
-            yield beam.pvalue.TaggedOutput(PARTS_TAG, part)
-
-    def _flush(
-        self, pending: PendingRows, parts: PartWriter, done: TaskRecords, *, batched: bool = True
-    ) -> Iterator:
-        """Hands the pending rows to their parts, their row sums to the task's moments, and
-        their counts to the counters and the progress line; yields the pending files' table
-        lines as one ``files`` output.
-
-        Raises:
-          _HandOffError: a batch's hand-off failed (`batched`), from the part writer's error:
-            it holds rows of files already counted as read, so it fails the task.
-        """
-        before = parts.written
-        try:
-            sums, rows = pending.flush(parts)
-        except Exception as e:
-            if not batched:  # one chunk's rows: its file's error, as a write per chunk was
-                raise
-            raise _HandOffError(f"writing the read rows to their part files: {e}") from e
-        done.analysed(sums, rows)
-        counts = pending.take_counts()
-        self._windows.inc(counts["windows"])
-        self._files.inc(counts["files"])
-        self._audio_frames.inc(counts["audio_frames"])
-        self._progress.add(
-            files=counts["files"], windows=counts["windows"], bytes=parts.written - before
-        )
-        if pending.lines:
-            lines, pending.lines = pending.lines, []
-            yield beam.pvalue.TaggedOutput(FILES_TAG, b"".join(lines))
+        return _SegmentStream(itertools.chain.from_iterable(groups), close=groups.close)
 
     def _task_chunks(self, task: ReadTask) -> Iterator[tuple[int, object]]:
         """(segment, decoded chunk: `rows_to_batch` keyword arguments); a segment ends with
@@ -433,13 +412,6 @@ class ReadTaskFn(beam.DoFn):
             values = batch.column(batch.schema.get_field_index(key)).flatten().to_numpy()
             sums[key] = row_sums(values.reshape(batch.num_rows, -1))
         return sums
-
-    def _error(self, seg: Segment, e: Exception) -> beam.pvalue.TaggedOutput:
-        reason = e.reason if isinstance(e, wav.WavDecodeError) else f"{type(e).__name__}: {e}"
-        logging.getLogger("audiorecords").warning("skipping %s: %s", seg.file.path, reason)
-        self._failed.inc()
-        self._progress.add(failed=1)
-        return beam.pvalue.TaggedOutput(ERRORS_TAG, {"path": seg.file.path, "reason": reason})
 
     def _file_summary(self, seg: Segment, rows: int) -> dict:
         """The summary of a segment read (`rows` windows): a function of them alone (a task's

@@ -1,11 +1,11 @@
 """``--resume``'s Beam side: commit and checkpoint records, and a reused record's outputs.
 
 The design is in `pipelines.resume`. A read task that finished writes a *commit record*
-(`commit_record`, by `transforms.record.read_windows` once its parts have their final names),
-and a long one a record of each checkpoint's piece (its segments since the last checkpoint: byte
-ranges of its temporary parts); `TaskRecords` keeps what they list. A resumed run does not read
-what they cover again: the read task, handed its records, has `ReusedRecords` emit what the read
-stage emitted for their segments:
+(`commit_record`, by the read stage's sink, `transforms.record.task_outputs.TaskOutputs`, once
+its parts have their final names), and a long one a record of each checkpoint's piece (its
+segments since the last checkpoint: byte ranges of its temporary parts); `TaskRecords` keeps
+what they list. A resumed run does not read what they cover again: the read task, handed its
+records, has `ReusedRecords` emit what the read stage emitted for their segments:
 
 - ``parts``, ``files``, ``errors``: the record's lists, as they were, but for the parts' paths:
   a record holds them relative to the output directory (`relative_part_path`), resolved against
@@ -392,23 +392,24 @@ class TaskRecords:
         self._total = add_features(self._total, piece)
         return piece
 
-    def checkpoint(self, stop: int, *, parts: record_parts.PartWriter) -> FeatureMoments:
+    def checkpoint(self, stop: int, *, parts: list[dict], written: int) -> FeatureMoments:
         """Records the task's segments since the last checkpoint, up to `stop` (of
-        `task.segments`), as a piece a resumed run reuses; the parts go on. Returns the
-        piece's moments (the read stage hands them to the analysis)."""
+        `task.segments`), as a piece a resumed run reuses: `parts`, what
+        `record_parts.PartWriter.checkpoint` describes, then `written` bytes in all; the parts
+        go on. Returns the piece's moments (the read stage hands them to the analysis)."""
         at = self._at
         piece = self._take_piece()
         self._record(
             start=self._task.start + at["segment"],
             stop=self._task.start + stop,
-            parts=parts.checkpoint(),
+            parts=parts,
             files=self.files[at["files"] :],
             errors=self.errors[at["errors"] :],
             sampled=self.sampled[at["sampled"] :],
             moments=piece,
             counts={k: n - at["counts"][k] for k, n in self._counts.items()},
         )
-        self.written = parts.written
+        self.written = written
         self._at = self._mark(segment=stop)
         return piece
 

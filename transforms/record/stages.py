@@ -28,11 +28,19 @@ from transforms.record.arrow_coder import RecordBatchCoder
 from transforms.record.preprocessing import preprocessing_fn
 from transforms.record.task_coder import ReadTaskCoder
 
-# PCollections typed pa.RecordBatch (the read stage's rows, and TFT's steps that keep the type)
-# are sized by RecordBatch.nbytes, not by pickling each sampled batch (see `arrow_coder`).
-beam.coders.registry.register_coder(pa.RecordBatch, RecordBatchCoder)
-# The read tasks likewise: not every segment pickled to size a task (see `task_coder`).
-beam.coders.registry.register_coder(ReadTask, ReadTaskCoder)
+
+def register_coders() -> None:
+    """Registers the record job's coders in Beam's process-wide coder registry (idempotent).
+
+    PCollections typed pa.RecordBatch (the read stage's rows, and TFT's steps that keep the
+    type) are sized by RecordBatch.nbytes, not by pickling each sampled batch (`arrow_coder`);
+    the read tasks likewise, not every segment pickled to size a task (`task_coder`).
+    `pipelines.job.build_pipeline` calls it first, and `ReadWindows` and `Analyze` when they
+    expand, so a pipeline built from these stages alone has them too; importing this module
+    registers nothing.
+    """
+    beam.coders.registry.register_coder(pa.RecordBatch, RecordBatchCoder)
+    beam.coders.registry.register_coder(ReadTask, ReadTaskCoder)
 
 
 def planned_errors(errors: staged.Staged) -> Iterator[dict]:
@@ -116,6 +124,7 @@ class ReadWindows(beam.PTransform):
         )
 
     def expand(self, pbegin: beam.pvalue.PBegin) -> dict[str, beam.PCollection]:
+        register_coders()  # ReadTask and RecordBatch PCollections follow
         side = {}
         if isinstance(self._tasks, beam.PCollection):  # ReadTask, from the job's plan step
             tasks = self._tasks
@@ -183,6 +192,7 @@ class Analyze(beam.PTransform):
         import tensorflow_transform.beam as tft_beam
         from tfx_bsl.tfxio.tensor_adapter import TensorAdapterConfig
 
+        register_coders()  # TFT's steps keep the rows' RecordBatch type
         layout = self._layout
         raw = (
             rows,

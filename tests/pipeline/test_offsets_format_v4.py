@@ -4,7 +4,7 @@ Real record runs (the bundled sample, uncompressed and GZIP): each offset is whe
 reading from it, finds that record; the files are listed in the manifest with their SHA-256;
 ``python -m pipelines.verify`` checks them; the global read order reads the recorded shards as
 its documented function says. Hand-made datasets of every older version are read still
-(tests/pipeline/test_format_v2.py, test_format_v3.py).
+(tests/pipeline/test_format_v2.py, test_tables_format_v3.py).
 """
 
 from __future__ import annotations

@@ -1,0 +1,58 @@
+"""Every module of `replay` and `runners` has its tests where ``tests/**/test_<module>*.py``
+finds them (docs/testing.md, "Where a module's tests are"), or is named below with the test file
+that covers it and why it has none of its own."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGES = ("replay", "runners")
+# Modules without a test file of their own: each covered by the named test file, which exercises
+# it only through the modules that use it.
+COVERED_ELSEWHERE = {
+    # exception classes: raised and matched by every reader test
+    "replay/errors.py": "tests/pipeline/test_reader.py",
+    # the typed checks of untrusted JSON: the manifest schema's tests drive them field by field
+    "replay/json_checks.py": "tests/unit/test_manifest_schema.py",
+    # Example parsing: every element the reader decodes, in each dtype and layout
+    "replay/parsing.py": "tests/pipeline/test_reader.py",
+    # the per-shard datasets the readers start from: their blocks and read order
+    "replay/shards.py": "tests/pipeline/test_reader_order.py",
+    # serving: the recorded transform applied to raw windows of a real record run
+    "replay/transform.py": "tests/pipeline/test_roundtrip.py",
+    # the portable runner's options and job service: names, flags, fail-fast probes
+    "runners/portable.py": "tests/pipeline/test_runners.py",
+    # the options and probes the runners share
+    "runners/support.py": "tests/pipeline/test_runners.py",
+    # thread limits of a local run
+    "runners/threads.py": "tests/pipeline/test_runners.py",
+    # the worker set-up staged to Dataflow: the offline job translation stages it
+    "runners/worker_setup.py": "tests/pipeline/test_dataflow.py",
+}
+
+
+def _modules() -> list[str]:
+    return sorted(
+        str(p.relative_to(ROOT))
+        for package in PACKAGES
+        for p in (ROOT / package).glob("*.py")
+        if p.name != "__init__.py"
+    )
+
+
+@pytest.mark.parametrize("module", _modules())
+def test_a_module_has_a_test_file_named_after_it_or_is_listed(module):
+    stem = Path(module).stem
+    named = sorted(ROOT.glob(f"tests/**/test_{stem}*.py"))
+    if module in COVERED_ELSEWHERE:
+        assert not named, f"{module} has {named[0].name}: drop it from COVERED_ELSEWHERE"
+        assert (ROOT / COVERED_ELSEWHERE[module]).is_file(), COVERED_ELSEWHERE[module]
+    else:
+        assert named, f"{module}: no tests/**/test_{stem}*.py (or list it in COVERED_ELSEWHERE)"
+
+
+def test_every_listed_module_exists():
+    assert set(COVERED_ELSEWHERE) <= set(_modules())
