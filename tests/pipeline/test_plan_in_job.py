@@ -185,9 +185,8 @@ def test_the_plan_step_refuses_feature_shapes_other_than_the_launchers(tmp_path)
 
     from pipelines.config import RecordConfig, UsageError
     from pipelines.inputs import scan_headers
-    from pipelines.job_plan import PlanArgs, plan_step
-    from pipelines.plan import launcher_read_config, list_inputs
-    from transforms.planning.types import ReadTask
+    from pipelines.job_plan import PlanArgs, plan_step, summarize
+    from pipelines.plan import TaskCut, launcher_read_config, list_inputs
 
     clips = _clips(tmp_path / "clips", 8)
     config = RecordConfig(
@@ -208,11 +207,11 @@ def test_the_plan_step_refuses_feature_shapes_other_than_the_launchers(tmp_path)
         compute_threads=1,
         feature_shapes=dict(read.layout.feature_shapes),
     )
-    headed = scan_headers(list(listed.inputs))
-    assert any(isinstance(out, ReadTask) for out in plan_step(headed, args))  # the same: planned
+    summary = summarize(list(scan_headers(list(listed.inputs))), args)
+    assert any(isinstance(out, TaskCut) for out in plan_step(summary, args))  # the same: planned
     changed = dataclasses.replace(args, feature_shapes={"log_mel": (1, 64)})
     with pytest.raises(UsageError, match="the input files changed after the job started"):
-        list(plan_step(headed, changed))
+        list(plan_step(summary, changed))
 
 
 def test_the_job_runs_with_the_garbage_collector_on(tmp_path):
