@@ -11,7 +11,7 @@ that runs one task (`pipelines.plan.one_task`)::
     staged inputs -> batches of files -> Reshuffle -> ReadHeaders -> Summarize (per batch)
         -> AllSummaries (one, no per-file list) -> Plan: how each batch cuts its rows (TaskCut),
            (ReadConfig, Sharding) ("planned")
-    header batches + TaskCut (side input) -> CutTasks: (task id, segment), refused files
+    header batches + TaskCut (side input) -> CutTasks: (task id, segments), refused files
         ("errors") -> GroupByTask -> read tasks (main)
 
 The ``planned`` singleton (the resolved signal dtype, the shard counts) is a side input of the
@@ -23,7 +23,9 @@ with the launcher's `UsageError`, before any window is read.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from collections.abc import Iterable, Iterator, Mapping
+from operator import itemgetter
 from typing import Any
 
 import apache_beam as beam
@@ -144,18 +146,23 @@ def plan_step(summary: HeaderSummary, args: PlanArgs) -> Iterator[Any]:
 
 
 def cut_step(files: list[InputFile], cut: TaskCut, args: PlanArgs) -> Iterator[Any]:
-    """A batch of files with their headers read -> (task id, segment) pieces of its usable
-    files (`pipelines.plan.cut_batch`) and its refused files (tagged ``errors``)."""
+    """A batch of files with their headers read -> (task id, its segments of the batch) for
+    each task the batch has rows of (`pipelines.plan.cut_batch`: one element per task and batch,
+    pickled with the batch's shared headers) and its refused files (tagged ``errors``)."""
     for f in files:
         if f.error:
             yield beam.pvalue.TaggedOutput(ERRORS_TAG, {"path": f.path, "reason": f.error})
-    yield from cut_batch(args.config, args.listed, files, cut)
+    for task_id, pieces in itertools.groupby(
+        cut_batch(args.config, args.listed, files, cut), key=itemgetter(0)
+    ):
+        yield task_id, tuple(seg for _, seg in pieces)
 
 
-def to_task(keyed: tuple[int, Iterable[Segment]]) -> ReadTask:
-    """(task id, its segments) -> the read task (`pipelines.plan.read_task`)."""
+def to_task(keyed: tuple[int, Iterable[tuple[Segment, ...]]]) -> ReadTask:
+    """(task id, its segments from each batch) -> the read task (`pipelines.plan.read_task`)."""
     beam.metrics.Metrics.counter("record", "read_tasks").inc()
-    return read_task(*keyed)
+    task_id, parts = keyed
+    return read_task(task_id, itertools.chain.from_iterable(parts))
 
 
 class PlanInJob(beam.PTransform):
@@ -199,7 +206,7 @@ class PlanInJob(beam.PTransform):
         )
         pieces = headed | "CutTasks" >> beam.FlatMap(
             cut_step, beam.pvalue.AsSingleton(planned.cut), args
-        ).with_outputs(ERRORS_TAG, main="pieces")  # (task id, Segment)
+        ).with_outputs(ERRORS_TAG, main="pieces")  # (task id, tuple[Segment]) per batch
         tasks = (
             pieces.pieces
             | "GroupByTask" >> beam.GroupByKey()
