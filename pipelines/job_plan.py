@@ -53,14 +53,8 @@ PLANNED_AUDIO_MS = "planned_audio_ms"  # counter: milliseconds of audio in the p
 
 
 def batches(inputs: staged.Staged, *, size: int = HEADER_BATCH) -> Iterator[list[InputFile]]:
-    """The staged inputs, in lists of `size` files (index order).
-
-    The launcher's list, when the job runs in its process (`staged.load`), is released once
-    read: the job holds its own files from here on (the read tasks' segments), not both. A
-    step run again reads the staged file.
-    """
+    """The staged inputs, in lists of `size` files (index order)."""
     files = staged.load(inputs)
-    staged.release(inputs)
     for start in range(0, len(files), size):
         yield files[start : start + size]
 
