@@ -7,8 +7,8 @@ produces a frozen `RecordPlan` the pipeline is built from, in three steps:
 2. `scan_inputs`: match the files, read labels and headers (and annotation tables), check the
    output directory: everything planning learns from storage (`ScannedInputs`; the reads
    themselves are in `pipelines.inputs`), in two parts: `list_inputs` (no request a file)
-   and `read_headers`; a plain run does the second in the job (`plan_headers`,
-   `pipelines.job_plan`);
+   and `read_headers`; a plain run does the second in the job, batch by batch
+   (`summarize_headers`, `plan_summary`, `cut_batch`: `pipelines.job_plan`);
 3. `size_tasks`: feature shapes, shard counts and read tasks, a pure function of the two.
 
 `one_task` then puts the read tasks' segments into one task when the runner runs tasks one at
@@ -264,7 +264,8 @@ def plan_headers(
     """The plan of `listed` (`list_inputs`) once its files' headers are read (`inputs`, in
     index order): the signal dtype, shard counts and read tasks, as `read_headers` and
     `size_tasks` make them (pure; `one_task` when `single_task`). The record job's plan step
-    (`pipelines.job_plan`) calls it.
+    (`pipelines.job_plan`) makes the same plan batch by batch, without every file in one list
+    (`summarize_headers`, `merge_summaries`, `plan_summary`, `cut_batch`, `read_task`).
 
     Raises:
       UsageError: what `check_inputs` and `size_tasks` raise.
