@@ -5,6 +5,7 @@ long files, the seed-style script and Hugging Face `datasets`.
     python benchmarks/clips_bench.py --clips 2560 --repeats 1                  # quick run
     python benchmarks/clips_bench.py --systems ours,ours_long                  # ours only
     python benchmarks/clips_bench.py --hf_python /tmp/hf-venv/bin/python       # hf's venv
+    python benchmarks/clips_bench.py --systems ours --plan_in job              # plan in the job
 
 Workload (made once into $AUDIORECORDS_BENCH_DIR, default /tmp/audiorecords-bench,
 ``clips-<seed>-<N>/``): N one-second 16 kHz 16-bit mono clips ``clips/<class>/clipNNNNN.wav`` in
@@ -17,6 +18,8 @@ memory is sampled (`_measure`):
 - ours:      ``python -m pipelines.record --input_pattern 'clips/*/*.wav' --label_source dirname
              --win_len 16000 --features log_mel --overwrite`` (otherwise defaults: AUTO
              compression, TFT normalisation: writes log_mel and log_mel_norm);
+             ``--plan_in job`` / ``launcher`` runs the same options through `pipelines.job.run_job`
+             with ``plan_in_job`` True / False (where the run plans; default: its own rule);
 - ours_long: the same on ``long/*.wav`` with ``--label_source filename`` (the class is the file
              name: the last ``_``-separated word of ``<class>.wav``): the same windows;
 - seed:      ``baselines.py seed --label_source dirname`` on the clips: the seed-style script;
@@ -116,8 +119,28 @@ def _du(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
 
 
-def run_ours(pattern: str, label_source: str, out: Path, extra: list[str]) -> tuple[Measured, dict]:
-    cmd = [PY, "-m", "pipelines.record", "--input_pattern", pattern, "--output_dir", str(out)]
+# `pipelines.record`'s command with `run_job(plan_in_job=...)` forced ("job" or "launcher")
+PLANNED_IN = """
+import sys
+from apache_beam.options.pipeline_options import PipelineOptions
+from pipelines import job
+from pipelines.config import RecordConfig
+from pipelines.record import RecordOptions
+argv = sys.argv[2:]
+config = RecordConfig.from_namespace(PipelineOptions(argv).view_as(RecordOptions))
+job.run_job(config, beam_argv=argv, plan_in_job=sys.argv[1] == "job")
+"""
+
+
+def run_ours(
+    pattern: str, label_source: str, out: Path, extra: list[str], *, plan_in: str = "default"
+) -> tuple[Measured, dict]:
+    """`pipelines.record` on `pattern`; `plan_in` "job" / "launcher" forces where it plans
+    (`pipelines.job.run_job`'s ``plan_in_job``), "default" leaves it to `run_job`'s rule."""
+    cmd = [PY, "-m", "pipelines.record"]
+    if plan_in != "default":
+        cmd = [PY, "-c", PLANNED_IN, plan_in]
+    cmd += ["--input_pattern", pattern, "--output_dir", str(out)]
     cmd += ["--label_source", label_source, *RECORD_ARGS, *extra]
     m = run_measured(cmd, env=QUIET)
     manifest = json.loads((out / "manifest.json").read_text())
@@ -166,9 +189,9 @@ def measure(system: str, corpus_dir: Path, work: Path, args: argparse.Namespace)
     load = float(Path("/proc/loadavg").read_text().split()[0])  # the machine is shared
     clips, extra = corpus_dir / "clips", args.ours_args.split()
     if system == "ours":
-        m, res = run_ours(f"{clips}/*/*.wav", "dirname", out, extra)
+        m, res = run_ours(f"{clips}/*/*.wav", "dirname", out, extra, plan_in=args.plan_in)
     elif system == "ours_long":
-        m, res = run_ours(f"{corpus_dir}/long/*.wav", "filename", out, extra)
+        m, res = run_ours(f"{corpus_dir}/long/*.wav", "filename", out, extra, plan_in=args.plan_in)
     elif system == "seed":
         m, res = run_seed(clips, out)
     else:
@@ -284,6 +307,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--hf_python", default=PY, help="interpreter that has datasets + librosa")
     parser.add_argument("--dir", default=DEFAULT_DIR, help="corpus and output cache dir")
     parser.add_argument("--ours_args", default="", help="extra flags for pipelines.record")
+    parser.add_argument(
+        "--plan_in",
+        choices=("default", "job", "launcher"),
+        default="default",
+        help="where ours and ours_long plan (run_job's plan_in_job); default: run_job's rule",
+    )
     parser.add_argument("--json", default=None, help="append the rows to this JSON file")
     args = parser.parse_args(argv)
     plan = [s for s in args.systems.split(",") if s]
@@ -296,7 +325,7 @@ def main(argv: list[str] | None = None) -> None:
     work = Path(args.dir) / "work" / "clips"
     work.mkdir(parents=True, exist_ok=True)
     print(f"corpus: {corpus_dir} ({args.clips} clips of 1 s, {len(CLASSES)} classes)", flush=True)
-    print(code_line(), flush=True)
+    print(code_line(), f"(ours plans: {args.plan_in})", flush=True)
     print(host_line(), flush=True)  # before and after: wall-time ratios depend on free cores
     rows = []
     for rep in range(args.repeats):

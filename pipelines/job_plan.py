@@ -2,12 +2,17 @@
 
 A plain record run (`pipelines.job`) lists and labels its inputs in the launcher
 (`pipelines.plan.list_inputs`: no request a file) and stages them (`transforms.record.staged`);
-the job then reads their headers in parallel and plans, with the same pure functions the
-launcher calls on the other path (`pipelines.plan.plan_headers`: `check_inputs`, `size_tasks`,
-`one_task`), so both paths cut the same read tasks and write the same bytes::
+the job then reads their headers in parallel and plans batch by batch, with the pure functions
+the launcher's plan is made of (`pipelines.plan.summarize_headers`, `plan_summary`,
+`cut_batch`: `plan_headers`' checks, shard counts and read tasks), so both paths cut the same
+read tasks and write the same bytes; no step holds every file but the read task of a runner
+that runs one task (`pipelines.plan.one_task`)::
 
-    staged inputs -> batches of files -> Reshuffle -> ReadHeaders -> AllHeaders (index order)
-        -> Plan: read tasks (main), refused files ("errors"), (ReadConfig, Sharding) ("planned")
+    staged inputs -> batches of files -> Reshuffle -> ReadHeaders -> Summarize (per batch)
+        -> AllSummaries (one, no per-file list) -> Plan: how each batch cuts its rows (TaskCut),
+           (ReadConfig, Sharding) ("planned")
+    header batches + TaskCut (side input) -> CutTasks: (task id, segments), refused files
+        ("errors") -> GroupByTask -> read tasks (main)
 
 The ``planned`` singleton (the resolved signal dtype, the shard counts) is a side input of the
 read, write and finalize stages. A check that needs headers (``--signal_dtype`` that cannot
@@ -18,16 +23,27 @@ with the launcher's `UsageError`, before any window is read.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator, Mapping
-from operator import attrgetter
+import itertools
+from collections.abc import Iterable, Iterator, Mapping
+from operator import itemgetter
 from typing import Any
 
 import apache_beam as beam
 
 from pipelines.config import RecordConfig, UsageError
 from pipelines.inputs import scan_headers
-from pipelines.plan import ScannedInputs, plan_headers
-from transforms.planning.types import InputFile, ReadTask
+from pipelines.plan import (
+    HeaderSummary,
+    ScannedInputs,
+    TaskCut,
+    cut_batch,
+    merge_summaries,
+    plan_summary,
+    read_task,
+    summarize_headers,
+    summary_audio_ms,
+)
+from transforms.planning.types import InputFile, ReadTask, Segment
 from transforms.record import staged
 
 HEADER_BATCH = 256  # files whose headers one element of the header stage reads
@@ -50,24 +66,27 @@ def read_headers(files: list[InputFile]) -> list[InputFile]:
     return list(scan_headers(files))
 
 
-class AllFiles(beam.CombineFn):
-    """Lists of files -> one tuple of every file, in index order."""
+class MergeSummaries(beam.CombineFn):
+    """Batches' `HeaderSummary`s -> the summary of them all (`pipelines.plan.merge_summaries`,
+    every `_MERGE_EVERY` summaries added)."""
 
-    def create_accumulator(self) -> list[InputFile]:
+    def create_accumulator(self) -> list[HeaderSummary]:
         return []
 
-    def add_input(self, acc: list[InputFile], files: list[InputFile]) -> list[InputFile]:
-        acc.extend(files)
+    def add_input(self, acc: list[HeaderSummary], summary: HeaderSummary) -> list[HeaderSummary]:
+        acc.append(summary)
+        if len(acc) >= _MERGE_EVERY:
+            acc[:] = [merge_summaries(acc)]
         return acc
 
-    def merge_accumulators(self, accs: Any) -> list[InputFile]:
-        merged: list[InputFile] = []
-        for acc in accs:
-            merged.extend(acc)
-        return merged
+    def merge_accumulators(self, accs: Any) -> list[HeaderSummary]:
+        return [merge_summaries(s for acc in accs for s in acc)]
 
-    def extract_output(self, acc: list[InputFile]) -> tuple[InputFile, ...]:
-        return tuple(sorted(acc, key=attrgetter("index")))
+    def extract_output(self, acc: list[HeaderSummary]) -> HeaderSummary:
+        return merge_summaries(acc)
+
+
+_MERGE_EVERY = 64  # batch summaries an accumulator holds before it merges them
 
 
 @dataclasses.dataclass(frozen=True)
@@ -92,53 +111,76 @@ class PlanArgs:
     feature_shapes: Mapping[str, tuple[int, ...]] = dataclasses.field(default_factory=dict)
 
 
-def plan_step(inputs: tuple[InputFile, ...], args: PlanArgs) -> Iterator[Any]:
-    """Every file with its header -> the read tasks, the refused files (tagged ``errors``)
+def summarize(files: list[InputFile], args: PlanArgs) -> HeaderSummary:
+    """A batch of files with their headers read -> its `HeaderSummary`."""
+    return summarize_headers(args.config, args.listed, files)
+
+
+def plan_step(summary: HeaderSummary, args: PlanArgs) -> Iterator[Any]:
+    """Every batch's summary -> how the batches cut their tasks (`TaskCut`, the main output)
     and the (ReadConfig, Sharding) singleton (tagged ``planned``).
 
     Raises:
       UsageError: a check that needs the headers failed (the launcher's line), or the files
         changed between the launcher's header read and the job's (other feature shapes).
     """
-    plan = plan_headers(
+    cut = plan_summary(
         args.config,
         args.listed,
-        inputs,
+        summary,
         cpu_count=args.cpu_count,
         single_task=args.single_task,
     )
-    shapes = dict(plan.read.layout.feature_shapes)
+    shapes = dict(cut.read.layout.feature_shapes)
     if shapes != dict(args.feature_shapes):
         raise UsageError(
             f"the input files changed after the job started: their headers give the feature "
             f"shapes {shapes}, the launcher's first readable file gave {dict(args.feature_shapes)}"
             "; run again"
         )
-    read = dataclasses.replace(plan.read, compute_threads=args.compute_threads)
-    yield beam.pvalue.TaggedOutput(PLANNED_TAG, (read, plan.sharding))
-    for f in plan.inputs:
+    read = dataclasses.replace(cut.read, compute_threads=args.compute_threads)
+    yield beam.pvalue.TaggedOutput(PLANNED_TAG, (read, cut.sharding))
+    # of the files planned (not refused): the command's audio seconds
+    beam.metrics.Metrics.counter("record", PLANNED_AUDIO_MS).inc(summary_audio_ms(summary))
+    yield cut
+
+
+def cut_step(files: list[InputFile], cut: TaskCut, args: PlanArgs) -> Iterator[Any]:
+    """A batch of files with their headers read -> (task id, its segments of the batch) for
+    each task the batch has rows of (`pipelines.plan.cut_batch`: one element per task and batch,
+    pickled with the batch's shared headers) and its refused files (tagged ``errors``)."""
+    for f in files:
         if f.error:
             yield beam.pvalue.TaggedOutput(ERRORS_TAG, {"path": f.path, "reason": f.error})
-    beam.metrics.Metrics.counter("record", "read_tasks").inc(len(plan.tasks))
-    seconds = sum(  # of the files planned (not refused): the command's audio seconds
-        f.info.num_frames / f.info.sample_rate
-        for f in plan.inputs
-        if f.error is None and f.info is not None and f.info.sample_rate
-    )
-    beam.metrics.Metrics.counter("record", PLANNED_AUDIO_MS).inc(round(1000 * seconds))
-    yield from plan.tasks
+    for task_id, pieces in itertools.groupby(
+        cut_batch(args.config, args.listed, files, cut), key=itemgetter(0)
+    ):
+        yield task_id, tuple(seg for _, seg in pieces)
+
+
+def to_task(keyed: tuple[int, Iterable[tuple[Segment, ...]]]) -> ReadTask:
+    """(task id, its segments from each batch) -> the read task (`pipelines.plan.read_task`)."""
+    beam.metrics.Metrics.counter("record", "read_tasks").inc()
+    task_id, parts = keyed
+    return read_task(task_id, itertools.chain.from_iterable(parts))
 
 
 class PlanInJob(beam.PTransform):
     """Staged labelled inputs -> ``tasks`` (ReadTask), ``errors`` ({"path", "reason"}) and
-    ``planned`` ((ReadConfig, Sharding), one element)."""
+    ``planned`` ((ReadConfig, Sharding), one element).
 
-    def __init__(self, inputs: staged.Staged, args: PlanArgs) -> None:
+    `batch_size`: files whose headers one element of the header stage reads.
+    """
+
+    def __init__(
+        self, inputs: staged.Staged, args: PlanArgs, *, batch_size: int = HEADER_BATCH
+    ) -> None:
         super().__init__()
         self._inputs = inputs
         self._args = dataclasses.replace(
             args, listed=dataclasses.replace(args.listed, inputs=(), stamps=())
         )
+        self._batch_size = batch_size
 
     @property
     def single_task(self) -> bool:
@@ -146,20 +188,28 @@ class PlanInJob(beam.PTransform):
         return self._args.single_task
 
     def expand(self, pbegin: beam.pvalue.PBegin) -> dict[str, beam.PCollection]:
+        args = self._args
         files = (
             pbegin
             | "StagedInputs" >> beam.Create([self._inputs], reshuffle=False)
-            | "Batches" >> beam.FlatMap(batches)  # list[InputFile], HEADER_BATCH files
+            | "Batches" >> beam.FlatMap(batches, size=self._batch_size)  # list[InputFile]
         )
-        if self._inputs.count > HEADER_BATCH:  # spread the header reads over workers
+        if self._inputs.count > self._batch_size:  # spread the header reads over workers
             files = files | "SpreadBatches" >> beam.Reshuffle()
-        out = (
-            files
-            | "ReadHeaders" >> beam.Map(read_headers)  # list[InputFile], headers read
-            | "AllHeaders" >> beam.CombineGlobally(AllFiles())  # tuple[InputFile], index order
-            | "Plan"
-            >> beam.FlatMap(plan_step, self._args)
-            .with_output_types(ReadTask)
-            .with_outputs(ERRORS_TAG, PLANNED_TAG, main="tasks")
+        # list[InputFile], headers read: summarised, then cut once the summaries are merged
+        headed = files | "ReadHeaders" >> beam.Map(read_headers)
+        planned = (
+            headed
+            | "Summarize" >> beam.Map(summarize, args)  # HeaderSummary per batch
+            | "AllSummaries" >> beam.CombineGlobally(MergeSummaries())  # one HeaderSummary
+            | "Plan" >> beam.FlatMap(plan_step, args).with_outputs(PLANNED_TAG, main="cut")
         )
-        return {"tasks": out.tasks, "errors": out[ERRORS_TAG], "planned": out[PLANNED_TAG]}
+        pieces = headed | "CutTasks" >> beam.FlatMap(
+            cut_step, beam.pvalue.AsSingleton(planned.cut), args
+        ).with_outputs(ERRORS_TAG, main="pieces")  # (task id, tuple[Segment]) per batch
+        tasks = (
+            pieces.pieces
+            | "GroupByTask" >> beam.GroupByKey()
+            | "Tasks" >> beam.Map(to_task).with_output_types(ReadTask)
+        )
+        return {"tasks": tasks, "errors": pieces[ERRORS_TAG], "planned": planned[PLANNED_TAG]}

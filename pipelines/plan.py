@@ -7,8 +7,8 @@ produces a frozen `RecordPlan` the pipeline is built from, in three steps:
 2. `scan_inputs`: match the files, read labels and headers (and annotation tables), check the
    output directory: everything planning learns from storage (`ScannedInputs`; the reads
    themselves are in `pipelines.inputs`), in two parts: `list_inputs` (no request a file)
-   and `read_headers`; a plain run does the second in the job (`plan_headers`,
-   `pipelines.job_plan`);
+   and `read_headers`; a plain run does the second in the job, batch by batch
+   (`summarize_headers`, `plan_summary`, `cut_batch`: `pipelines.job_plan`);
 3. `size_tasks`: feature shapes, shard counts and read tasks, a pure function of the two.
 
 `one_task` then puts the read tasks' segments into one task when the runner runs tasks one at
@@ -18,11 +18,14 @@ a time (the in-memory DirectRunner; `pipelines.job` asks `runners.sequential_tas
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 import math
 import os
 import sys
-from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from fractions import Fraction
+from operator import attrgetter, itemgetter
 from typing import Any
 
 from pipelines.config import RecordConfig, UsageError, require
@@ -39,19 +42,27 @@ from replay import format as fmt
 from replay.manifest import MAX_VALUES_PER_KEY
 from transforms.audio import features as feats
 from transforms.audio import labels
+from transforms.audio.dtypes import _NAMED_FILES
 from transforms.audio.dtypes import resolve as resolve_signal_dtype
+from transforms.audio.wav import WavInfo
 from transforms.planning import annotation_plan
 from transforms.planning.layout import RecordLayout
 from transforms.planning.sharding import (
+    BatchRows,
+    RowsBefore,
+    batch_rows,
+    cut_segments,
     merge_tasks,
     pattern_base,
     plan_num_shards,
     plan_segments,
     plan_tasks,
+    rows_before,
     split_of,
+    split_rows,
     split_shard_counts,
 )
-from transforms.planning.types import InputFile, ReadConfig, ReadTask, Sharding
+from transforms.planning.types import InputFile, ReadConfig, ReadTask, Segment, Sharding
 from transforms.record.file_rows import planned_rows
 
 TASK_BYTES = 32 << 20  # 32 MiB of stored elements per read task, at most ...
@@ -253,7 +264,8 @@ def plan_headers(
     """The plan of `listed` (`list_inputs`) once its files' headers are read (`inputs`, in
     index order): the signal dtype, shard counts and read tasks, as `read_headers` and
     `size_tasks` make them (pure; `one_task` when `single_task`). The record job's plan step
-    (`pipelines.job_plan`) calls it.
+    (`pipelines.job_plan`) makes the same plan batch by batch, without every file in one list
+    (`summarize_headers`, `merge_summaries`, `plan_summary`, `cut_batch`, `read_task`).
 
     Raises:
       UsageError: what `check_inputs` and `size_tasks` raise.
@@ -348,12 +360,27 @@ def check_inputs(config: RecordConfig, inputs: tuple[InputFile, ...]) -> str:
       UsageError: ``--signal_dtype`` cannot hold every file exactly, or ``--strict`` and a bad
         file (the first one is named).
     """
+    bad = next((f for f in inputs if f.error), None)
+    return _checked_dtype(
+        config, _Headers(inputs), None if bad is None else (bad.index, bad.path, bad.error)
+    )
+
+
+def _checked_dtype(
+    config: RecordConfig,
+    headers: Collection[tuple[str, WavInfo]],
+    first_bad: tuple[int, str, str] | None,
+) -> str:
+    """`check_inputs` from the (path, header) of every file with a header and the first bad
+    file's (index, path, reason) (None: none)."""
     try:  # from the headers: a dtype that holds every file exactly, or one line saying why not
-        dtype = resolve_signal_dtype(config.signal_dtype, _Headers(inputs))
+        dtype = resolve_signal_dtype(config.signal_dtype, headers)
     except ValueError as e:
         raise UsageError(str(e)) from e
-    bad = [f for f in inputs if f.error]
-    require(not (config.strict and bad), f"--strict: {bad[0].path}: {bad[0].error}" if bad else "")
+    require(
+        not (config.strict and first_bad),
+        f"--strict: {first_bad[1]}: {first_bad[2]}" if first_bad else "",
+    )
     return dtype
 
 
@@ -369,6 +396,216 @@ class _Headers(Collection[tuple[str, Any]]):
 
     def __len__(self) -> int:
         return sum(f.info is not None for f in self._inputs)
+
+    def __contains__(self, item: object) -> bool:
+        return any(item == header for header in self)
+
+
+# --- the in-job plan step, batch by batch (`pipelines.job_plan`) ----------------------------
+# A batch of files with their headers read -> its `HeaderSummary`; the summaries merged (in
+# any order) -> `plan_summary`: the dtype, the checks, the shard counts and where each batch's
+# rows start (`TaskCut`) -> each batch cut into its (task id, segment) pieces (`cut_batch`):
+# together, the read tasks `plan_headers` makes of every file at once.
+
+
+@dataclasses.dataclass(frozen=True)
+class HeaderSummary:
+    """What the plan needs of one or more batches of files with their headers read
+    (`summarize_headers`, `merge_summaries`): no per-file list.
+
+    Attributes:
+      batches: each batch's planned rows (`transforms.planning.sharding.BatchRows`).
+      headers: (header, files with it, (index, path) of its first `_NAMED_FILES` files) of
+        every distinct header (the signal dtype; a refusal names the first files).
+      first_bad: (index, path, reason) of the first file refused (``--strict``), or None.
+      first_header: (index, header) of the first file with a header (feature shapes), or None.
+      frames: (sample rate, frames) of the files with a header (their seconds of audio).
+    """
+
+    batches: tuple[BatchRows, ...] = ()
+    headers: tuple[tuple[WavInfo, int, tuple[tuple[int, str], ...]], ...] = ()
+    first_bad: tuple[int, str, str] | None = None
+    first_header: tuple[int, WavInfo] | None = None
+    frames: tuple[tuple[int, int], ...] = ()
+
+
+@dataclasses.dataclass(frozen=True)
+class TaskCut:
+    """How each batch of the in-job plan cuts its files into read tasks (`plan_summary`).
+
+    Attributes:
+      read: the run's read config (the signal dtype resolved).
+      sharding: the run's sharding, with its shard counts.
+      rows_per_task: rows of a read task (the last one the rest).
+      starts: the rows kept before each batch, by the batch's first file index.
+      single_task: every segment goes to task 0 (`one_task`).
+    """
+
+    read: ReadConfig
+    sharding: Sharding
+    rows_per_task: int
+    starts: Mapping[int, RowsBefore]
+    single_task: bool
+
+
+def summarize_headers(
+    config: RecordConfig, listed: ScannedInputs, files: Sequence[InputFile]
+) -> HeaderSummary:
+    """A batch of consecutive files (index order) with their headers read -> its summary.
+
+    Args:
+      config: the run's options.
+      listed: `list_inputs`' result (its sharding; its inputs are not looked at).
+      files: the batch, headers read (`scan_headers`).
+    """
+    rows_of = _rows_counter(_read_config(config, listed, {}))  # window, rate, channels
+    usable = [f for f in files if f.error is None]
+    rows = batch_rows(
+        ((f.split, rows_of(f)) for f in usable),
+        listed.sharding,
+        first_index=files[0].index if files else 0,
+    )
+    headers: dict[WavInfo, tuple[int, list[tuple[int, str]]]] = {}
+    frames: dict[int, int] = {}
+    first_header = None
+    for f in files:
+        if f.info is None:
+            continue
+        count, named = headers.get(f.info, (0, []))
+        if len(named) < _NAMED_FILES:
+            named.append((f.index, f.path))
+        headers[f.info] = (count + 1, named)
+        if first_header is None:
+            first_header = (f.index, f.info)
+        if f.error is None and f.info.sample_rate:
+            frames[f.info.sample_rate] = frames.get(f.info.sample_rate, 0) + f.info.num_frames
+    bad = next((f for f in files if f.error), None)
+    return HeaderSummary(
+        batches=(rows,),
+        headers=tuple((info, count, tuple(named)) for info, (count, named) in headers.items()),
+        first_bad=None if bad is None else (bad.index, bad.path, bad.error),
+        first_header=first_header,
+        frames=tuple(frames.items()),
+    )
+
+
+def merge_summaries(summaries: Iterable[HeaderSummary]) -> HeaderSummary:
+    """Summaries of batches -> the summary of them all (in any order; the result's lists in a
+    fixed order)."""
+    batches: list[BatchRows] = []
+    headers: dict[WavInfo, tuple[int, list[tuple[int, str]]]] = {}
+    frames: dict[int, int] = {}
+    bad, first = [], []
+    for s in summaries:
+        batches.extend(s.batches)
+        for info, count, named in s.headers:
+            seen, names = headers.get(info, (0, []))
+            headers[info] = (seen + count, sorted([*names, *named])[:_NAMED_FILES])
+        for rate, n in s.frames:
+            frames[rate] = frames.get(rate, 0) + n
+        bad += [s.first_bad] if s.first_bad else []
+        first += [s.first_header] if s.first_header else []
+    return HeaderSummary(
+        batches=tuple(sorted(batches, key=attrgetter("first_index"))),
+        headers=tuple(
+            sorted(
+                ((info, count, tuple(named)) for info, (count, named) in headers.items()),
+                key=lambda h: h[2][0],
+            )
+        ),
+        first_bad=min(bad, default=None),
+        first_header=min(first, key=itemgetter(0), default=None),
+        frames=tuple(sorted(frames.items())),
+    )
+
+
+def plan_summary(
+    config: RecordConfig,
+    listed: ScannedInputs,
+    summary: HeaderSummary,
+    *,
+    cpu_count: int,
+    single_task: bool,
+) -> TaskCut:
+    """The plan of `listed` (`list_inputs`) from every batch's summary: what `plan_headers`
+    decides before cutting the tasks, with the same checks in the same order (pure).
+
+    Raises:
+      UsageError: what `check_inputs` and `size_tasks` raise.
+    """
+    dtype = _checked_dtype(config, _SummaryHeaders(summary.headers), summary.first_bad)
+    first = summary.first_header[1] if summary.first_header else None
+    shapes = _shapes_at(config, first)
+    scanned = dataclasses.replace(listed, inputs=(), signal_dtype=dtype)
+    read_config = _read_config(config, scanned, shapes)
+    starts, end = rows_before(summary.batches, listed.sharding)
+    sharding, rows_per_task = _sized(
+        config,
+        listed.sharding,
+        dict(end.split_rows),
+        shapes=shapes,
+        signal_dtype=dtype,
+        cpu_count=cpu_count,
+    )
+    return TaskCut(
+        read=read_config,
+        sharding=sharding,
+        rows_per_task=rows_per_task,
+        starts=starts,
+        single_task=single_task,
+    )
+
+
+def summary_audio_ms(summary: HeaderSummary) -> int:
+    """Milliseconds of audio in the summarised files with a header (exact, then rounded)."""
+    return round(1000 * sum(Fraction(n, rate) for rate, n in summary.frames))
+
+
+def cut_batch(
+    config: RecordConfig, listed: ScannedInputs, files: Sequence[InputFile], cut: TaskCut
+) -> Iterator[tuple[int, Segment]]:
+    """A batch of consecutive files with their headers read (as `summarize_headers` saw it) ->
+    (task id, segment) of its usable files, as `plan_headers` cuts them (task 0 when
+    `cut.single_task`); a task's segments in file index and row order are the task."""
+    if not files:
+        return
+    rows_of = _rows_counter(_read_config(config, listed, {}))  # as `summarize_headers`
+    before = cut.starts[files[0].index]
+    segments = plan_segments(
+        ((f, rows_of(f)) for f in files if f.error is None), listed.sharding, before=before
+    )
+    pieces = cut_segments(segments, rows_per_task=cut.rows_per_task, first_row=before.total)
+    if cut.single_task:
+        yield from ((0, seg) for _, seg in pieces)
+    else:
+        yield from pieces
+
+
+def read_task(task_id: int, segments: Iterable[Segment]) -> ReadTask:
+    """The read task of `segments` (`cut_batch`'s pieces of one task id, in any order)."""
+    ordered = sorted(segments, key=lambda seg: (seg.file.index, seg.row_start))
+    return ReadTask(task_id, tuple(ordered))
+
+
+class _SummaryHeaders(Collection[tuple[str, Any]]):
+    """(path, header) of every file with a header, from a `HeaderSummary`'s headers, for
+    `resolve_signal_dtype`: each header's first files by name, in index order, then one
+    unnamed entry per other file with that header (it names `_NAMED_FILES` of the files it
+    refuses, the first in index order, and counts the others)."""
+
+    def __init__(self, headers: Sequence[tuple[WavInfo, int, tuple[tuple[int, str], ...]]]):
+        self._headers = headers
+
+    def __iter__(self) -> Iterator[tuple[str, Any]]:
+        named = sorted(
+            (index, path, info) for info, _, names in self._headers for index, path in names
+        )
+        yield from ((path, info) for _, path, info in named)
+        for info, count, names in self._headers:
+            yield from itertools.repeat(("", info), count - len(names))
+
+    def __len__(self) -> int:
+        return sum(count for _, count, _ in self._headers)
 
     def __contains__(self, item: object) -> bool:
         return any(item == header for header in self)
@@ -422,28 +659,16 @@ def size_tasks(config: RecordConfig, scanned: ScannedInputs, *, cpu_count: int) 
     inputs = scanned.inputs
     shapes = _feature_shapes(config, inputs)
     read_config = _read_config(config, scanned, shapes)
-    feature_floats = sum(math.prod(s) for s in shapes.values())
-    rows: dict[int, int] = {}  # id(header) -> its rows: files of one format share a header
-
-    def rows_of(f: InputFile) -> int:
-        if f.annotation:
-            return f.annotation.num_rows
-        found = rows.get(id(f.info))
-        if found is None:
-            found = rows[id(f.info)] = planned_rows(f.info, read_config)
-        return found
-
+    rows_of = _rows_counter(read_config)
     segments = plan_segments(((f, rows_of(f)) for f in inputs if f.error is None), scanned.sharding)
-    stored = stored_row_bytes(
-        win_len=config.win_len,
+    sharding, rows_per_task = _sized(
+        config,
+        scanned.sharding,
+        split_rows(segments, scanned.sharding),
+        shapes=shapes,
         signal_dtype=scanned.signal_dtype,
-        feature_values=feature_floats,
-        feature_dtype=config.feature_dtype,
+        cpu_count=cpu_count,
     )
-    sharding = _shard_counts(config, scanned.sharding, segments, stored_bytes=stored)
-    _check_analyzed_rows(config, segments)
-    row_bytes = config.win_len * 4 + feature_floats * 4  # a row in memory (read tasks), about
-    rows_per_task = _rows_per_task(segments, row_bytes=row_bytes, cpu_count=cpu_count)
     tasks = plan_tasks(segments, rows_per_task=rows_per_task)
     return RecordPlan(
         output_dir=scanned.output_dir,
@@ -467,11 +692,15 @@ def _feature_shapes(
 ) -> dict[str, tuple[int, ...]]:
     """The feature shapes at the run's rate (the first readable file's without --sample_rate);
     raises `UsageError` on parameters that do not fit or a feature over `MAX_VALUES_PER_KEY`."""
+    return _shapes_at(config, next((f.info for f in inputs if f.info is not None), None))
+
+
+def _shapes_at(config: RecordConfig, first: WavInfo | None) -> dict[str, tuple[int, ...]]:
+    """`_feature_shapes` with the first readable file's header `first` (None: none)."""
     if not config.feature_names:
         return {}
-    infos = [f.info for f in inputs if f.info is not None]
     feature_config = config.feature_config
-    rate = config.sample_rate or (infos[0].sample_rate if infos else 16000)
+    rate = config.sample_rate or (first.sample_rate if first is not None else 16000)
     try:
         feature_config.validate(win_len=config.win_len, sample_rate=rate)
     except ValueError as e:
@@ -511,38 +740,78 @@ def _read_config(
     )
 
 
+def _rows_counter(read_config: ReadConfig) -> Callable[[InputFile], int]:
+    """A usable file -> its planned rows (`planned_rows` once per header object: files of one
+    format share it; an annotated file's windows)."""
+    rows: dict[int, int] = {}  # id(header) -> its rows
+
+    def rows_of(f: InputFile) -> int:
+        if f.annotation:
+            return f.annotation.num_rows
+        found = rows.get(id(f.info))
+        if found is None:
+            found = rows[id(f.info)] = planned_rows(f.info, read_config)
+        return found
+
+    return rows_of
+
+
+def _sized(
+    config: RecordConfig,
+    sharding: Sharding,
+    rows: Mapping[str, int],
+    *,
+    shapes: Mapping[str, tuple[int, ...]],
+    signal_dtype: str,
+    cpu_count: int,
+) -> tuple[Sharding, int]:
+    """`sharding` with its shard counts, and the rows per read task, from the rows kept per
+    split (`split_rows`).
+
+    Raises:
+      UsageError: no window in the splits TFT's statistics are computed on.
+    """
+    feature_floats = sum(math.prod(s) for s in shapes.values())
+    stored = stored_row_bytes(
+        win_len=config.win_len,
+        signal_dtype=signal_dtype,
+        feature_values=feature_floats,
+        feature_dtype=config.feature_dtype,
+    )
+    sized = _shard_counts(config, sharding, rows, stored_bytes=stored)
+    _check_analyzed_rows(config, rows)
+    row_bytes = config.win_len * 4 + feature_floats * 4  # a row in memory (read tasks), about
+    total_rows = sum(rows.values())
+    return sized, _rows_per_task(total_rows, row_bytes=row_bytes, cpu_count=cpu_count)
+
+
 def _shard_counts(
-    config: RecordConfig, sharding: Sharding, segments: PlannedRows, *, stored_bytes: int
+    config: RecordConfig, sharding: Sharding, rows: Mapping[str, int], *, stored_bytes: int
 ) -> Sharding:
-    """`sharding` with the shard count of each split."""
+    """`sharding` with the shard count of each split, from its rows kept (`split_rows`)."""
     estimated = {  # docs/output-layout.md "Shard count": one shard per 128 MiB of estimated output
-        split: plan_num_shards(
-            stored_bytes * sum(kept for f, kept, _ in segments if f.split == split),
-            num_shards=config.num_shards,
-        )
+        split: plan_num_shards(stored_bytes * rows.get(split, 0), num_shards=config.num_shards)
         for split in sharding.split_names
     }
-    return dataclasses.replace(
-        sharding, num_shards=split_shard_counts(segments, sharding, estimated)
-    )
+    return dataclasses.replace(sharding, num_shards=split_shard_counts(rows, sharding, estimated))
 
 
-def _check_analyzed_rows(config: RecordConfig, segments: PlannedRows) -> None:
-    """With normalization and windows, some window must be in the analysed splits."""
+def _check_analyzed_rows(config: RecordConfig, rows: Mapping[str, int]) -> None:
+    """With normalization and windows, some window must be in the analysed splits (`rows`: the
+    rows kept per split)."""
     analyze = config.analyzed_splits
-    total_rows = sum(kept for _, kept, _ in segments)
+    total_rows = sum(rows.values())
     require(
         not (config.normalize and config.feature_names and total_rows)
-        or any(kept for f, kept, _ in segments if f.split in analyze),
+        or any(rows.get(split, 0) for split in analyze),
         f"--analyze_splits {','.join(analyze)}: no window in the analysed split(s) to compute "
         "statistics on; choose other splits, weights or --no_normalize",
     )
 
 
-def _rows_per_task(segments: PlannedRows, *, row_bytes: int, cpu_count: int) -> int:
+def _rows_per_task(total_rows: int, *, row_bytes: int, cpu_count: int) -> int:
     """At most `TASK_BYTES` of rows, at least `TASKS_PER_CORE` tasks per core, at least
-    `MIN_TASK_ROWS` rows."""
-    total_rows = sum(kept for _, kept, _ in segments)
+    `MIN_TASK_ROWS` rows (`total_rows`: the rows kept in all)."""
     return max(
         MIN_TASK_ROWS,
         min(TASK_BYTES // row_bytes, -(-total_rows // (TASKS_PER_CORE * cpu_count))),

@@ -185,9 +185,8 @@ def test_the_plan_step_refuses_feature_shapes_other_than_the_launchers(tmp_path)
 
     from pipelines.config import RecordConfig, UsageError
     from pipelines.inputs import scan_headers
-    from pipelines.job_plan import PlanArgs, plan_step
-    from pipelines.plan import launcher_read_config, list_inputs
-    from transforms.planning.types import ReadTask
+    from pipelines.job_plan import PlanArgs, plan_step, summarize
+    from pipelines.plan import TaskCut, launcher_read_config, list_inputs
 
     clips = _clips(tmp_path / "clips", 8)
     config = RecordConfig(
@@ -208,11 +207,11 @@ def test_the_plan_step_refuses_feature_shapes_other_than_the_launchers(tmp_path)
         compute_threads=1,
         feature_shapes=dict(read.layout.feature_shapes),
     )
-    headed = scan_headers(list(listed.inputs))
-    assert any(isinstance(out, ReadTask) for out in plan_step(headed, args))  # the same: planned
+    summary = summarize(list(scan_headers(list(listed.inputs))), args)
+    assert any(isinstance(out, TaskCut) for out in plan_step(summary, args))  # the same: planned
     changed = dataclasses.replace(args, feature_shapes={"log_mel": (1, 64)})
     with pytest.raises(UsageError, match="the input files changed after the job started"):
-        list(plan_step(headed, changed))
+        list(plan_step(summary, changed))
 
 
 def test_the_job_runs_with_the_garbage_collector_on(tmp_path):
@@ -233,3 +232,145 @@ def test_the_job_runs_with_the_garbage_collector_on(tmp_path):
     finally:
         gc.callbacks.remove(count)
     assert gc.isenabled() and len(collections) > 10, collections
+
+
+def _mixed(root: Path) -> Path:
+    """30 files of 0.05-4.5 s (some shorter than a window: no row), 16- and 24-bit, in 4
+    folders (``odd`` outside ``--classes``) and 2 broken WAVs."""
+    rng = np.random.default_rng(7)
+    for i in range(30):
+        folder = root / ("yes", "no", "up", "odd")[i % 4]
+        folder.mkdir(parents=True, exist_ok=True)
+        frames = int(RATE * rng.choice([0.05, 0.5, 1.0, 2.5, 4.5]))
+        deep = i % 5 == 3
+        x = rng.integers(-20000, 20000, size=frames, dtype=np.int32 if deep else np.int16)
+        sf.write(folder / f"m{i:03d}.wav", x, RATE, "PCM_24" if deep else "PCM_16")
+    for i in range(2):
+        (root / "no" / f"bad{i}.wav").write_bytes(b"RIFF\x10\x00\x00\x00WAVEjunk")
+    return root
+
+
+def _batch_wise(config, listed, headed, *, size, single_task):
+    """`plan_headers`' result made as the job's plan step makes it: batches of `size` files
+    summarised and merged in reverse order, then each batch cut on its own."""
+    from pipelines import plan as planning
+
+    batches = [headed[i : i + size] for i in range(0, len(headed), size)]
+    summaries = [planning.summarize_headers(config, listed, b) for b in batches]
+    summary = planning.merge_summaries(reversed(summaries))
+    cut = planning.plan_summary(config, listed, summary, cpu_count=2, single_task=single_task)
+    pieces: dict[int, list] = {}
+    for b in reversed(batches):
+        for task_id, seg in planning.cut_batch(config, listed, b, cut):
+            pieces.setdefault(task_id, []).append(seg)
+    tasks = tuple(planning.read_task(t, segs) for t, segs in sorted(pieces.items()))
+    return cut, tasks, [f.path for b in batches for f in b if f.error]
+
+
+@pytest.mark.parametrize("single_task", [False, True])
+@pytest.mark.parametrize(
+    "options",
+    [
+        {},
+        {"splits": "train=0.5,test=0.5", "max_elements": 150},
+        {"splits": "train=0.7,test=0.3", "elements_per_shard": 40, "hop_len": 500},
+        {"max_elements": 1, "features": "none"},
+    ],
+)
+def test_planned_batch_by_batch_the_tasks_are_the_launchers(tmp_path, options, single_task):
+    """Batches of 4 files: tasks spanning batches, files cut across tasks, files without rows,
+    ``--max_elements`` cutting inside a batch, splits: the same read config, shard counts,
+    read tasks (ids and segments) and refused files as `plan_headers` on every file."""
+    from pipelines.config import RecordConfig
+    from pipelines.inputs import scan_headers
+    from pipelines.plan import list_inputs, plan_headers
+
+    clips = _mixed(tmp_path / "clips")
+    config = RecordConfig(
+        input_pattern=f"{clips}/*/*.wav",
+        output_dir=str(tmp_path / "ds"),
+        win_len=1000,
+        label_source="dirname",
+        classes="yes,no,up",
+        signal_dtype="auto",
+        **options,
+    )
+    listed = list_inputs(config)
+    headed = scan_headers(list(listed.inputs))
+    plan = plan_headers(config, listed, headed, cpu_count=2, single_task=single_task)
+    if not (single_task or options.get("max_elements") == 1):  # files cut across tasks
+        assert len(plan.tasks) >= 3
+        assert len({seg.file.index for t in plan.tasks for seg in t.segments}) < sum(
+            len(t.segments) for t in plan.tasks
+        )
+    for size in (1, 4, 256):
+        cut, tasks, refused = _batch_wise(
+            config, listed, headed, size=size, single_task=single_task
+        )
+        assert (cut.read, cut.sharding) == (plan.read, plan.sharding)
+        assert tasks == plan.tasks
+        assert refused == [f.path for f in plan.inputs if f.error]
+
+
+def test_planned_batch_by_batch_a_refusal_is_the_launchers_line(tmp_path):
+    """``--signal_dtype int16`` on 24-bit files spread over batches, ``--strict`` with bad files
+    in later batches: the same one line (the first files named, the others counted)."""
+    from pipelines.config import RecordConfig, UsageError
+    from pipelines.inputs import scan_headers
+    from pipelines.plan import list_inputs, plan_headers
+
+    clips = _mixed(tmp_path / "clips")
+    base = {"input_pattern": f"{clips}/*/*.wav", "output_dir": str(tmp_path / "ds")}
+    base |= {"win_len": 1000, "label_source": "dirname", "classes": "yes,no,up"}
+    for options in ({"signal_dtype": "int16"}, {"strict": True}):
+        config = RecordConfig(**base, **options)
+        listed = list_inputs(config)
+        headed = scan_headers(list(listed.inputs))
+        with pytest.raises(UsageError) as launcher:
+            plan_headers(config, listed, headed, cpu_count=2, single_task=False)
+        with pytest.raises(UsageError) as job:
+            _batch_wise(config, listed, headed, size=3, single_task=False)
+        assert str(job.value) == str(launcher.value)
+        assert "and 1 more" in str(job.value) or options.get("strict")
+
+
+def test_the_plan_step_with_small_header_batches_gives_the_launchers_tasks(tmp_path):
+    """`PlanInJob` in a Beam pipeline with batches of 3 files: the read tasks, the refused files
+    and the (ReadConfig, Sharding) are `plan_headers`' own."""
+    import apache_beam as beam
+    from apache_beam.testing.test_pipeline import TestPipeline
+    from apache_beam.testing.util import assert_that, equal_to
+
+    from pipelines.config import RecordConfig
+    from pipelines.inputs import scan_headers
+    from pipelines.job_plan import PlanArgs, PlanInJob
+    from pipelines.plan import list_inputs, plan_headers
+    from transforms.record import staged
+
+    clips = _mixed(tmp_path / "clips")
+    config = RecordConfig(
+        input_pattern=f"{clips}/*/*.wav",
+        output_dir=str(tmp_path / "ds"),
+        win_len=1000,
+        features="none",
+        label_source="dirname",
+        classes="yes,no,up",
+        splits="train=0.5,test=0.5",
+    )
+    listed = list_inputs(config)
+    plan = plan_headers(
+        config, listed, scan_headers(list(listed.inputs)), cpu_count=2, single_task=False
+    )
+    assert len(plan.tasks) > 3
+    args = PlanArgs(config=config, listed=listed, cpu_count=2, single_task=False, compute_threads=1)
+    inputs = staged.stage(str(tmp_path / "ds"), "inputs", listed.inputs)
+    try:
+        with TestPipeline() as p:
+            out = p | PlanInJob(inputs, args, batch_size=3)
+            assert_that(out["tasks"], equal_to(list(plan.tasks)), label="tasks")
+            refused = [{"path": f.path, "reason": f.error} for f in plan.inputs if f.error]
+            assert_that(out["errors"], equal_to(refused), label="errors")
+            planned = out["planned"] | beam.MapTuple(lambda read, sharding: (read, sharding))
+            assert_that(planned, equal_to([(plan.read, plan.sharding)]), label="planned")
+    finally:
+        staged.release(inputs)
