@@ -222,9 +222,8 @@ def child_in_job(pattern: str, out: str) -> dict:
     with internals.collector_paused():
         planned, args = job.launcher_plan(config, listed, state, options=options, argv=argv)
         step("launcher_plan (one header, runner)")
-        fingerprint = job._job_fingerprint(
-            planned.params, listed, cpu_count=args.cpu_count, single_task=args.single_task
-        )
+        cut = {"cpu_count": args.cpu_count, "single_task": args.single_task}
+        fingerprint = job._job_fingerprint(planned.params, listed, cut=cut)
         step("_job_fingerprint")
         job.prepare_output_dir(planned)
         step("prepare_output_dir")

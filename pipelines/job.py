@@ -292,14 +292,16 @@ def start_output_dir(
     """
     ours = resuming and output_dir_state(plan.output_dir) == "ours"
     stored = fp.read_fingerprint(plan.output_dir) if ours else None
+    compared = None  # what the stored fingerprint is compared with, when not the one written
     if listed is not None and stored is not None and fp.planned_in_job(stored):
-        fingerprint = _job_fingerprint(
-            plan.params, listed, cpu_count=os.cpu_count() or 1, single_task=single_task
-        )
+        cut = {"cpu_count": os.cpu_count() or 1, "single_task": single_task}
+        fingerprint = _job_fingerprint(plan.params, listed, cut=cut)
+        if stored.get("fingerprint_version") == 1:  # its listing digested as version 1 did
+            compared = _job_fingerprint(plan.params, listed, cut=cut, version=1)
     else:
         fingerprint = fp.fingerprint(plan.params, plan.input_stamps, derived=fp.plan_digest(plan))
     if ours:
-        reused = resume_output_dir(plan, fingerprint)
+        reused = resume_output_dir(plan, fingerprint if compared is None else compared)
     else:
         prepare_output_dir(plan)
         reused = resume.Reuse(tasks=plan.tasks)
@@ -421,15 +423,18 @@ def run_job(
 
 
 def _job_fingerprint(
-    params: Mapping[str, Any], listed: ScannedInputs, *, cpu_count: int, single_task: bool
+    params: Mapping[str, Any],
+    listed: ScannedInputs,
+    *,
+    cut: Mapping[str, Any],
+    version: int = fp.FINGERPRINT_VERSION,
 ) -> dict[str, Any]:
     """The fingerprint of a run planned in the job: the options, the stamps and what the
-    launcher derives (`fp.listing_digest`), with what the read tasks' cut depends on besides
-    the files."""
-    cut = {"cpu_count": cpu_count, "single_task": single_task}
-    return fp.fingerprint(
-        params, listed.stamps, derived=fp.listing_digest(listed, cut=cut), planned_in_job=True
-    )
+    launcher derives (`fp.listing_digest`, as record `version` digests it), with what the read
+    tasks' cut depends on besides the files (`cut`: the launcher's ``cpu_count``, whether
+    ``single_task``)."""
+    derived = fp.listing_digest(listed, cut=cut, version=version)
+    return fp.fingerprint(params, listed.stamps, derived=derived, planned_in_job=True)
 
 
 def _translation_only(options: JobOptions) -> bool:
@@ -511,9 +516,8 @@ def _run_planned_in_job(
     out = listed.output_dir
     with internals.collector_paused():  # the launcher's steps; the job runs with it on
         plan, args = launcher_plan(config, listed, state, options=options, argv=argv)
-        fingerprint = _job_fingerprint(
-            plan.params, listed, cpu_count=args.cpu_count, single_task=args.single_task
-        )
+        cut = {"cpu_count": args.cpu_count, "single_task": args.single_task}
+        fingerprint = _job_fingerprint(plan.params, listed, cut=cut)
         prepare_output_dir(plan)
         atomic.write_atomically(f"{out}/{fp.FINGERPRINT_FILE}", fp.json_pieces(fingerprint))
         total_files = len(listed.inputs)
