@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
-import functools
 import itertools
 import json
 import os
@@ -136,13 +135,13 @@ def local_stamps(pattern: str) -> list[tuple[str, int, float]]:
     matches = re.compile(FileSystem.translate_pattern(pattern)).match
     found = []
     for folder, _, names in os.walk(os.path.dirname(prefix)):
-        for path in map(functools.partial(os.path.join, folder), names):
-            if matches(path):
-                try:
-                    stat = os.stat(path)
-                except OSError:  # gone since it was listed
-                    continue
-                found.append((path, stat.st_size, stat.st_mtime))
+        base = folder if folder.endswith(os.sep) else folder + os.sep  # os.path.join's
+        for path in filter(matches, map(base.__add__, names)):
+            try:
+                stat = os.stat(path)
+            except OSError:  # gone since it was listed
+                continue
+            found.append((path, stat.st_size, stat.st_mtime))
     return found
 
 

@@ -303,9 +303,13 @@ def label_inputs(
     `error`. With ``--annotations`` the labels come from the tables later: every label is "".
     """
     kind, _ = labels.parse_label_source(config.label_source)
-    paths = [stamp[0] for stamp in matched]
-    sizes = [stamp[1] for stamp in matched]
-    modified = [float(stamp[2]) if len(stamp) > 2 else 0.0 for stamp in matched]
+    if matched and set(map(len, matched)) == {3}:  # (path, size, time) each: as columns
+        paths, sizes, times = map(list, zip(*matched, strict=True))
+        modified = times if set(map(type, times)) == {float} else list(map(float, times))
+    else:
+        paths = [stamp[0] for stamp in matched]
+        sizes = [stamp[1] for stamp in matched]
+        modified = [float(stamp[2]) if len(stamp) > 2 else 0.0 for stamp in matched]
     indexes = range(first_index, first_index + len(paths))
     one_split = None if sharding.splits else fmt.ALL_SPLIT  # else hashed from each path
     splits = itertools.repeat(one_split) if one_split else [split_of(p, sharding) for p in paths]

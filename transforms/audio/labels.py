@@ -10,6 +10,8 @@ from __future__ import annotations
 import csv
 import functools
 import io
+import itertools
+import operator
 import posixpath
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
@@ -150,9 +152,10 @@ def label_paths(
       ValueError: an unknown `kind`.
     """
     label_of = labeller(kind, csv_labels)
-    if kind != DIRNAME or any("\\" in p or p.endswith("/") for p in paths):
+    joined = "\0".join(paths)  # a backslash or a trailing "/" in any path (or "/\0" in one)
+    if kind != DIRNAME or "\\" in joined or "/\0" in joined or joined.endswith("/"):
         return list(map(functools.partial(_label_or_error, label_of), paths))
-    folders = [p.rpartition("/")[0] for p in paths]
+    folders = list(map(_HEAD, map(str.rpartition, paths, itertools.repeat("/"))))
     last = dict(zip(folders, paths, strict=True))  # folder -> a path in it
     found = {folder: _label_or_error(label_from_dirname, path) for folder, path in last.items()}
     out: list[str | LabelError] = list(map(found.__getitem__, folders))
@@ -162,6 +165,9 @@ def label_paths(
             if folder in bad:
                 out[n] = _label_or_error(label_from_dirname, paths[n])
     return out
+
+
+_HEAD = operator.itemgetter(0)  # of a `str.rpartition`
 
 
 def _label_or_error(label_of: Callable[[str], str], path: str) -> str | LabelError:
