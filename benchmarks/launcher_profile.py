@@ -24,6 +24,7 @@ after them is timed too (about what the collector leaves to the job).
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import contextlib
 import json
 import os
@@ -173,9 +174,10 @@ def child(pattern: str, out: str) -> dict:
     }
 
 
-def child_in_job(pattern: str, out: str) -> dict:
+def child_in_job(pattern: str, out: str, *, match_only: bool = False) -> dict:
     """The launcher of a run planned in the job (`pipelines.job._run_planned_in_job`), step by
-    step, in this process, up to ``p.run()``: {"steps": [[name, s, rss, hwm, gc s]], ...}."""
+    step, in this process, up to ``p.run()``: {"steps": [[name, s, rss, hwm, gc s]], ...}
+    (`match_only`: only the three ``FileSystems.match``, {"match": [s, s, s]})."""
     import gc
 
     import apache_beam as beam
@@ -195,11 +197,16 @@ def child_in_job(pattern: str, out: str) -> dict:
     from transforms.record import staged as staged_lists
 
     gc.collect()
+    if "://" in pattern:  # Beam's GCS client is made on first use (credentials): not timed
+        FileSystems.set_options(PipelineOptions(["--no_auth"]))
+        FileSystems.match([pattern], limits=[1])
     listing = []
     for _ in range(3):
         t = time.perf_counter()
         FileSystems.match([pattern])
         listing.append(time.perf_counter() - t)
+    if match_only:
+        return {"match": listing}
     steps: list[list] = []
     clock = [time.perf_counter()]
 
@@ -210,6 +217,7 @@ def child_in_job(pattern: str, out: str) -> dict:
 
     step("start")
     argv = ["--input_pattern", pattern, "--output_dir", out, *RECORD_ARGS, "--overwrite"]
+    argv += ["--no_auth"] if "://" in pattern + out else []  # an emulator's store
     config = RecordConfig.from_namespace(PipelineOptions(argv).view_as(RecordOptions))
     options = JobOptions(argv)
     FileSystems.set_options(options)
@@ -223,18 +231,28 @@ def child_in_job(pattern: str, out: str) -> dict:
         planned, args = job.launcher_plan(config, listed, state, options=options, argv=argv)
         step("launcher_plan (one header, runner)")
         cut = {"cpu_count": args.cpu_count, "single_task": args.single_task}
-        fingerprint = job._job_fingerprint(planned.params, listed, cut=cut)
+        made = job._job_fingerprint(planned.params, listed, cut=cut)
         step("_job_fingerprint")
+        fingerprint = b"".join(fp.json_pieces(made))
+        step("fingerprint's bytes")
+        inputs, data = staged_lists.pickled(out, "inputs", listed.inputs)
+        planning = PlanInJob(inputs, args)
+        step("inputs pickled")
         job.prepare_output_dir(planned)
         step("prepare_output_dir")
-        atomic.write_atomically(f"{out}/{fp.FINGERPRINT_FILE}", fp.json_pieces(fingerprint))
-        step("fingerprint written")
-        inputs = staged_lists.stage(out, "inputs", listed.inputs)
-        step("inputs staged")
-        planning = PlanInJob(inputs, args)
-        p = beam.Pipeline(options=options)
-        job.build_pipeline(p, planned, planning=planning)
-        step("build_pipeline")
+        with concurrent.futures.ThreadPoolExecutor(2) as pool:  # as _run_planned_in_job does
+            written = [
+                pool.submit(
+                    atomic.write_bytes_atomically, f"{out}/{fp.FINGERPRINT_FILE}", fingerprint
+                ),
+                pool.submit(staged_lists.write, inputs, data),
+            ]
+            p = beam.Pipeline(options=options)
+            job.build_pipeline(p, planned, planning=planning)
+            step("build_pipeline (files written meanwhile)")
+            for done in written:
+                done.result()
+            step("writes joined")
     staged_lists.release(inputs)
     return {
         "files": len(listed.inputs),
@@ -293,7 +311,9 @@ def report_in_job(results: list[dict]) -> None:
         seconds = " ".join(f"{r['steps'][n][1]:7.3f}" for r in results)
         print(f"  {name:<40} {seconds} {results[-1]['steps'][n][2] / mib:8.0f}")
     totals = sorted(sum(s[1] for s in r["steps"][1:]) for r in results)
-    fixed = sorted(sum(s[1] for s in r["steps"][1:] if s[0] != "build_pipeline") for r in results)
+    fixed = sorted(
+        sum(s[1] for s in r["steps"][1:] if not s[0].startswith("build_pipeline")) for r in results
+    )
     matches = sorted(r["match"] for r in results)
     total, per_file, match = (v[len(v) // 2] for v in (totals, fixed, matches))
     print(
@@ -313,9 +333,13 @@ def main() -> None:
     )
     parser.add_argument("--repeat", type=int, default=1, help="runs a size (fresh processes)")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--match-only", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        made = (child_in_job if args.in_job else child)(args.pattern, args.out)
+        if args.match_only:
+            made = child_in_job(args.pattern, args.out, match_only=True)
+        else:
+            made = (child_in_job if args.in_job else child)(args.pattern, args.out)
         print(json.dumps(made))
         return
     patterns = (

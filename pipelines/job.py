@@ -28,6 +28,7 @@ its records and parts, then reads the rest.
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import functools
 import json
@@ -517,16 +518,31 @@ def _run_planned_in_job(
     with internals.collector_paused():  # the launcher's steps; the job runs with it on
         plan, args = launcher_plan(config, listed, state, options=options, argv=argv)
         cut = {"cpu_count": args.cpu_count, "single_task": args.single_task}
-        fingerprint = _job_fingerprint(plan.params, listed, cut=cut)
-        prepare_output_dir(plan)
-        atomic.write_atomically(f"{out}/{fp.FINGERPRINT_FILE}", fp.json_pieces(fingerprint))
+        fingerprint = b"".join(fp.json_pieces(_job_fingerprint(plan.params, listed, cut=cut)))
         total_files = len(listed.inputs)
-        inputs = staged_lists.stage(out, "inputs", listed.inputs)
+        inputs, data = staged_lists.pickled(out, "inputs", listed.inputs)
         planning = PlanInJob(inputs, args)
-        del listed, fingerprint, args  # the job holds the staged inputs, not the launcher
-        start = time.monotonic()
-        p = beam.Pipeline(options=options)
-        build_pipeline(p, plan, planning=planning)
+        del listed, args  # the job holds the staged inputs, not the launcher
+        prepare_output_dir(plan)
+        # both files are written while the job is built (on an object store each write is
+        # requests to wait on); the fingerprint is there before the job starts
+        try:
+            with concurrent.futures.ThreadPoolExecutor(2) as pool:
+                written = [
+                    pool.submit(
+                        atomic.write_bytes_atomically, f"{out}/{fp.FINGERPRINT_FILE}", fingerprint
+                    ),
+                    pool.submit(staged_lists.write, inputs, data),
+                ]
+                del fingerprint, data
+                start = time.monotonic()
+                p = beam.Pipeline(options=options)
+                build_pipeline(p, plan, planning=planning)
+                for done in written:
+                    done.result()
+        except BaseException:
+            staged_lists.release(inputs)
+            raise
     for name in _STEP_ERROR_LOGGERS:  # the user gets the refusal's one line, not its traceback
         logging.getLogger(name).addFilter(_drop_refusals)
     try:

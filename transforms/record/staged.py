@@ -59,6 +59,14 @@ def stage(output_dir: str, name: str, items: Sequence[Any]) -> Staged:
       name: what the list is (``tasks``, ``errors``): the file name's start.
       items: the list.
     """
+    staged, data = pickled(output_dir, name, items)
+    write(staged, data)
+    return staged
+
+
+def pickled(output_dir: str, name: str, items: Sequence[Any]) -> tuple[Staged, bytes]:
+    """`stage` but the write: the reference the job carries and the bytes `write` writes (so
+    that the job can be built while they are written). Arguments as `stage`'s."""
     items = list(items)
     kinds = set(map(type, items))
     columns = _ReadTasks if kinds == {ReadTask} else _InputFiles if kinds == {InputFile} else None
@@ -67,9 +75,13 @@ def stage(output_dir: str, name: str, items: Sequence[Any]) -> Staged:
     )
     digest = hashlib.sha256(data).hexdigest()
     path = f"{output_dir.rstrip('/')}/{PLAN_DIR}/{name}-{digest[:16]}.pickle"
-    atomic.write_bytes_atomically(path, data)
     _HELD[(path, digest)] = items
-    return Staged(path=path, sha256=digest, count=len(items))
+    return Staged(path=path, sha256=digest, count=len(items)), data
+
+
+def write(staged: Staged, data: bytes) -> None:
+    """Writes the bytes `pickled` made for `staged`, atomically."""
+    atomic.write_bytes_atomically(staged.path, data)
 
 
 def release(staged: Staged) -> None:
