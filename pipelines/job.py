@@ -33,6 +33,7 @@ import dataclasses
 import functools
 import json
 import logging
+import operator
 import os
 import re
 import time
@@ -471,7 +472,7 @@ def launcher_plan(
     check_output_dir(config, out, state)
     read = launcher_read_config(config, listed)
     try:
-        runners.configure(options, input_bytes=sum(f.size_bytes for f in listed.inputs), argv=argv)
+        runners.configure(options, input_bytes=sum(map(_SIZE, listed.inputs)), argv=argv)
     except runners.RunnerError as e:
         raise UsageError(str(e)) from e
     args = PlanArgs(
@@ -566,6 +567,8 @@ def _run_planned_in_job(
     summary = summarize(plan, elapsed, counters=job_counters, audio_seconds=seconds)
     return dataclasses.replace(summary, total_tasks=job_counters.get("read_tasks", 0))
 
+
+_SIZE = operator.attrgetter("size_bytes")  # of an InputFile
 
 # where runners log a failed step's traceback (in this process, or a worker's, passed on)
 _STEP_ERROR_LOGGERS = (
