@@ -30,6 +30,7 @@ import hashlib
 import itertools
 import json
 import marshal
+import operator
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from operator import attrgetter
 from typing import Any
@@ -43,6 +44,7 @@ FINGERPRINT_VERSION = 2
 READ_VERSIONS = (1, 2)  # the record versions `first_difference` compares with this one
 _CHUNK = 4096  # list items encoded at a time (`plan_digest`, `json_pieces`)
 _INPUT = attrgetter("index", "path", "label", "split", "error")  # a file in the plan digest
+_ANNOTATION = attrgetter("annotation")
 _CELL = ("label", "split", "error")  # a file's fields `_files_digest` takes as values
 _SEGMENT = attrgetter("file.index", "row_start", "row_stop", "split_rank")  # a task's segment
 
@@ -93,8 +95,11 @@ def input_columns(stamps: Sequence[tuple[str, int, float]]) -> dict[str, Any]:
     """The fingerprint's ``inputs``: `stamps` sorted by path, as columns (JSON values):
     ``paths`` and ``sizes`` lists, ``modified`` the base64 of the times' little-endian float64
     bytes (`input_stamps` reads them back)."""
-    ordered = sorted(stamps)
-    paths, sizes, times = map(list, zip(*ordered, strict=True)) if ordered else ([], [], [])
+    if not stamps:
+        return {"paths": [], "sizes": [], "modified": ""}
+    paths, sizes, times = map(list, zip(*stamps, strict=True))
+    if not all(map(operator.lt, paths, itertools.islice(paths, 1, None))):  # not sorted yet
+        paths, sizes, times = map(list, zip(*sorted(stamps), strict=True))
     if not set(map(type, sizes)) <= {int}:
         sizes = list(map(int, sizes))
     modified = np.asarray(times, dtype="<f8").tobytes()
@@ -308,9 +313,13 @@ def _files_digest(files: Sequence[Any]) -> str:
     cells = list(zip(*(map(attrgetter(name), files) for name in _CELL), strict=True))
     distinct = {cell: n for n, cell in enumerate(dict.fromkeys(cells))}
     codes = np.fromiter(map(distinct.__getitem__, cells), dtype="<i8", count=len(cells))
-    annotated = [
-        (f.index, annotation_digest(f.annotation)) for f in files if f.annotation is not None
-    ]
+    annotated = (
+        [  # (none in a listing: a C loop finds none)
+            (f.index, annotation_digest(f.annotation)) for f in files if f.annotation is not None
+        ]
+        if any(map(_ANNOTATION, files))
+        else []
+    )
     h.update(_json([len(files), list(distinct), annotated]).encode())
     for column in (indexes, lengths, codes):
         h.update(column.tobytes())
