@@ -231,10 +231,8 @@ def child_in_job(pattern: str, out: str, *, match_only: bool = False) -> dict:
         planned, args = job.launcher_plan(config, listed, state, options=options, argv=argv)
         step("launcher_plan (one header, runner)")
         cut = {"cpu_count": args.cpu_count, "single_task": args.single_task}
-        made = job._job_fingerprint(planned.params, listed, cut=cut)
+        fingerprint = job._job_fingerprint(planned.params, listed, cut=cut)
         step("_job_fingerprint")
-        fingerprint = b"".join(fp.json_pieces(made))
-        step("fingerprint's bytes")
         inputs, data = staged_lists.pickled(out, "inputs", listed.inputs)
         planning = PlanInJob(inputs, args)
         step("inputs pickled")
@@ -243,7 +241,9 @@ def child_in_job(pattern: str, out: str, *, match_only: bool = False) -> dict:
         with concurrent.futures.ThreadPoolExecutor(2) as pool:  # as _run_planned_in_job does
             written = [
                 pool.submit(
-                    atomic.write_bytes_atomically, f"{out}/{fp.FINGERPRINT_FILE}", fingerprint
+                    atomic.write_atomically,
+                    f"{out}/{fp.FINGERPRINT_FILE}",
+                    fp.json_pieces(fingerprint),
                 ),
                 pool.submit(staged_lists.write, inputs, data),
             ]

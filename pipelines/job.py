@@ -519,19 +519,22 @@ def _run_planned_in_job(
     with internals.collector_paused():  # the launcher's steps; the job runs with it on
         plan, args = launcher_plan(config, listed, state, options=options, argv=argv)
         cut = {"cpu_count": args.cpu_count, "single_task": args.single_task}
-        fingerprint = b"".join(fp.json_pieces(_job_fingerprint(plan.params, listed, cut=cut)))
+        fingerprint = _job_fingerprint(plan.params, listed, cut=cut)
         total_files = len(listed.inputs)
         inputs, data = staged_lists.pickled(out, "inputs", listed.inputs)
         planning = PlanInJob(inputs, args)
         del listed, args  # the job holds the staged inputs, not the launcher
         prepare_output_dir(plan)
         # both files are written while the job is built (on an object store each write is
-        # requests to wait on); the fingerprint is there before the job starts
+        # requests to wait on; the fingerprint's text is made a piece at a time as it is
+        # written); the fingerprint is there before the job starts
         try:
             with concurrent.futures.ThreadPoolExecutor(2) as pool:
                 written = [
                     pool.submit(
-                        atomic.write_bytes_atomically, f"{out}/{fp.FINGERPRINT_FILE}", fingerprint
+                        atomic.write_atomically,
+                        f"{out}/{fp.FINGERPRINT_FILE}",
+                        fp.json_pieces(fingerprint),
                     ),
                     pool.submit(staged_lists.write, inputs, data),
                 ]
