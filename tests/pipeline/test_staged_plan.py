@@ -151,3 +151,18 @@ def test_input_files_read_back_from_their_columns(tmp_path):
     staged.release(ref)
     assert staged.load(ref) == odd
     assert staged.load(staged.stage(str(tmp_path), "inputs", files[:1])) == files[:1]
+
+
+def test_a_list_is_referenced_before_it_is_written(tmp_path):
+    """`pickled` makes the job's reference (path and SHA-256) and the bytes without writing
+    them, so that the job can be built while `write` writes them; the list reads back only
+    once written."""
+    items = [{"path": f"/data/{i}.wav", "reason": "bad header"} for i in range(3)]
+    ref, data = staged.pickled(str(tmp_path), "errors", items)
+    assert not Path(ref.path).exists() and ref.count == 3
+    assert ref.path.endswith(f"errors-{ref.sha256[:16]}.pickle")
+    staged.release(ref)
+    with pytest.raises(ValueError, match="cannot be read"):
+        staged.load(ref)
+    staged.write(ref, data)
+    assert staged.load(ref) == items
