@@ -24,6 +24,7 @@ after them is timed too (about what the collector leaves to the job).
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import contextlib
 import json
 import os
@@ -43,6 +44,7 @@ CORPORA = {
 RECORD_ARGS = ["--label_source", "dirname", "--win_len", "16000", "--features", "log_mel"]
 HEADERS = "scan_headers (header reads)"
 LISTING = "match_stamped (listing)"
+IN_JOB_LISTING = "list_inputs (listing, labels)"
 QUIET = {"TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONWARNINGS": "ignore"}
 
 
@@ -172,6 +174,95 @@ def child(pattern: str, out: str) -> dict:
     }
 
 
+def child_in_job(pattern: str, out: str, *, match_only: bool = False) -> dict:
+    """The launcher of a run planned in the job (`pipelines.job._run_planned_in_job`), step by
+    step, in this process, up to ``p.run()``: {"steps": [[name, s, rss, hwm, gc s]], ...}
+    (`match_only`: only the three ``FileSystems.match``, {"match": [s, s, s]})."""
+    import gc
+
+    import apache_beam as beam
+    import tensorflow  # noqa: F401 - imported before the steps, as the command does early
+    from apache_beam.io.filesystems import FileSystems
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    import transforms.record.publish  # noqa: F401 - TFT
+    from pipelines import fingerprint as fp
+    from pipelines import job, plan
+    from pipelines.config import RecordConfig
+    from pipelines.job_plan import PlanInJob
+    from pipelines.record import RecordOptions
+    from runners import internals
+    from runners.internals import JobOptions
+    from transforms.record import atomic
+    from transforms.record import staged as staged_lists
+
+    gc.collect()
+    if "://" in pattern:  # Beam's GCS client is made on first use (credentials): not timed
+        FileSystems.set_options(PipelineOptions(["--no_auth"]))
+        FileSystems.match([pattern], limits=[1])
+    listing = []
+    for _ in range(3):
+        t = time.perf_counter()
+        FileSystems.match([pattern])
+        listing.append(time.perf_counter() - t)
+    if match_only:
+        return {"match": listing}
+    steps: list[list] = []
+    clock = [time.perf_counter()]
+
+    def step(name: str) -> None:
+        now = time.perf_counter()
+        steps.append([name, now - clock[0], *_memory(), 0.0])
+        clock[0] = time.perf_counter()
+
+    step("start")
+    argv = ["--input_pattern", pattern, "--output_dir", out, *RECORD_ARGS, "--overwrite"]
+    argv += ["--no_auth"] if "://" in pattern + out else []  # an emulator's store
+    config = RecordConfig.from_namespace(PipelineOptions(argv).view_as(RecordOptions))
+    options = JobOptions(argv)
+    FileSystems.set_options(options)
+    step("options + RecordConfig")
+    with internals.collector_paused():
+        listed = plan.list_inputs(config)
+        step(IN_JOB_LISTING)
+        state = plan.output_dir_state(listed.output_dir)
+        step("output_dir_state")
+    with internals.collector_paused():
+        planned, args = job.launcher_plan(config, listed, state, options=options, argv=argv)
+        step("launcher_plan (one header, runner)")
+        cut = {"cpu_count": args.cpu_count, "single_task": args.single_task}
+        fingerprint = job._job_fingerprint(planned.params, listed, cut=cut)
+        step("_job_fingerprint")
+        inputs, data = staged_lists.pickled(out, "inputs", listed.inputs)
+        planning = PlanInJob(inputs, args)
+        step("inputs pickled")
+        job.prepare_output_dir(planned)
+        step("prepare_output_dir")
+        with concurrent.futures.ThreadPoolExecutor(2) as pool:  # as _run_planned_in_job does
+            written = [
+                pool.submit(
+                    atomic.write_atomically,
+                    f"{out}/{fp.FINGERPRINT_FILE}",
+                    fp.json_pieces(fingerprint),
+                ),
+                pool.submit(staged_lists.write, inputs, data),
+            ]
+            p = beam.Pipeline(options=options)
+            job.build_pipeline(p, planned, planning=planning)
+            step("build_pipeline (files written meanwhile)")
+            for done in written:
+                done.result()
+            step("writes joined")
+    staged_lists.release(inputs)
+    return {
+        "files": len(listed.inputs),
+        "rss0": steps[0][2],
+        "steps": steps[1:],
+        "match": sorted(listing)[1],
+        "in_job": True,
+    }
+
+
 def report(result: dict) -> None:
     """Prints one size's steps, totals and ratios."""
     match, mib = result["match"], 2**20
@@ -211,15 +302,45 @@ def report(result: dict) -> None:
     )
 
 
+def report_in_job(results: list[dict]) -> None:
+    """Prints a size's in-job launcher steps (each run's), and the medians against the listing."""
+    mib = 2**20
+    print(f"\n{results[0]['files']:,} files, planned in the job, {len(results)} run(s)")
+    print(f"  {'step':<40} " + " ".join(f"{'s':>7}" for _ in results) + f" {'RSS MiB':>8}")
+    for n, (name, *_rest) in enumerate(results[0]["steps"]):
+        seconds = " ".join(f"{r['steps'][n][1]:7.3f}" for r in results)
+        print(f"  {name:<40} {seconds} {results[-1]['steps'][n][2] / mib:8.0f}")
+    totals = sorted(sum(s[1] for s in r["steps"][1:]) for r in results)
+    fixed = sorted(
+        sum(s[1] for s in r["steps"][1:] if not s[0].startswith("build_pipeline")) for r in results
+    )
+    matches = sorted(r["match"] for r in results)
+    total, per_file, match = (v[len(v) // 2] for v in (totals, fixed, matches))
+    print(
+        f"  median launcher (after the options) {total:.3f} s, without build_pipeline "
+        f"{per_file:.3f} s; FileSystems.match (median of 3 a run, median of runs) {match:.3f} s"
+    )
+    print(f"  ratio {total / match:.2f}x, without build_pipeline {per_file / match:.2f}x")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default=",".join(str(n) for n in CORPORA))
     parser.add_argument("--pattern", help="a corpus of your own instead of --sizes")
     parser.add_argument("--out", default=str(BENCH_DIR / "work/launcher_profile"))
+    parser.add_argument(
+        "--in-job", action="store_true", help="the launcher of a run planned in the job"
+    )
+    parser.add_argument("--repeat", type=int, default=1, help="runs a size (fresh processes)")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--match-only", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        print(json.dumps(child(args.pattern, args.out)))
+        if args.match_only:
+            made = child_in_job(args.pattern, args.out, match_only=True)
+        else:
+            made = (child_in_job if args.in_job else child)(args.pattern, args.out)
+        print(json.dumps(made))
         return
     patterns = (
         [args.pattern] if args.pattern else [str(CORPORA[int(n)]) for n in args.sizes.split(",")]
@@ -229,11 +350,24 @@ def main() -> None:
     env = {**os.environ, **QUIET, "PYTHONPATH": str(ROOT)}
     for pattern in patterns:
         cmd = [sys.executable, __file__, "--child", "--pattern", pattern, "--out", args.out]
-        done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
-        if done.returncode:
-            sys.exit(f"{pattern}: the launcher failed:\n{done.stderr[-3000:]}")
-        shutil.rmtree(args.out, ignore_errors=True)
-        report(json.loads(done.stdout.strip().splitlines()[-1]))
+        results = []
+        for _ in range(args.repeat):
+            done = subprocess.run(
+                cmd + (["--in-job"] if args.in_job else []),
+                cwd=ROOT,
+                env=env,
+                capture_output=True,
+                text=True,
+            )
+            if done.returncode:
+                sys.exit(f"{pattern}: the launcher failed:\n{done.stderr[-3000:]}")
+            shutil.rmtree(args.out, ignore_errors=True)
+            results.append(json.loads(done.stdout.strip().splitlines()[-1]))
+        if args.in_job:
+            report_in_job(results)
+        else:
+            for result in results:
+                report(result)
     load = " ".join(open("/proc/loadavg").read().split()[:3])
     print(f"\nload average {load} ({time.strftime('%H:%M:%S')})")
 

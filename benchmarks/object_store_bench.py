@@ -15,6 +15,19 @@ costs when it goes to an object store.
 
 What this cannot show: a real store's latency (30-100 ms a request, here <1 ms) and bandwidth,
 nor IAM; the emulator keeps objects in memory.
+
+    python benchmarks/object_store_bench.py --launcher [--files 10000] [--latency_ms 40]
+
+``--launcher`` times the launcher of a run planned in the job against ``FileSystems.match`` of
+the same ``gs://`` pattern instead: `--files` one-second clips (the 10 word folders of
+`clips_bench`'s corpus, ``$AUDIORECORDS_BENCH_DIR/clips-2727-10240/clips``) uploaded to the
+emulator (untimed), then every request both clients send delayed by `--latency_ms` (the
+emulator's fronts, `tests.support.tls_proxy.FaultPlan.latency_s`), and
+`benchmarks/launcher_profile.py`'s in-job child run `--repeats` times (a fresh process each,
+imports excluded, up to ``Pipeline.run``; a new ``gs://`` output directory each). Printed: each
+step's seconds, the medians against the listing, and the requests each client was sent (the
+launcher's: its total less its three ``FileSystems.match``, counted in a child that only
+matches).
 """
 
 from __future__ import annotations
@@ -23,8 +36,10 @@ import argparse
 import json
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -49,6 +64,72 @@ def record(inputs: str, output: str, env: dict[str, str]) -> tuple[float, str]:
     return m.wall, m.stdout.strip().splitlines()[-1]
 
 
+LAUNCHER_PROFILE = Path(__file__).resolve().parent / "launcher_profile.py"
+CLIPS = (
+    Path(os.environ.get("AUDIORECORDS_BENCH_DIR", "/tmp/audiorecords-bench"))
+    / "clips-2727-10240/clips"
+)
+
+
+def _child(gcs, pattern: str, out: str, *extra: str) -> tuple[dict, int, int]:
+    """`launcher_profile.py`'s in-job child against the emulator: (its result, requests Beam's
+    client sent, requests TensorFlow's sent)."""
+    gcs.beam_faults.requests = gcs.tf_faults.requests = 0
+    cmd = [PY, str(LAUNCHER_PROFILE), "--child", "--in-job", "--pattern", pattern, "--out", out]
+    env = {**os.environ, **gcs.env(), **QUIET, "PYTHONPATH": str(LAUNCHER_PROFILE.parents[1])}
+    done = subprocess.run([*cmd, *extra], env=env, capture_output=True, text=True, check=False)
+    if done.returncode:
+        sys.exit(f"the launcher failed:\n{done.stderr[-3000:]}")
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    return result, gcs.beam_faults.requests, gcs.tf_faults.requests
+
+
+def launcher(files: int, latency_ms: float, repeats: int) -> None:
+    """The in-job launcher on `files` clips in ``gs://`` against ``FileSystems.match``."""
+    sys.path.insert(0, str(LAUNCHER_PROFILE.parent))
+    from launcher_profile import report_in_job
+
+    folders = sorted(p for p in CLIPS.glob("*") if p.is_dir())
+    per_folder = -(-files // max(len(folders), 1))
+    paths = sorted(p for f in folders for p in sorted(f.glob("*.wav"))[:per_folder])[:files]
+    if len(paths) < files:
+        sys.exit(f"{CLIPS}: {len(paths)} clips, {files} asked; make them with clips_bench.py")
+    print(host_line())
+    work = Path(tempfile.mkdtemp(prefix="object-store-launcher-"))
+    pattern = "gs://clips/speech/*/*.wav"
+    with running_gcs_server(work) as gcs:
+        gcs.create_bucket("clips")
+        gcs.create_bucket("out")
+        t = time.perf_counter()
+        for path in paths:
+            name = f"speech/{path.parent.name}/{path.name}"
+            gcs.upload_bytes("clips", name, path.read_bytes())
+        folders = len({p.parent for p in paths})
+        took = time.perf_counter() - t
+        print(f"{files} clips in {folders} folders uploaded in {took:.0f} s")
+        print(f"{latency_ms:g} ms added to every request of either client from now on")
+        gcs.beam_faults.latency_s = gcs.tf_faults.latency_s = latency_ms / 1000
+        matched, match_beam, match_tf = _child(gcs, pattern, "gs://out/unused", "--match-only")
+        per_match = match_beam / len(matched["match"])  # a warm-up match (one result) and 3
+        results, counts = [], []
+        for n in range(repeats):
+            result, beam_requests, tf_requests = _child(gcs, pattern, f"gs://out/launcher-{n}")
+            results.append(result)
+            counts.append((beam_requests, tf_requests))
+    report_in_job(results)
+    print(
+        f"  a child that only matches (a warm-up match of one object, then three whole ones) "
+        f"sent {match_beam} requests by Beam's client ({per_match:.1f} a match, the warm-up's "
+        f"shared out), {match_tf} by TensorFlow's"
+    )
+    for n, (beam_requests, tf_requests) in enumerate(counts):
+        launcher_beam = beam_requests - match_beam
+        print(
+            f"  run {n}: the launcher sent {launcher_beam} requests by Beam's client (its listing "
+            f"included), {tf_requests} by TensorFlow's (the output directory)"
+        )
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--minutes", type=float, default=30)
@@ -56,7 +137,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--gs_inputs", action="store_true")
     parser.add_argument("--root", default=DEFAULT_DIR)
+    parser.add_argument("--launcher", action="store_true", help="time the launcher (below)")
+    parser.add_argument("--files", type=int, default=10_000)
+    parser.add_argument("--latency_ms", type=float, default=40)
     args = parser.parse_args(argv)
+    if args.launcher:
+        launcher(args.files, args.latency_ms, args.repeats)
+        return
 
     source = corpus(args.minutes, root=args.root, pcm16=args.pcm16)
     stats = corpus_stats(source)

@@ -1,16 +1,22 @@
 """``--resume``'s fingerprint: the plan of a run as far as it shapes the records.
 
-Every run writes, before any work, ``<out>/.tmp/resume.json``: the run's
-*plan* as far as it shapes the records (`fingerprint`): every record option (the manifest's
-``params``), the sorted input list with each file's size and modification time (Beam's
-``last_updated``: the mtime locally, the object's update time on object stores), the package
-version, and a digest of what planning derived from them (labels, splits, classes, signal dtype,
-shard counts and the read tasks' cut, which also covers a changed label CSV, class list or
-annotation table). A run planned in the job (`pipelines.job_plan`) holds only what the
-launcher derives without reading headers (labels, splits, refusals for their label, classes:
-`listing_digest`) and says so (``"planned_in": "job"``): the rest is a function of the stamped
-files. ``--resume`` compares it with the new plan's and refuses in one line naming
-the first difference (`first_difference`): runs are never mixed.
+Every run writes, before any work, ``<out>/.tmp/resume.json``: the run's *plan* as far as it
+shapes the records (`fingerprint`): every record option (the manifest's ``params``), the sorted
+input list with each file's size and modification time (Beam's ``last_updated``: the mtime
+locally, the object's update time on object stores; stored as columns, `input_columns`: the
+paths and sizes as JSON lists, the times as the base64 of their little-endian float64 bytes,
+exact and without a float's text), the package version, and a digest of what planning derived
+from them (labels, splits, classes, signal dtype, shard counts and the read tasks' cut, which
+also covers a changed label CSV, class list or annotation table). A run planned in the job
+(`pipelines.job_plan`) holds only what the launcher derives without reading headers (labels,
+splits, refusals for their label, classes: `listing_digest`, a column at a time) and says so
+(``"planned_in": "job"``): the rest is a function of the stamped files. ``--resume`` compares it
+with the new plan's and refuses in one line naming the first difference (`first_difference`):
+runs are never mixed.
+
+A record of version 1 (the inputs as a list of [path, size, time], a run planned in the job
+digested file by file) is still read: its inputs are compared as they are, and the launcher
+digests a listing as version 1 did to compare it with such a record (`listing_digest`).
 
 The rest of ``--resume``'s launcher side (directory states, committed work) is
 `pipelines.resume`.
@@ -18,10 +24,13 @@ The rest of ``--resume``'s launcher side (directory states, committed work) is
 
 from __future__ import annotations
 
+import base64
+import binascii
 import hashlib
 import itertools
 import json
 import marshal
+import operator
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from operator import attrgetter
 from typing import Any
@@ -31,9 +40,12 @@ import numpy as np
 from replay import _fs
 
 FINGERPRINT_FILE = ".tmp/resume.json"
-FINGERPRINT_VERSION = 1
+FINGERPRINT_VERSION = 2
+READ_VERSIONS = (1, 2)  # the record versions `first_difference` compares with this one
 _CHUNK = 4096  # list items encoded at a time (`plan_digest`, `json_pieces`)
 _INPUT = attrgetter("index", "path", "label", "split", "error")  # a file in the plan digest
+_ANNOTATION = attrgetter("annotation")
+_CELL = ("label", "split", "error")  # a file's fields `_files_digest` takes as values
 _SEGMENT = attrgetter("file.index", "row_start", "row_stop", "split_rank")  # a task's segment
 
 
@@ -67,19 +79,50 @@ def fingerprint(
       planned_in_job: `derived` is the launcher's part only (`listing_digest`): the run was
         planned in the job; marked ``"planned_in": "job"``.
     """
-    inputs = sorted(stamps)
-    if not all(type(s) is int and type(m) is float for _, s, m in inputs):
-        inputs = [(p, int(s), float(m)) for p, s, m in inputs]
     made = {
         "fingerprint_version": FINGERPRINT_VERSION,
         "package": package_version() if version is None else version,
         "options": json_values(params),
-        "inputs": inputs,
+        "inputs": input_columns(stamps),
         "plan": derived if isinstance(derived, str) else _digest([_json(derived)]),
     }
     if planned_in_job:
         made["planned_in"] = "job"
     return made
+
+
+def input_columns(stamps: Sequence[tuple[str, int, float]]) -> dict[str, Any]:
+    """The fingerprint's ``inputs``: `stamps` sorted by path, as columns (JSON values):
+    ``paths`` and ``sizes`` lists, ``modified`` the base64 of the times' little-endian float64
+    bytes (`input_stamps` reads them back)."""
+    if not stamps:
+        return {"paths": [], "sizes": [], "modified": ""}
+    paths, sizes, times = map(list, zip(*stamps, strict=True))
+    if not all(map(operator.lt, paths, itertools.islice(paths, 1, None))):  # not sorted yet
+        paths, sizes, times = map(list, zip(*sorted(stamps), strict=True))
+    if not set(map(type, sizes)) <= {int}:
+        sizes = list(map(int, sizes))
+    modified = np.asarray(times, dtype="<f8").tobytes()
+    return {"paths": paths, "sizes": sizes, "modified": base64.b64encode(modified).decode()}
+
+
+def input_stamps(inputs: Any) -> dict[str, tuple[int, float]]:
+    """{path: (size, modification time)} of a fingerprint's ``inputs`` (`input_columns`, or a
+    version-1 record's list of [path, size, time]).
+
+    Raises:
+      ValueError: not inputs of either form.
+    """
+    try:
+        if isinstance(inputs, Mapping):
+            times = np.frombuffer(base64.b64decode(inputs["modified"], validate=True), "<f8")
+            paths, sizes = inputs["paths"], inputs["sizes"]
+            if not len(paths) == len(sizes) == len(times):
+                raise ValueError("columns of different lengths")
+            return dict(zip(paths, zip(sizes, times.tolist(), strict=True), strict=True))
+        return {p: (s, m) for p, s, m in inputs}
+    except (TypeError, KeyError, binascii.Error) as e:
+        raise ValueError(f"not a fingerprint's inputs: {e}") from e
 
 
 def planned_in_job(fingerprint: Mapping[str, Any]) -> bool:
@@ -92,11 +135,22 @@ def json_pieces(fingerprint: Mapping[str, Any]) -> Iterator[bytes]:
     `_CHUNK` at a time (no text of every input at once)."""
     for n, (key, value) in enumerate(fingerprint.items()):
         yield f"{'{' if n == 0 else ','}\n{json.dumps(key)}: ".encode()
-        if isinstance(value, (list, tuple)):
-            yield from (piece.encode() for piece in _list_pieces(iter(value), json.dumps))
-        else:
-            yield json.dumps(value).encode()
+        yield from _value_pieces(value)
     yield b"\n}\n" if fingerprint else b"{}\n"
+
+
+def _value_pieces(value: Any) -> Iterator[bytes]:
+    """`json.dumps(value)`'s bytes in pieces: a list's items `_CHUNK` at a time, a dict's
+    values so too."""
+    if isinstance(value, (list, tuple)):
+        yield from (piece.encode() for piece in _list_pieces(iter(value), json.dumps))
+    elif isinstance(value, dict) and value:
+        for n, (key, item) in enumerate(value.items()):
+            yield f"{', ' if n else '{'}{json.dumps(key)}: ".encode()
+            yield from _value_pieces(item)
+        yield b"}"
+    else:
+        yield json.dumps(value).encode()
 
 
 def option_difference(before: Mapping[str, Any], now: Mapping[str, Any]) -> str | None:
@@ -115,7 +169,7 @@ def json_values(params: Mapping[str, Any]) -> dict[str, Any]:
 
 def first_difference(old: Mapping[str, Any], new: Mapping[str, Any]) -> str | None:
     """The first way the stored fingerprint `old` differs from `new`, as a phrase; None: same."""
-    if old.get("fingerprint_version") != new["fingerprint_version"]:
+    if old.get("fingerprint_version") not in READ_VERSIONS:
         return f"its resume record has version {old.get('fingerprint_version')!r}"
     if planned_in_job(old) != planned_in_job(new):
         return "it was planned another way (in the job or in the launcher)"
@@ -124,11 +178,26 @@ def first_difference(old: Mapping[str, Any], new: Mapping[str, Any]) -> str | No
     changed = option_difference(old.get("options", {}), new["options"])
     if changed is not None:
         return changed
+    if old.get("inputs") != new["inputs"]:  # the same columns: the same inputs
+        changed = _input_difference(old.get("inputs", []), new["inputs"])
+        if changed is not None:
+            return changed
+    if old.get("plan") != new["plan"]:
+        return (
+            "the plan changed (labels, classes, splits or read tasks: a label CSV, class list "
+            "or annotation table, or another runner or core count)"
+        )
+    return None
+
+
+def _input_difference(old: Any, new: Any) -> str | None:
+    """The first input (by path) added, removed or changed from `old` to `new` (a
+    fingerprint's ``inputs`` each), as a phrase; None: the same inputs."""
     try:
-        was = {p: (s, m) for p, s, m in old.get("inputs", [])}
-    except (TypeError, ValueError):
+        was = input_stamps(old)
+    except ValueError:
         return "its resume record is malformed"
-    is_ = {p: (s, m) for p, s, m in new["inputs"]}
+    is_ = input_stamps(new)
     for path in sorted(set(was) | set(is_)):
         if path not in was:
             return f"input added: {path}"
@@ -139,11 +208,6 @@ def first_difference(old: Mapping[str, Any], new: Mapping[str, Any]) -> str | No
             return f"input changed: {path} (size {s0} -> {s1})"
         if m0 != m1:
             return f"input changed: {path} (modified since the run started)"
-    if old.get("plan") != new["plan"]:
-        return (
-            "the plan changed (labels, classes, splits or read tasks: a label CSV, class list "
-            "or annotation table, or another runner or core count)"
-        )
     return None
 
 
@@ -213,12 +277,54 @@ def plan_digest(plan: Any) -> str:
     return _digest(_derived_pieces(plan))
 
 
-def listing_digest(listed: Any, *, cut: Mapping[str, Any]) -> str:
+def listing_digest(
+    listed: Any, *, cut: Mapping[str, Any], version: int = FINGERPRINT_VERSION
+) -> str:
     """The ``plan`` digest of a run planned in the job: what the launcher derives without a
     header (`pipelines.plan.list_inputs`: labels, splits, refusals for their label, classes,
     the shard function), from a `ScannedInputs` of unread headers, and what the read tasks' cut
-    depends on besides the headers (`cut`: the launcher's core count, whether one task)."""
-    return _digest(itertools.chain(_derived_pieces(listed, headers=False), [_json(dict(cut))]))
+    depends on besides the headers (`cut`: the launcher's core count, whether one task).
+
+    The files are digested as columns (`_files_digest`); `version` 1: as a version-1 record
+    holds it, file by file (`_derived_pieces`' JSON), to compare with one.
+    """
+    if version == 1:
+        pieces = _derived_pieces(listed, headers=False)
+        return _digest(itertools.chain(pieces, [_json(dict(cut))]))
+    func = listed.sharding.shard_func
+    rest = {
+        "classes": list(listed.classes),
+        "cut": dict(cut),
+        "files": _files_digest(listed.inputs),
+        "shard_func": None if func is None else function_digest(func),
+    }
+    return _digest([_json(rest)])
+
+
+def _files_digest(files: Sequence[Any]) -> str:
+    """SHA-256 of `files` (`InputFile`s without headers) as the listing makes them: each one's
+    index, path, label, split, refusal and annotation, a column at a time (C loops: no text a
+    file)."""
+    h = hashlib.sha256()
+    indexes = np.fromiter(map(attrgetter("index"), files), dtype="<i8", count=len(files))
+    paths = list(map(attrgetter("path"), files))
+    lengths = np.fromiter(map(len, paths), dtype="<i8", count=len(paths))
+    # the distinct (label, split, refusal) values once, and each file's position among them
+    cells = list(zip(*(map(attrgetter(name), files) for name in _CELL), strict=True))
+    distinct = {cell: n for n, cell in enumerate(dict.fromkeys(cells))}
+    codes = np.fromiter(map(distinct.__getitem__, cells), dtype="<i8", count=len(cells))
+    annotated = (
+        [  # (none in a listing: a C loop finds none)
+            (f.index, annotation_digest(f.annotation)) for f in files if f.annotation is not None
+        ]
+        if any(map(_ANNOTATION, files))
+        else []
+    )
+    h.update(_json([len(files), list(distinct), annotated]).encode())
+    for column in (indexes, lengths, codes):
+        h.update(column.tobytes())
+    h.update("".join(paths).encode(errors="surrogatepass"))  # cut by `lengths`
+    return h.hexdigest()
 
 
 def _derived_pieces(plan: Any, *, headers: bool = True) -> Iterator[str]:

@@ -13,6 +13,7 @@ import dataclasses
 import itertools
 import json
 import os
+import re
 from typing import Any
 
 from pipelines.config import UsageError
@@ -91,21 +92,67 @@ def match_stamped(pattern: str) -> list[tuple[str, int, float]]:
     """(path, size, modification time) of every file `pattern` matches, sorted by path.
 
     ``{a,b}`` alternatives are expanded (``data/**/*.{wav,flac}``); Beam's glob has none. The
-    time is Beam's ``last_updated_in_seconds`` (0 when the file system gives none).
+    time is Beam's ``last_updated_in_seconds`` (0 when the file system gives none). Local
+    patterns are listed by `local_stamps` (Beam's very result, one ``stat`` a matched file).
     """
+    patterns = formats.expand_braces(pattern)
     try:
-        results = _filesystems().match(formats.expand_braces(pattern))
+        fs = _filesystems()
+        if all(_is_local(fs, p) for p in patterns):
+            found = [stamp for p in patterns for stamp in local_stamps(p)]
+        else:
+            results = fs.match(patterns)
+            found = [
+                (m.path, m.size_in_bytes, float(getattr(m, "last_updated_in_seconds", 0) or 0))
+                for r in results
+                for m in r.metadata_list
+            ]
     except Exception as e:  # noqa: BLE001 - Beam raises BeamIOError / ValueError by scheme
         raise UsageError(f"--input_pattern {pattern!r}: cannot list files ({e})") from e
-    found = [
-        (m.path, m.size_in_bytes, float(getattr(m, "last_updated_in_seconds", 0) or 0))
-        for r in results
-        for m in r.metadata_list
-    ]
-    if len(results) > 1:  # alternatives may match a file twice: listed once (the last match)
+    if len(patterns) > 1:  # alternatives may match a file twice: listed once (the last match)
         found = list({stamp[0]: stamp for stamp in found}.values())
     found.sort()  # by path: each path is there once
     return found
+
+
+def local_stamps(pattern: str) -> list[tuple[str, int, float]]:
+    """(path, size, modification time) of the local files `pattern` matches (Beam's glob, one
+    pattern, no braces), in listing order: what Beam's ``LocalFileSystem.match`` finds.
+
+    Beam walks the folder before the pattern's first wildcard and takes the size and time of
+    every file under it (two ``stat`` calls each), then keeps the paths its pattern's regular
+    expression matches; here the paths are matched first and each kept file is ``stat``-ed
+    once. A file that disappears meanwhile is left out, as Beam leaves it.
+    """
+    from apache_beam.io.filesystem import FileSystem
+
+    if pattern.endswith(("/", "\\")):
+        pattern += "*"
+    prefix = _GLOB_PREFIX.match(pattern).group(0)
+    if prefix == pattern:  # no wildcard: one path, Beam's answer
+        (result,) = _filesystems().match([pattern])
+        return [(m.path, m.size_in_bytes, m.last_updated_in_seconds) for m in result.metadata_list]
+    matches = re.compile(FileSystem.translate_pattern(pattern)).match
+    found = []
+    for folder, _, names in os.walk(os.path.dirname(prefix)):
+        base = folder if folder.endswith(os.sep) else folder + os.sep  # os.path.join's
+        for path in filter(matches, map(base.__add__, names)):
+            try:
+                stat = os.stat(path)
+            except OSError:  # gone since it was listed
+                continue
+            found.append((path, stat.st_size, stat.st_mtime))
+    return found
+
+
+_GLOB_PREFIX = re.compile(r"^[^[*?]*")  # a pattern's part before its first wildcard (Beam's)
+
+
+def _is_local(fs: Any, pattern: str) -> bool:
+    """Whether Beam lists `pattern` with its own local file system (no scheme)."""
+    from apache_beam.io.localfilesystem import LocalFileSystem
+
+    return type(fs.get_filesystem(pattern)) is LocalFileSystem
 
 
 def output_dir_state(output_dir: str) -> str:

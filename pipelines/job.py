@@ -28,10 +28,12 @@ its records and parts, then reads the rest.
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import functools
 import json
 import logging
+import operator
 import os
 import re
 import time
@@ -294,14 +296,16 @@ def start_output_dir(
     """
     ours = resuming and output_dir_state(plan.output_dir) == "ours"
     stored = fp.read_fingerprint(plan.output_dir) if ours else None
+    compared = None  # what the stored fingerprint is compared with, when not the one written
     if listed is not None and stored is not None and fp.planned_in_job(stored):
-        fingerprint = _job_fingerprint(
-            plan.params, listed, cpu_count=os.cpu_count() or 1, single_task=single_task
-        )
+        cut = {"cpu_count": os.cpu_count() or 1, "single_task": single_task}
+        fingerprint = _job_fingerprint(plan.params, listed, cut=cut)
+        if stored.get("fingerprint_version") == 1:  # its listing digested as version 1 did
+            compared = _job_fingerprint(plan.params, listed, cut=cut, version=1)
     else:
         fingerprint = fp.fingerprint(plan.params, plan.input_stamps, derived=fp.plan_digest(plan))
     if ours:
-        reused = resume_output_dir(plan, fingerprint)
+        reused = resume_output_dir(plan, fingerprint if compared is None else compared)
     else:
         prepare_output_dir(plan)
         reused = resume.Reuse(tasks=plan.tasks)
@@ -424,15 +428,18 @@ def run_job(
 
 
 def _job_fingerprint(
-    params: Mapping[str, Any], listed: ScannedInputs, *, cpu_count: int, single_task: bool
+    params: Mapping[str, Any],
+    listed: ScannedInputs,
+    *,
+    cut: Mapping[str, Any],
+    version: int = fp.FINGERPRINT_VERSION,
 ) -> dict[str, Any]:
     """The fingerprint of a run planned in the job: the options, the stamps and what the
-    launcher derives (`fp.listing_digest`), with what the read tasks' cut depends on besides
-    the files."""
-    cut = {"cpu_count": cpu_count, "single_task": single_task}
-    return fp.fingerprint(
-        params, listed.stamps, derived=fp.listing_digest(listed, cut=cut), planned_in_job=True
-    )
+    launcher derives (`fp.listing_digest`, as record `version` digests it), with what the read
+    tasks' cut depends on besides the files (`cut`: the launcher's ``cpu_count``, whether
+    ``single_task``)."""
+    derived = fp.listing_digest(listed, cut=cut, version=version)
+    return fp.fingerprint(params, listed.stamps, derived=derived, planned_in_job=True)
 
 
 def _translation_only(options: JobOptions) -> bool:
@@ -468,7 +475,7 @@ def launcher_plan(
     check_output_dir(config, out, state)
     read = launcher_read_config(config, listed)
     try:
-        runners.configure(options, input_bytes=sum(f.size_bytes for f in listed.inputs), argv=argv)
+        runners.configure(options, input_bytes=sum(map(_SIZE, listed.inputs)), argv=argv)
     except runners.RunnerError as e:
         raise UsageError(str(e)) from e
     args = PlanArgs(
@@ -514,18 +521,35 @@ def _run_planned_in_job(
     out = listed.output_dir
     with internals.collector_paused():  # the launcher's steps; the job runs with it on
         plan, args = launcher_plan(config, listed, state, options=options, argv=argv)
-        fingerprint = _job_fingerprint(
-            plan.params, listed, cpu_count=args.cpu_count, single_task=args.single_task
-        )
-        prepare_output_dir(plan)
-        atomic.write_atomically(f"{out}/{fp.FINGERPRINT_FILE}", fp.json_pieces(fingerprint))
+        cut = {"cpu_count": args.cpu_count, "single_task": args.single_task}
+        fingerprint = _job_fingerprint(plan.params, listed, cut=cut)
         total_files = len(listed.inputs)
-        inputs = staged_lists.stage(out, "inputs", listed.inputs)
+        inputs, data = staged_lists.pickled(out, "inputs", listed.inputs)
         planning = PlanInJob(inputs, args)
-        del listed, fingerprint, args  # the job holds the staged inputs, not the launcher
-        start = time.monotonic()
-        p = beam.Pipeline(options=options)
-        build_pipeline(p, plan, planning=planning)
+        del listed, args  # the job holds the staged inputs, not the launcher
+        prepare_output_dir(plan)
+        # both files are written while the job is built (on an object store each write is
+        # requests to wait on; the fingerprint's text is made a piece at a time as it is
+        # written); the fingerprint is there before the job starts
+        try:
+            with concurrent.futures.ThreadPoolExecutor(2) as pool:
+                written = [
+                    pool.submit(
+                        atomic.write_atomically,
+                        f"{out}/{fp.FINGERPRINT_FILE}",
+                        fp.json_pieces(fingerprint),
+                    ),
+                    pool.submit(staged_lists.write, inputs, data),
+                ]
+                del fingerprint, data
+                start = time.monotonic()
+                p = beam.Pipeline(options=options)
+                build_pipeline(p, plan, planning=planning)
+                for done in written:
+                    done.result()
+        except BaseException:
+            staged_lists.release(inputs)
+            raise
     for name in _STEP_ERROR_LOGGERS:  # the user gets the refusal's one line, not its traceback
         logging.getLogger(name).addFilter(_drop_refusals)
     try:
@@ -549,6 +573,8 @@ def _run_planned_in_job(
     summary = summarize(plan, elapsed, counters=job_counters, audio_seconds=seconds)
     return dataclasses.replace(summary, total_tasks=job_counters.get("read_tasks", 0))
 
+
+_SIZE = operator.attrgetter("size_bytes")  # of an InputFile
 
 # where runners log a failed step's traceback (in this process, or a worker's, passed on)
 _STEP_ERROR_LOGGERS = (

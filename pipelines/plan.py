@@ -21,6 +21,7 @@ import dataclasses
 import itertools
 import json
 import math
+import operator
 import os
 import sys
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
@@ -198,9 +199,11 @@ def list_inputs(
         sharding=sharding,
         first_index=0 if continuation is None else continuation.first_index,
     )
-    classes = labels.run_classes((f.label for f in labelled if f.error is None), fixed_classes)
+    # (label, error), each once
+    pairs = set(zip(map(_LABEL, labelled), map(_ERROR, labelled), strict=True))
+    classes = labels.run_classes((label for label, error in pairs if error is None), fixed_classes)
     sharding = dataclasses.replace(
-        sharding, classes=tuple(sorted({f.label for f in labelled if f.label}))
+        sharding, classes=tuple(sorted({label for label, _ in pairs if label}))
     )
     return ScannedInputs(
         output_dir=config.output_dir.rstrip("/") or "/",
@@ -311,46 +314,61 @@ def label_inputs(
     `error`. With ``--annotations`` the labels come from the tables later: every label is "".
     """
     kind, _ = labels.parse_label_source(config.label_source)
-    label_of = labels.labeller(kind, csv_labels)
-    keep_unknown = config.unknown_class == "keep"
-    # label -> (the one string of the label, why it is not a class or None): one string per
-    # label (a dirname label is a new slice of each path) in the plan and the pickled read tasks
-    known: dict[str, tuple[str, str | None]] = {}
+    if matched and set(map(len, matched)) == {3}:  # (path, size, time) each: as columns
+        paths, sizes, times = map(list, zip(*matched, strict=True))
+        modified = times if set(map(type, times)) == {float} else list(map(float, times))
+    else:
+        paths = [stamp[0] for stamp in matched]
+        sizes = [stamp[1] for stamp in matched]
+        modified = [float(stamp[2]) if len(stamp) > 2 else 0.0 for stamp in matched]
+    indexes = range(first_index, first_index + len(paths))
     one_split = None if sharding.splits else fmt.ALL_SPLIT  # else hashed from each path
-    labelled = []
-    for i, stamp in enumerate(matched, start=first_index):
-        p = stamp[0]
-        try:
-            label: str | None = label_of(p)
-        except labels.LabelError as e:
-            label, reason = None, str(e).split(": ", 1)[-1]
-        else:
-            seen = known.get(label)
-            if seen is None:
-                refusal = labels.class_error(label, fixed_classes, keep_unknown=keep_unknown)
-                seen = known[label] = (sys.intern(label), refusal)
-            label, reason = seen
-        labelled.append(
-            InputFile(
-                index=i,
-                path=p,
-                size_bytes=stamp[1],
-                label=label,
-                split=one_split or split_of(p, sharding),
-                error=reason,
-                modified=float(stamp[2]) if len(stamp) > 2 else 0.0,
+    splits = itertools.repeat(one_split) if one_split else [split_of(p, sharding) for p in paths]
+    if config.annotations:  # the tables label the files
+        return list(
+            map(
+                InputFile,
+                indexes,
+                paths,
+                sizes,
+                itertools.repeat(""),
+                splits,
+                *_NO_HEADER,
+                modified,
             )
         )
-    if config.annotations:
-        return [
-            InputFile(
-                index=i, path=p, size_bytes=s, label="", split=f.split, modified=_modified(rest)
-            )
-            for (i, (p, s, *rest)), f in zip(
-                enumerate(matched, start=first_index), labelled, strict=True
-            )
-        ]
-    return labelled
+    keep_unknown = config.unknown_class == "keep"
+    # a label or LabelError -> (the one string of the label, why it is not a class or None):
+    # one string per label (a dirname label is a new slice of each path) in the plan and the
+    # pickled read tasks
+    cells: dict[Any, tuple[str | None, str | None]] = {}
+    found = labels.label_paths(paths, kind=kind, csv_labels=csv_labels)
+    for label in dict.fromkeys(found):
+        if isinstance(label, labels.LabelError):
+            cells[label] = (None, str(label).split(": ", 1)[-1])
+        else:
+            refusal = labels.class_error(label, fixed_classes, keep_unknown=keep_unknown)
+            cells[label] = (sys.intern(label), refusal)
+    labelled = list(map(cells.__getitem__, found))
+    return list(
+        map(
+            InputFile,
+            indexes,
+            paths,
+            sizes,
+            map(operator.itemgetter(0), labelled),
+            splits,
+            itertools.repeat(None),  # info
+            map(operator.itemgetter(1), labelled),  # error
+            itertools.repeat(None),  # annotation
+            modified,
+        )
+    )
+
+
+_LABEL = operator.attrgetter("label")
+_ERROR = operator.attrgetter("error")
+_NO_HEADER = (itertools.repeat(None), itertools.repeat(None), itertools.repeat(None))
 
 
 def check_inputs(config: RecordConfig, inputs: tuple[InputFile, ...]) -> str:
@@ -828,7 +846,3 @@ def stored_row_bytes(
     """
     feature_bytes = 2 if feature_dtype in ("float16", "bfloat16") else 4
     return win_len * _ITEMSIZE[signal_dtype] + feature_values * feature_bytes
-
-
-def _modified(rest: Sequence[float]) -> float:
-    return float(rest[0]) if rest else 0.0

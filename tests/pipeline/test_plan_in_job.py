@@ -374,3 +374,57 @@ def test_the_plan_step_with_small_header_batches_gives_the_launchers_tasks(tmp_p
             assert_that(planned, equal_to([(plan.read, plan.sharding)]), label="planned")
     finally:
         staged.release(inputs)
+
+
+def test_a_version_1_record_of_a_run_planned_in_the_job_still_resumes(tmp_path):
+    """An unfinished run planned in the job whose resume record version 1 wrote (the inputs a
+    list of [path, size, time], the listing digested file by file) is resumed: the launcher
+    digests the listing as version 1 did to compare, then writes a version-2 record; a changed
+    label is still refused, in one line."""
+    import dataclasses
+
+    from pipelines import job
+    from pipelines.config import RecordConfig, UsageError
+    from pipelines.inputs import RUN_MARKER
+    from pipelines.plan import list_inputs, one_task, plan_record
+
+    clips = _clips(tmp_path / "clips", 8)
+    out = tmp_path / "ds"
+    config = RecordConfig(
+        input_pattern=f"{clips}/*/*.wav",
+        output_dir=str(out),
+        win_len=8000,
+        label_source="dirname",
+        classes="yes,no,up",
+        resume=True,
+    )
+    listed = list_inputs(config)
+    plan = one_task(plan_record(config))
+    cut = {"cpu_count": os.cpu_count() or 1, "single_task": True}
+
+    def unfinished(listing) -> None:
+        (out / ".tmp").mkdir(parents=True, exist_ok=True)
+        (out / RUN_MARKER).write_text("ours\n")
+        version_1 = {
+            "fingerprint_version": 1,
+            "package": fp.package_version(),
+            "options": fp.json_values(plan.params),
+            "inputs": [list(stamp) for stamp in listing.stamps],
+            "plan": fp.listing_digest(listing, cut=cut, version=1),
+            "planned_in": "job",
+        }
+        (out / fp.FINGERPRINT_FILE).write_text(json.dumps(version_1, indent=1))
+
+    unfinished(listed)
+    job.start_output_dir(plan, resuming=True, listed=listed, single_task=True)
+    stored = fp.read_fingerprint(str(out))
+    assert stored["fingerprint_version"] == 2 and fp.planned_in_job(stored)
+    assert stored["plan"] == fp.listing_digest(listed, cut=cut)
+    job.start_output_dir(plan, resuming=True, listed=listed, single_task=True)  # version 2 now
+    first, *rest = listed.inputs
+    relabelled = dataclasses.replace(
+        listed, inputs=(dataclasses.replace(first, label="other"), *rest)
+    )
+    unfinished(relabelled)
+    with pytest.raises(UsageError, match=r"--resume: .* another plan: the plan changed"):
+        job.start_output_dir(plan, resuming=True, listed=listed, single_task=True)

@@ -126,3 +126,43 @@ def test_read_tasks_read_back_from_their_columns_as_the_same_objects(tmp_path):
     assert got.classes == ("a",) and np.array_equal(got.events, annotation.events)
     assert [s.file.modified for s in loaded[0].segments] == [1.5, 2.5, 3.5, 0.0]
     assert staged.load(staged.stage(str(tmp_path), "tasks", [])) == []
+
+
+def test_input_files_read_back_from_their_columns(tmp_path):
+    """The labelled inputs of a run planned in the job are staged as columns, their paths as
+    one string: they read back equal, a label still one string, and paths holding the string's
+    separator as a list."""
+    from transforms.planning.types import InputFile
+
+    files = [
+        InputFile(i, f"/d/{c}/{i}.wav", 100 + i, c, "train", None, None, None, 1.5 + i)
+        for i, c in enumerate(["a", "b", "a", "a"])
+    ]
+    files[1] = InputFile(1, "/d/x.wav", 7, None, "all", None, "file has no label", None, 0.0)
+    ref = staged.stage(str(tmp_path), "inputs", files)
+    staged.release(ref)  # as another process sees it: from the file
+    loaded = staged.load(ref)
+    assert loaded == files and ref.count == 4
+    assert [f.modified for f in loaded] == [f.modified for f in files]
+    assert loaded[0].label is loaded[2].label
+    odd = [InputFile(0, "a\0b", 1), InputFile(1, "c", 2)]
+    assert staged._joined([f.path for f in odd]) == ["a\0b", "c"]
+    ref = staged.stage(str(tmp_path), "inputs", odd)
+    staged.release(ref)
+    assert staged.load(ref) == odd
+    assert staged.load(staged.stage(str(tmp_path), "inputs", files[:1])) == files[:1]
+
+
+def test_a_list_is_referenced_before_it_is_written(tmp_path):
+    """`pickled` makes the job's reference (path and SHA-256) and the bytes without writing
+    them, so that the job can be built while `write` writes them; the list reads back only
+    once written."""
+    items = [{"path": f"/data/{i}.wav", "reason": "bad header"} for i in range(3)]
+    ref, data = staged.pickled(str(tmp_path), "errors", items)
+    assert not Path(ref.path).exists() and ref.count == 3
+    assert ref.path.endswith(f"errors-{ref.sha256[:16]}.pickle")
+    staged.release(ref)
+    with pytest.raises(ValueError, match="cannot be read"):
+        staged.load(ref)
+    staged.write(ref, data)
+    assert staged.load(ref) == items

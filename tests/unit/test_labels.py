@@ -70,3 +70,35 @@ def test_a_dirname_label_is_one_string_per_folder():
     label = labels.labeller("dirname")
     first, second = label("/data/dog/1.wav"), label("/data/dog/2.wav")
     assert first == second == "dog" and first is second
+
+
+def test_label_paths_is_label_for_of_each_path():
+    """Labelled a folder at a time or a path at a time, each path gets `label_for`'s label, or
+    the `LabelError` it raises (with its own message), in order."""
+    paths = [
+        "gs://b/data/dog/1.wav",
+        "gs://b/data/dog/2.wav",
+        "/x/cat/3.wav",
+        "top.wav",
+        "other.wav",
+        "/x/cat//4.wav",
+        "gs://b/data/dog/5.wav",
+    ]
+    for kind in (labels.DIRNAME, labels.FILENAME):
+        for group in (paths, [*paths, "c:\\data\\bird\\6.wav"], [*paths, "/x/cat/"]):
+            got = labels.label_paths(group, kind=kind)
+            assert len(got) == len(group)
+            for path, label in zip(group, got, strict=True):
+                try:
+                    expected = labels.label_for(path, kind=kind)
+                except labels.LabelError as e:
+                    assert isinstance(label, labels.LabelError) and str(label) == str(e)
+                else:
+                    assert label == expected
+    got = labels.label_paths(paths, kind=labels.DIRNAME)
+    assert got[0] is got[1] is got[6]  # one string a folder
+    table = {"1.wav": "one"}
+    got = labels.label_paths(paths[:2], kind="csv", csv_labels=table)
+    assert got[0] == "one" and isinstance(got[1], labels.LabelError)
+    with pytest.raises(ValueError, match="unknown label kind"):
+        labels.label_paths(paths, kind="folder")

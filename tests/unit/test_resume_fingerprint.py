@@ -7,6 +7,8 @@ read-task cut (another runner), a changed label CSV or class file a named differ
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from pipelines import fingerprint, resume
@@ -23,7 +25,8 @@ def _fp(params=None, stamps=STAMPS, derived=None, version="1.0"):
 
 def test_the_same_plan_has_no_difference_and_inputs_are_sorted():
     assert fingerprint.first_difference(_fp(), _fp(stamps=list(reversed(STAMPS)))) is None
-    assert [p for p, _, _ in _fp()["inputs"]] == ["in/a.wav", "in/b.wav"]
+    assert _fp()["inputs"]["paths"] == ["in/a.wav", "in/b.wav"]
+    assert fingerprint.input_stamps(_fp()["inputs"]) == {p: (s, m) for p, s, m in STAMPS}
 
 
 @pytest.mark.parametrize(
@@ -204,7 +207,9 @@ def test_the_same_inputs_planned_twice_have_the_same_fingerprint(tmp_path):
     assert fingerprint.derived(first) == fingerprint.derived(again)
     assert fingerprint.first_difference(_stored(first), _stored(again)) is None
     stored = _stored(first)
-    assert stored["inputs"] == [[p, s, m] for p, s, m in first.input_stamps]
+    assert fingerprint.input_stamps(stored["inputs"]) == {
+        p: (s, m) for p, s, m in first.input_stamps
+    }
 
 
 def test_an_input_modified_in_place_is_refused_by_its_time(tmp_path):
@@ -340,24 +345,93 @@ def test_list_pieces_make_json_dumps_text_at_any_chunk():
         assert "".join(fingerprint._list_pieces(iter([]), json.dumps, chunk=chunk)) == "[]"
 
 
-def test_a_resume_record_written_whole_matches_the_fingerprint_written_in_pieces(tmp_path):
-    """A run's ``.tmp/resume.json`` as the launcher wrote it before (one JSON text, indented)
-    and as it writes it now (in pieces) read back as one fingerprint: ``--resume`` of an
-    unfinished run of either continues it."""
-    import json
-
+def test_a_version_1_resume_record_still_resumes_and_names_a_difference(tmp_path):
+    """A run's ``.tmp/resume.json`` as version 1 wrote it (the inputs a list of [path, size,
+    time], one JSON text) and as it is written now (columns, in pieces) read back as
+    fingerprints of the same plan: ``--resume`` of an unfinished run of either continues it,
+    and a changed input is named in either."""
     config = _config(_corpus(tmp_path / "in"), tmp_path / "out")
     plan = _plan(config)
     stamps = plan.input_stamps
-    before = fingerprint.fingerprint(plan.params, stamps, derived=_derived_whole(plan))
-    old_text = json.dumps(
-        {**before, "inputs": [[p, int(s), float(m)] for p, s, m in sorted(stamps)]}, indent=1
-    )
     now = fingerprint.fingerprint(plan.params, stamps, derived=fingerprint.plan_digest(plan))
+    old_text = json.dumps(
+        {
+            **now,
+            "fingerprint_version": 1,
+            "inputs": [[p, int(s), float(m)] for p, s, m in sorted(stamps)],
+            "plan": _whole_digest(plan),
+        },
+        indent=1,
+    )
     new_text = b"".join(fingerprint.json_pieces(now)).decode()
-    assert json.loads(new_text) == json.loads(old_text)
+    assert json.loads(new_text) == json.loads(json.dumps(now))
     assert fingerprint.first_difference(json.loads(old_text), now) is None
     assert fingerprint.first_difference(json.loads(new_text), now) is None
     (out := tmp_path / "out" / ".tmp").mkdir(parents=True)
     (out / "resume.json").write_text(new_text)
-    assert fingerprint.read_fingerprint(str(tmp_path / "out")) == json.loads(old_text)
+    assert fingerprint.read_fingerprint(str(tmp_path / "out")) == json.loads(new_text)
+    path, size, mtime = sorted(stamps)[0]
+    touched = [(path, size, mtime + 1), *sorted(stamps)[1:]]
+    later = fingerprint.fingerprint(plan.params, touched, derived=fingerprint.plan_digest(plan))
+    said = f"input changed: {path} (modified since the run started)"
+    assert fingerprint.first_difference(json.loads(old_text), later) == said
+    assert fingerprint.first_difference(json.loads(new_text), later) == said
+    unknown = {**json.loads(new_text), "fingerprint_version": 3}
+    assert fingerprint.first_difference(unknown, now) == "its resume record has version 3"
+    broken = {**json.loads(new_text), "inputs": {"paths": [path], "sizes": [], "modified": "?"}}
+    assert fingerprint.first_difference(broken, now) == "its resume record is malformed"
+
+
+def test_input_columns_read_back_exactly():
+    """The times go as float64 bytes: every float reads back equal, sizes as ints, sorted by
+    path; no input is an empty set of columns."""
+    stamps = [("b", 2, 1795819391.7756715), ("a\u00e9\n", 1, 0.1 + 0.2), ("c", 3, 1e-300)]
+    columns = fingerprint.input_columns(stamps)
+    assert columns["paths"] == ["a\u00e9\n", "b", "c"] and columns["sizes"] == [1, 2, 3]
+    expected = {p: (s, m) for p, s, m in stamps}
+    assert fingerprint.input_stamps(columns) == expected
+    assert fingerprint.input_stamps(json.loads(json.dumps(columns))) == expected
+    assert fingerprint.input_columns([]) == {"paths": [], "sizes": [], "modified": ""}
+    assert fingerprint.input_stamps(fingerprint.input_columns([])) == {}
+    with pytest.raises(ValueError):
+        fingerprint.input_stamps({"paths": ["a"], "sizes": [1, 2], "modified": ""})
+
+
+def test_the_listing_digest_covers_each_files_label_split_and_refusal(tmp_path):
+    """A run planned in the job: its listing's digest (columns) changes with any file's label,
+    split, refusal, index or path (paths cut elsewhere included), with the classes and the
+    cut; version 1's is the digest of the listing's JSON file by file."""
+    import dataclasses
+    import itertools
+
+    from pipelines.plan import list_inputs
+
+    config = _config(_corpus(tmp_path / "in"), tmp_path / "out")
+    listed = list_inputs(config)
+    cut = {"cpu_count": 1, "single_task": True}
+    digest = fingerprint.listing_digest(listed, cut=cut)
+    assert digest == fingerprint.listing_digest(list_inputs(config), cut=cut)
+    first, *rest = listed.inputs
+
+    def with_files(*files):
+        return fingerprint.listing_digest(dataclasses.replace(listed, inputs=files), cut=cut)
+
+    others = {
+        with_files(dataclasses.replace(first, label="other"), *rest),
+        with_files(dataclasses.replace(first, split="test"), *rest),
+        with_files(dataclasses.replace(first, error="no label"), *rest),
+        with_files(dataclasses.replace(first, index=99), *rest),
+        with_files(dataclasses.replace(first, path=first.path + "x"), *rest),
+        fingerprint.listing_digest(listed, cut={**cut, "cpu_count": 2}),
+        fingerprint.listing_digest(dataclasses.replace(listed, classes=("z",)), cut=cut),
+    }
+    assert digest not in others and len(others) == 7
+    assert with_files(
+        dataclasses.replace(first, path="ab"), dataclasses.replace(first, path="c")
+    ) != with_files(dataclasses.replace(first, path="a"), dataclasses.replace(first, path="bc"))
+    old = fingerprint._digest(
+        itertools.chain(
+            fingerprint._derived_pieces(listed, headers=False), [fingerprint._json(cut)]
+        )
+    )
+    assert fingerprint.listing_digest(listed, cut=cut, version=1) == old != digest

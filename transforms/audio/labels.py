@@ -8,9 +8,12 @@ in it). So ids do not change when windows are added, a corpus is subset, or a sp
 from __future__ import annotations
 
 import csv
+import functools
 import io
+import itertools
+import operator
 import posixpath
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 FILENAME = "filename"
 DIRNAME = "dirname"
@@ -133,6 +136,45 @@ def labeller(kind: str, csv_labels: Mapping[str, str] | None = None) -> Callable
         return found
 
     return label
+
+
+def label_paths(
+    paths: Sequence[str], *, kind: str, csv_labels: Mapping[str, str] | None = None
+) -> list[str | LabelError]:
+    """`label_for` of every path of `paths`, in order: its label, or the `LabelError` it raises.
+
+    A ``dirname`` label depends on the path's folder alone: it is found once per folder, and
+    each path gets its folder's string (the loop over the paths is C's). Paths that could break
+    that rule (a backslash, a trailing separator) and folders without a label are labelled one
+    by one, as `label_for` labels them.
+
+    Raises:
+      ValueError: an unknown `kind`.
+    """
+    label_of = labeller(kind, csv_labels)
+    joined = "\0".join(paths)  # a backslash or a trailing "/" in any path (or "/\0" in one)
+    if kind != DIRNAME or "\\" in joined or "/\0" in joined or joined.endswith("/"):
+        return list(map(functools.partial(_label_or_error, label_of), paths))
+    folders = list(map(_HEAD, map(str.rpartition, paths, itertools.repeat("/"))))
+    last = dict(zip(folders, paths, strict=True))  # folder -> a path in it
+    found = {folder: _label_or_error(label_from_dirname, path) for folder, path in last.items()}
+    out: list[str | LabelError] = list(map(found.__getitem__, folders))
+    if any(isinstance(label, LabelError) for label in found.values()):  # each its own message
+        bad = {folder for folder, label in found.items() if isinstance(label, LabelError)}
+        for n, folder in enumerate(folders):
+            if folder in bad:
+                out[n] = _label_or_error(label_from_dirname, paths[n])
+    return out
+
+
+_HEAD = operator.itemgetter(0)  # of a `str.rpartition`
+
+
+def _label_or_error(label_of: Callable[[str], str], path: str) -> str | LabelError:
+    try:
+        return label_of(path)
+    except LabelError as e:
+        return e
 
 
 def parse_classes(value: str | None, *, read_text: Callable[[str], str]) -> tuple[str, ...] | None:

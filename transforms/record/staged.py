@@ -12,7 +12,8 @@ The file is pickled (read tasks hold headers, annotation arrays and ``--resume``
 other format carries them as they are). A list of read tasks is pickled as columns (`_ReadTasks`:
 each field of the files and segments as one list), so pickling it is a few C loops, not a Python
 call per file and segment; it reads back as the same objects, a file shared by segments still
-one object. Nothing the job did not stage is ever unpickled:
+one object. A list of files (the labelled inputs of a run planned in the job) is pickled so too
+(`_InputFiles`), the paths as one string. Nothing the job did not stage is ever unpickled:
 `load` checks the digest the job carries first, so a file changed or replaced after the launcher
 wrote it is refused with a line naming it, as Beam's own staged pickles are trusted only because
 the job names them.
@@ -58,14 +59,29 @@ def stage(output_dir: str, name: str, items: Sequence[Any]) -> Staged:
       name: what the list is (``tasks``, ``errors``): the file name's start.
       items: the list.
     """
+    staged, data = pickled(output_dir, name, items)
+    write(staged, data)
+    return staged
+
+
+def pickled(output_dir: str, name: str, items: Sequence[Any]) -> tuple[Staged, bytes]:
+    """`stage` but the write: the reference the job carries and the bytes `write` writes (so
+    that the job can be built while they are written). Arguments as `stage`'s."""
     items = list(items)
-    tasks = bool(items) and all(type(item) is ReadTask for item in items)
-    data = pickle.dumps(_ReadTasks(items) if tasks else items, protocol=pickle.HIGHEST_PROTOCOL)
+    kinds = set(map(type, items))
+    columns = _ReadTasks if kinds == {ReadTask} else _InputFiles if kinds == {InputFile} else None
+    data = pickle.dumps(
+        items if columns is None else columns(items), protocol=pickle.HIGHEST_PROTOCOL
+    )
     digest = hashlib.sha256(data).hexdigest()
     path = f"{output_dir.rstrip('/')}/{PLAN_DIR}/{name}-{digest[:16]}.pickle"
-    atomic.write_bytes_atomically(path, data)
     _HELD[(path, digest)] = items
-    return Staged(path=path, sha256=digest, count=len(items))
+    return Staged(path=path, sha256=digest, count=len(items)), data
+
+
+def write(staged: Staged, data: bytes) -> None:
+    """Writes the bytes `pickled` made for `staged`, atomically."""
+    atomic.write_bytes_atomically(staged.path, data)
 
 
 def release(staged: Staged) -> None:
@@ -133,6 +149,40 @@ class _ReadTasks:
                 for name in _TASK_FIELDS
             ],
         )
+
+
+class _InputFiles:
+    """A list of `InputFile`s, pickled as the columns of their fields, the paths as one string
+    (`_joined`), and unpickled as the list (`_input_files`)."""
+
+    def __init__(self, files: list[InputFile]) -> None:
+        self.files = files
+
+    def __reduce__(self) -> tuple[Any, tuple]:
+        columns = [list(map(attrgetter(name), self.files)) for name in _FILE_FIELDS]
+        columns[_PATH] = _joined(columns[_PATH])
+        return _input_files, (columns,)
+
+
+def _joined(paths: list[str]) -> str | list[str]:
+    """`paths` as one string, `_PATHS_SEPARATOR` between them, when no path holds it (the list
+    as it is else): one string pickles in one copy."""
+    joined = _PATHS_SEPARATOR.join(paths)
+    if len(paths) < 2 or joined.count(_PATHS_SEPARATOR) != len(paths) - 1:
+        return paths
+    return joined
+
+
+def _input_files(columns: list) -> list[InputFile]:
+    """The files `_InputFiles` pickled, from the columns of their fields."""
+    paths = columns[_PATH]
+    if isinstance(paths, str):
+        columns[_PATH] = paths.split(_PATHS_SEPARATOR)
+    return list(map(InputFile, *columns))
+
+
+_PATH = _FILE_FIELDS.index("path")
+_PATHS_SEPARATOR = "\0"  # in no local path
 
 
 def _read_tasks(files: list[list], segments: list[list], tasks: list[list]) -> list[ReadTask]:
