@@ -54,7 +54,7 @@ from pipelines.plan import (
     RecordPlan,
     ScannedInputs,
     check_output_dir,
-    launcher_read_config,
+    launcher_windows_config,
     list_inputs,
     one_task,
     read_headers,
@@ -94,7 +94,7 @@ def build_pipeline(
 
     `staged`: the read tasks (with ``--resume``, what they reuse of the committed work) and the
     errors planning found, as `stage_plan` wrote them for the job. Or `planning`: the job's
-    plan step (`pipelines.job_plan`), whose tasks, refused files and (ReadConfig, Sharding) the
+    plan step (`pipelines.job_plan`), whose tasks, refusals and (ReadWindowsConfig, Sharding) the
     stages take; `plan` then holds what the launcher knows (no tasks, no shard counts, the
     signal dtype as given). `prior_moments` (``--append_transform refresh``): the dataset's
     stored {feature: Moments}, added to this job's in the z-score statistics (not in the
@@ -113,9 +113,9 @@ def build_pipeline(
         output_dir=out,
         analyzed_splits=plan.analyzed_splits,
     )
-    planned = None  # (ReadConfig, Sharding) of the job's plan step, one element
+    planned = None  # (ReadWindowsConfig, Sharding) of the job's plan step, one element
     if planning is not None:
-        # "tasks": ReadTask, "errors": {"path", "reason"}, "planned": (ReadConfig, Sharding)
+        # "tasks": ReadTask, "errors": {"path", "reason"}, "planned": (ReadWindowsConfig, Sharding)
         planned_job = p | "PlanInJob" >> planning
         planned = planned_job["planned"]
         # {"rows": RecordBatch, "errors" / "parts": dict, "files" / "samples": bytes, "stats"}
@@ -461,7 +461,7 @@ def launcher_plan(
 ) -> tuple[RecordPlan, PlanArgs]:
     """What the launcher plans of a run planned in the job, from its listing (`list_inputs`)
     and the output directory's `state`: the checks it can make, the runner's configuration and
-    the read config (one header read, none with ``--sample_rate``); no request a file.
+    the read stage's config (one header read, none with ``--sample_rate``); no request a file.
 
     Returns:
       The plan the stages are built from (no task, no shard count, the signal dtype as given)
@@ -473,7 +473,7 @@ def launcher_plan(
     """
     out = listed.output_dir
     check_output_dir(config, out, state)
-    read = launcher_read_config(config, listed)
+    read = launcher_windows_config(config, listed)
     try:
         runners.configure(options, input_bytes=sum(map(_SIZE, listed.inputs)), argv=argv)
     except runners.RunnerError as e:

@@ -1,7 +1,7 @@
 """``compute_threads``: the size of the features thread pool of one worker process.
 
 The DirectRunner gives each process its share of the machine's cores (`runners.direct`); the
-job puts that number in the read configuration (`pipelines.job.run_job`), and the read stage
+job puts that number in the read stage's configuration (`pipelines.job.run_job`), and the read stage
 computes features in a pool of that many threads (`ReadTaskFn`). Pinned here without running a
 pipeline: the rule as literals, the number the job hands to the read stage, and the threads the
 read stage's feature computations really run in (its DoFn methods called directly on the sample
@@ -92,7 +92,7 @@ def test_run_job_hands_the_process_share_to_the_read_stage(
     monkeypatch.setattr(job, "prepare_output_dir", stop)
     out = str(tmp_path / "out")
     config = RecordConfig(input_pattern=SAMPLE, output_dir=out, win_len=SAMPLE_WIN)
-    with pytest.raises(_Planned) as planned:  # planned in the job: the stages' read config
+    with pytest.raises(_Planned) as planned:  # planned in the job: the stages' ReadWindowsConfig
         job.run_job(config, beam_argv=list(argv))
     assert planned.value.plan.read.compute_threads == threads
     with pytest.raises(_Planned) as planned:  # planned in the launcher: its tasks too

@@ -87,8 +87,8 @@ class InputFile:
 
 
 @dataclasses.dataclass(frozen=True)
-class ReadConfig:
-    """Everything the read stage needs (picklable, shipped to workers)."""
+class ReadWindowsConfig:
+    """Everything the read stage `ReadWindows` needs (picklable, shipped to workers)."""
 
     window: WindowConfig
     layout: RecordLayout

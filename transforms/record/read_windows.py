@@ -47,7 +47,7 @@ from replay._fs import is_url
 from transforms.audio import formats
 from transforms.planning import annotation_plan
 from transforms.planning.sharding import shard_of
-from transforms.planning.types import ReadConfig, ReadTask, Segment, Sharding
+from transforms.planning.types import ReadTask, ReadWindowsConfig, Segment, Sharding
 from transforms.record.examples import StoredEncoder
 from transforms.record.file_rows import (
     chunk_rows,
@@ -164,7 +164,7 @@ class ReadTaskFn(beam.DoFn):
 
     def __init__(
         self,
-        config: ReadConfig,
+        config: ReadWindowsConfig,
         sh: Sharding,
         *,
         classes: Sequence[str],
@@ -205,7 +205,7 @@ class ReadTaskFn(beam.DoFn):
         self._progress.flush()
 
     def process(
-        self, task: ReadTask, planned: tuple[ReadConfig, Sharding] | None = None
+        self, task: ReadTask, planned: tuple[ReadWindowsConfig, Sharding] | None = None
     ) -> Iterator:
         if planned is not None:  # planned in the job: its signal dtype and shard counts
             self._config, self._sharding = planned

@@ -22,7 +22,7 @@ import pyarrow as pa
 from transforms.audio import features as feats
 from transforms.planning.compression import AUTO_SAMPLE_SIZE, choose_compression
 from transforms.planning.layout import RecordLayout
-from transforms.planning.types import ReadConfig, ReadTask, Sharding, ShardSpec
+from transforms.planning.types import ReadTask, ReadWindowsConfig, Sharding, ShardSpec
 from transforms.record import finalize, read_windows, staged, write_shards
 from transforms.record.arrow_coder import RecordBatchCoder
 from transforms.record.preprocessing import preprocessing_fn
@@ -95,14 +95,14 @@ class ReadWindows(beam.PTransform):
     parts, in this stage; their rows do not go to the analysis (their moments do).
 
     Planned in the job (`pipelines.job_plan`), `tasks` is their PCollection and `planned` the
-    plan step's (ReadConfig, Sharding) singleton: the read config's signal dtype and the shard
-    counts come from it, `config` and `sharding` give the rest (`spread`: more than one task).
+    plan step's (ReadWindowsConfig, Sharding) singleton: its signal dtype and the shard counts
+    come from it, `config` and `sharding` give the rest (`spread`: more than one task).
     """
 
     def __init__(
         self,
         tasks: staged.Staged | beam.PCollection,
-        config: ReadConfig,
+        config: ReadWindowsConfig,
         sharding: Sharding,
         *,
         classes: Sequence[str],
@@ -280,14 +280,14 @@ class WriteShards(beam.PTransform):
 class Finalize(beam.PTransform):
     """The empty shards, schema.pbtxt, feature_fn/ and, last, manifest.json (one dict).
 
-    Planned in the job, `planned` is the plan step's (ReadConfig, Sharding) singleton: the
+    Planned in the job, `planned` is the plan step's (ReadWindowsConfig, Sharding) singleton: the
     signal dtype and the shard counts come from it (`num_shards` is then ignored).
     """
 
     def __init__(
         self,
         spec: ShardSpec,
-        config: ReadConfig,
+        config: ReadWindowsConfig,
         *,
         params: Mapping[str, Any],
         num_shards: Mapping[str, int],
@@ -346,7 +346,7 @@ class Finalize(beam.PTransform):
 
 
 def _finalize_planned(
-    element: None, *, planned: tuple[ReadConfig, Sharding], **kwargs: Any
+    element: None, *, planned: tuple[ReadWindowsConfig, Sharding], **kwargs: Any
 ) -> dict[str, Any]:
     """`finalize.finalize` with the signal dtype and shard counts of the job's plan step."""
     config, sharding = planned
