@@ -1,7 +1,7 @@
 """``--resume``: a record run that died finishes from where it stopped, byte-identical.
 
 The launcher's side (no Beam: `pipelines.job` calls it; the stage that reuses committed work is
-`transforms.record.resume`).
+`transforms.record.task_commits`).
 
 **The fingerprint** (`pipelines.fingerprint`): every run stores its plan before any work;
 ``--resume`` refuses in one line naming the first difference: runs are never mixed.
@@ -36,7 +36,7 @@ their records, added exactly (`transforms.record.exact_z_score`: the same bits a
 uninterrupted run's, whatever the pieces), and the class vocabulary is the planned class list
 whatever rows TFT sees (`transforms.record.preprocessing`). A reused record's parts are read
 back only for the AUTO compression samples, as far as the last sampled row
-(`transforms.record.resume`). With ``--feature_dtype float16`` / ``bfloat16`` the stored
+(`transforms.record.task_commits`). With ``--feature_dtype float16`` / ``bfloat16`` the stored
 features are rounded, so those samples could not be rebuilt from them: those runs reuse nothing
 (every task is read again: still exact, not faster).
 
@@ -68,7 +68,7 @@ from replay import format as fmt
 
 COMMITS_DIR = ".tmp/commits"
 PARTS_DIR = ".tmp/parts"  # transforms.record.record_parts.PARTS_DIR
-# transforms.record.resume.COMMIT_VERSION: a record of another version (an older slice's) is
+# transforms.record.task_commits.COMMIT_VERSION: a record of another version (an older slice's) is
 # not reused: its task is read again
 COMMIT_VERSION = 5
 
@@ -171,7 +171,7 @@ class Reuse:
 
     Attributes:
       tasks: the planned read tasks, each with the records of what was committed of it
-        (`ReadTask.resumed`, `transforms.record.resume`): a task reused whole has no segment
+        (`ReadTask.resumed`, `transforms.record.task_commits`): a task reused whole has no segment
         left; one reused up to a checkpoint goes on from there in its part files
         (`ReadTask.start`; its records are ``continued``: their parts are committed whole by
         the task); one without records is read as planned.

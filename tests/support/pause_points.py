@@ -34,10 +34,10 @@ PHASES: dict[str, tuple[str, str, int]] = {
 # Points of the --resume tests (tests/reliability/test_resume.py), not of every kill test:
 MORE_PHASES: dict[str, tuple[str, str, int]] = {
     # a task committed: the first read task's commit record is written; the second's is not
-    "task committed": ("transforms.record.resume", "commit_record", 2),
+    "task committed": ("transforms.record.task_commits", "commit_record", 2),
     # checkpointed: a read task recorded two checkpoints; its third is about to be recorded
     # (small checkpoints: CHECKPOINT_BYTES_ENV)
-    "checkpointed": ("transforms.record.resume", "commit_record", 3),
+    "checkpointed": ("transforms.record.task_commits", "commit_record", 3),
 }
 # Points of an --append run (tests/reliability/test_append_kills.py), after its record job:
 APPEND_PHASES: dict[str, tuple[str, str, int]] = {

@@ -21,7 +21,7 @@ from transforms.planning.compression import AUTO_SAMPLE_SIZE
 from transforms.record import read_windows
 from transforms.record.moments import features_from_json, total
 from transforms.record.progress import ProgressFile
-from transforms.record.resume import (
+from transforms.record.task_commits import (
     ERRORS_TAG,
     FILES_TAG,
     PARTS_TAG,

@@ -28,7 +28,7 @@ import numpy as np
 from transforms.planning.sharding import shard_of
 from transforms.planning.types import ReadTask, Segment, Sharding
 from transforms.record.record_parts import FRAME_BYTES, PartWriter
-from transforms.record.resume import continued_parts
+from transforms.record.task_commits import continued_parts
 
 RowSums = Mapping[str, tuple[np.ndarray, np.ndarray]]  # feature -> each row's sums, sums of squares
 
@@ -173,7 +173,7 @@ class BatchedPartWriter:
     its chunk's file's), and before a checkpoint and at the task's end.
 
     A task an earlier run checkpointed (`ReadTask.resumed`) goes on in its temporary parts
-    (`resume.continued_parts`). Used as a context manager, a block that raises leaves no open
+    (`task_commits.continued_parts`). Used as a context manager, a block that raises leaves no open
     part behind but for its checkpointed bytes (`PartWriter`).
     """
 

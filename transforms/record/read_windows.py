@@ -61,7 +61,7 @@ from transforms.record.packs import packs
 from transforms.record.pending_rows import BatchedPartWriter, HandOffError, route_chunk
 from transforms.record.prefetch import ComputePool, prefetch
 from transforms.record.progress import ProgressFile
-from transforms.record.resume import (  # the output tags live there (its reuse emits them)
+from transforms.record.task_commits import (  # the output tags live there (its reuse emits them)
     ERRORS_TAG,
     FILES_TAG,
     PARTS_TAG,
@@ -76,7 +76,7 @@ _AHEAD_CHUNKS = 4  # chunks decoded / in the feature pool ahead of the writer (8
 # Rows for TFT's analysis leave a task in RecordBatches of about this many bytes of features or
 # more (and its last rows): TFT runs its analysis graph once per batch; a clip is one row.
 ANALYSIS_BATCH_BYTES = 8 << 20  # 8 MiB
-# A read task checkpoints (`transforms.record.resume`) at the first segment end past this many
+# A read task checkpoints (`transforms.record.task_commits`) at the first segment end past this many
 # bytes of records since the last: what a killed run loses at most (a 64 MiB piece is ~0.3 s of
 # reading here; a checkpoint costs a flush and a small JSON file).
 CHECKPOINT_BYTES = 64 << 20  # 64 MiB
@@ -415,7 +415,7 @@ class ReadTaskFn(beam.DoFn):
 
     def _file_summary(self, seg: Segment, rows: int) -> dict:
         """The summary of a segment read (`rows` windows): a function of them alone (a task's
-        records make them again when written, `resume.Summaries`)."""
+        records make them again when written, `task_commits.Summaries`)."""
         f, info = seg.file, seg.file.info
         return {
             "path": f.path,

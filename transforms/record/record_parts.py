@@ -107,7 +107,7 @@ class PartWriter:
     release the GIL; the read stage's thread also runs TFT's analysis).
 
     `continued`: a task a resumed run continues goes on in its earlier run's temporary parts
-    (`transforms.record.resume.continued_parts`: split, shard, path, end, runs): each is cut
+    (`transforms.record.task_commits.continued_parts`: split, shard, path, end, runs): each is cut
     to `end` (its last checkpoint) and appended to, so its shard is still one whole part.
     """
 
@@ -210,7 +210,7 @@ class PartWriter:
 
     def checkpoint(self) -> list[dict]:
         """Flushes every open part and describes what each got since the last checkpoint:
-        a *piece* of the task (`transforms.record.resume`).
+        a *piece* of the task (`transforms.record.task_commits`).
 
         A description: split, shard, task, path (the part's temporary file), offset
         (where the piece's bytes begin in it), rows and runs. The files stay open and go on.

@@ -9,7 +9,7 @@ moments, the counters and the progress line, and the files table lines of the se
 since the last. It keeps the task's books for ``--resume`` (`resume.TaskRecords`: files, errors,
 sampled rows, counts and moments, and where the last checkpoint cut them) and writes them into
 the checkpoint and commit records; the records of a task an earlier run did are emitted here
-too (`resume.ReusedRecords`).
+too (`task_commits.ReusedRecords`).
 
 No Beam runner here: the outputs are yielded, tagged as the read stage's (`resume`'s tags),
 for the DoFn to hand to Beam; the counters are Beam metrics.
@@ -30,7 +30,7 @@ from transforms.planning.types import ReadTask, Segment
 from transforms.record.pending_rows import HandedOff
 from transforms.record.progress import ProgressFile
 from transforms.record.read_outputs import Batcher, first_key, sample_bytes
-from transforms.record.resume import (
+from transforms.record.task_commits import (
     ERRORS_TAG,
     FILES_TAG,
     PARTS_TAG,
