@@ -32,9 +32,9 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NoReturn
 
-from pipelines import resume
 from pipelines.config import OPTION_NAMES, RecordConfig, UsageError, require
 from pipelines.plan import Continuation
+from pipelines.resume import reuse
 from replay import format as fmt
 
 # The options an append may set apart from the dataset's: which files, how their failures and
@@ -534,7 +534,7 @@ def run_append(config: RecordConfig, *, run: Callable[..., Any]) -> Any:
     plan = plan_append(config)
     if plan is None:
         info = load_info(out)
-        result = resume.finished_result(info, config)
+        result = reuse.finished_result(info, config)
         return dataclasses.replace(result, dataset_version=manifest_version(info.manifest))
     if not config.resume:
         _remove_tree(f"{plan.dataset_dir}/{plan.data_dir}")  # a killed try of the same append

@@ -26,8 +26,8 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from pipelines import fingerprint as fp
 from pipelines import record
+from pipelines.resume import fingerprint as fp
 from tests.support.record_helpers import without_times
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -22,6 +22,7 @@ from pipelines import job
 from pipelines import record as _record  # noqa: F401 - registers the record flags with Beam
 from pipelines.config import RecordConfig
 from pipelines.plan import one_task, plan_record
+from pipelines.resume import output_dir
 from runners import direct
 from tests.support import wavgen
 from tests.support.record_helpers import SAMPLE_DIR
@@ -89,7 +90,8 @@ def test_run_job_hands_the_process_share_to_the_read_stage(
     def stop(plan):
         raise _Planned(plan)
 
-    monkeypatch.setattr(job, "prepare_output_dir", stop)
+    monkeypatch.setattr(job, "prepare_output_dir", stop)  # planned in the job
+    monkeypatch.setattr(output_dir, "prepare_output_dir", stop)  # planned in the launcher
     out = str(tmp_path / "out")
     config = RecordConfig(input_pattern=SAMPLE, output_dir=out, win_len=SAMPLE_WIN)
     with pytest.raises(_Planned) as planned:  # planned in the job: the stages' ReadWindowsConfig

@@ -35,8 +35,9 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.runners.portability.fn_api_runner import fn_runner
 from apache_beam.testing.util import assert_that, equal_to
 
-from pipelines import job, record
+from pipelines import record
 from pipelines.plan import plan_record
+from pipelines.resume.output_dir import prepare_output_dir
 from replay import IncompleteDatasetError, load_info
 from runners import threads
 from tests.support import faults
@@ -106,7 +107,7 @@ def test_read_and_write_stages_retried_write_the_reference_bytes(tmp_path, tmp_p
     plan = plan_record(
         PipelineOptions(record_args(pattern, labels, out)).view_as(record.RecordOptions)
     )
-    job.prepare_output_dir(plan)
+    prepare_output_dir(plan)
     shutil.copytree(reference / "transform_fn", out / "transform_fn")  # what Analyze writes
     info = load_info(reference)
     manifest = {**info.manifest, "files": info.files}

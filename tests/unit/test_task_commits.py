@@ -2,7 +2,7 @@
 stored moments go to the analysis and none of its rows is read back for it (only the AUTO
 compression samples, as far as the last of them); its part paths are relative to the output
 directory it is resumed in; the read stage's task records keep each piece's moments and errors.
-Which records `pipelines.resume.plan_reuse` takes: this version's, naming only the task's own
+Which records `pipelines.resume.reuse.plan_reuse` takes: this version's, naming only the task's own
 parts in this directory, whose bytes are all on disk."""
 
 from __future__ import annotations
@@ -152,7 +152,7 @@ def test_commit_records_hold_relative_part_paths_resolved_in_the_resumed_dir(tmp
     import json
     import shutil
 
-    from pipelines.resume import plan_reuse
+    from pipelines.resume.reuse import plan_reuse
     from transforms.planning.types import ReadTask
     from transforms.record.record_parts import PartWriter
 
@@ -260,7 +260,7 @@ def _part_file(tmp_path, rel: str, size: int) -> None:
 
 
 def test_records_naming_another_tasks_part_or_malformed_are_not_reused(tmp_path):
-    from pipelines.resume import plan_reuse
+    from pipelines.resume.reuse import plan_reuse
     from transforms.planning.types import ReadTask
 
     task = ReadTask(1, segments=(None, None))
@@ -348,7 +348,7 @@ def _piece(task: int, start: int, stop: int, path: str, *, offset: int = 0, size
 def test_a_record_of_another_version_is_not_reused(tmp_path):
     """A commit record's ``version`` is checked: an older slice's record (another layout of its
     lists, another meaning of its moments) is never reused, its task is read again."""
-    from pipelines.resume import plan_reuse
+    from pipelines.resume.reuse import plan_reuse
     from transforms.planning.types import ReadTask
 
     task = ReadTask(1, segments=(None, None))
@@ -373,7 +373,7 @@ def test_a_record_naming_a_part_of_another_directory_is_not_reused(tmp_path):
     """A record's part must be the task's own part of this output directory, exactly: a path
     that only ends like one (``../other/.tmp/parts/...``) names another directory's file, which
     a continued task would cut and append to."""
-    from pipelines.resume import plan_reuse
+    from pipelines.resume.reuse import plan_reuse
     from transforms.planning.types import ReadTask
 
     out, other = tmp_path / "out", tmp_path / "other"
@@ -393,7 +393,7 @@ def test_a_checkpoint_whose_part_was_cut_short_is_not_reused(tmp_path):
     """After a kill (or a machine crash) a checkpoint's temporary part may hold fewer bytes
     than its record names: that checkpoint and those after it are read again (stale), the ones
     whose bytes are all there are reused."""
-    from pipelines.resume import plan_reuse
+    from pipelines.resume.reuse import plan_reuse
     from transforms.planning.types import ReadTask
 
     task = ReadTask(1, segments=(None, None, None))

@@ -53,9 +53,11 @@ from transforms.record.moments import (
 )
 from transforms.record.progress import ProgressFile
 
-COMMITS_DIR = ".tmp/commits"  # pipelines.resume.COMMITS_DIR
+COMMITS_DIR = ".tmp/commits"  # pipelines.resume.reuse.COMMITS_DIR
 READ_BACK_BYTES = 64 << 20  # 64 MiB: read buffers of a record's parts, shared among them
-COMMIT_VERSION = 5  # pipelines.resume.COMMIT_VERSION: records of another version are not reused
+COMMIT_VERSION = (
+    5  # pipelines.resume.reuse.COMMIT_VERSION: records of another version are not reused
+)
 JSON_PIECE_ITEMS = 1024  # a commit record is written this many list items at a time
 # the read stage's output tags (`read_windows` takes them from here)
 FILES_TAG, ERRORS_TAG, PARTS_TAG, SAMPLES_TAG = "files", "errors", "parts", "samples"
