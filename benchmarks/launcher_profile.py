@@ -69,7 +69,7 @@ def child(pattern: str, out: str) -> dict:
     from apache_beam.options.pipeline_options import PipelineOptions
 
     import runners
-    import transforms.record.publish  # noqa: F401 - TFT
+    import transforms.stages.publish  # noqa: F401 - TFT
     from pipelines import job, plan
     from pipelines.config import RecordConfig
     from pipelines.record import RecordOptions
@@ -186,7 +186,7 @@ def child_in_job(pattern: str, out: str, *, match_only: bool = False) -> dict:
     from apache_beam.io.filesystems import FileSystems
     from apache_beam.options.pipeline_options import PipelineOptions
 
-    import transforms.record.publish  # noqa: F401 - TFT
+    import transforms.stages.publish  # noqa: F401 - TFT
     from pipelines import job, plan
     from pipelines.config import RecordConfig
     from pipelines.job_plan import PlanInJob
@@ -195,8 +195,8 @@ def child_in_job(pattern: str, out: str, *, match_only: bool = False) -> dict:
     from pipelines.resume.output_dir import job_fingerprint, prepare_output_dir
     from runners import internals
     from runners.internals import JobOptions
-    from transforms.record import atomic
-    from transforms.record import staged as staged_lists
+    from transforms.stages import atomic
+    from transforms.stages import staged as staged_lists
 
     gc.collect()
     if "://" in pattern:  # Beam's GCS client is made on first use (credentials): not timed

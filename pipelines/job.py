@@ -67,11 +67,9 @@ from replay._fs import is_url
 from runners import internals
 from runners.internals import JobOptions
 from transforms.planning.types import ReadTask, ShardSpec
-from transforms.record import atomic
-from transforms.record import staged as staged_lists
-from transforms.record.moments import total as total_moments
-from transforms.record.progress import ProgressReporter
-from transforms.record.stages import (
+from transforms.stages import atomic
+from transforms.stages import staged as staged_lists
+from transforms.stages.composites import (
     Analyze,
     ChooseCompression,
     Finalize,
@@ -81,6 +79,8 @@ from transforms.record.stages import (
     WriteShards,
     register_coders,
 )
+from transforms.stages.moments import total as total_moments
+from transforms.stages.progress import ProgressReporter
 
 
 def build_pipeline(
@@ -91,7 +91,7 @@ def build_pipeline(
     planning: PlanInJob | None = None,
     prior_moments: Mapping[str, Any] | None = None,
 ) -> None:
-    """Adds the record job's stages to `p` (runner-agnostic; see `transforms.record.stages`).
+    """Adds the record job's stages to `p` (runner-agnostic; see `transforms.stages.composites`).
 
     `staged`: the read tasks (with ``--resume``, what they reuse of the committed work) and the
     errors planning found, as `stage_plan` wrote them for the job. Or `planning`: the job's
@@ -101,7 +101,7 @@ def build_pipeline(
     stored {feature: Moments}, added to this job's in the z-score statistics (not in the
     moments its manifest stores).
     """
-    from transforms.record.publish import WriteTransformFn  # imports TFT
+    from transforms.stages.publish import WriteTransformFn  # imports TFT
 
     register_coders()  # the read tasks' and RecordBatches' coders, before any PCollection of them
     out = plan.output_dir
@@ -199,7 +199,7 @@ class StagedPlan:
 
 
 def stage_plan(plan: RecordPlan, tasks: Sequence[ReadTask]) -> StagedPlan:
-    """Writes `tasks` and the errors planning found beside the output (`transforms.record.
+    """Writes `tasks` and the errors planning found beside the output (`transforms.stages.
     staged`), so that the submitted job holds references to them, not the lists: its size does
     not grow with the number of files."""
     refused = [({"path": f.path, "reason": f.error}, True) for f in plan.inputs if f.error]

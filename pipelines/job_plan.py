@@ -1,7 +1,7 @@
 """The record job's plan step: every file's header read where the work runs, then the plan.
 
 A plain record run (`pipelines.job`) lists and labels its inputs in the launcher
-(`pipelines.plan.list_inputs`: no request a file) and stages them (`transforms.record.staged`);
+(`pipelines.plan.list_inputs`: no request a file) and stages them (`transforms.stages.staged`);
 the job then reads their headers in parallel and plans batch by batch, with the pure functions
 the launcher's plan is made of (`pipelines.plan.summarize_headers`, `plan_summary`,
 `cut_batch`: `plan_headers`' checks, shard counts and read tasks), so both paths cut the same
@@ -44,7 +44,7 @@ from pipelines.plan import (
     summary_audio_ms,
 )
 from transforms.planning.types import InputFile, ReadTask, Segment
-from transforms.record import staged
+from transforms.stages import staged
 
 HEADER_BATCH = 256  # files whose headers one element of the header stage reads
 ERRORS_TAG = "errors"  # files refused for their header or label: {"path", "reason"}

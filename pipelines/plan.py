@@ -64,7 +64,7 @@ from transforms.planning.sharding import (
     split_shard_counts,
 )
 from transforms.planning.types import InputFile, ReadTask, ReadWindowsConfig, Segment, Sharding
-from transforms.record.file_rows import planned_rows
+from transforms.stages.file_rows import planned_rows
 
 TASK_BYTES = 32 << 20  # 32 MiB of stored elements per read task, at most ...
 TASKS_PER_CORE = 4  # ... and at least 4 tasks per core when there is enough data ...

@@ -1,7 +1,7 @@
 """``--resume``: a record run that died finishes from where it stopped, byte-identical.
 
 The launcher's side, no Beam (`pipelines.job` calls it; the stage that reuses committed work is
-`transforms.record.task_commits`):
+`transforms.stages.task_commits`):
 
 - `output_dir`: the output directory's start, fresh, ``--overwrite`` or ``--resume`` (the
   fingerprint compared and written, the job's own outputs but the committed work deleted);
@@ -13,8 +13,8 @@ The launcher's side, no Beam (`pipelines.job` calls it; the stage that reuses co
 
 **Committed work.** A read task that finished gives its part files their final names (a rename;
 a hard link for a part a checkpoint record names) and then writes its *commit record* atomically
-(`transforms.record.atomic`): its parts' descriptions, its files' summaries and errors, its
-windows, the exact moments of its analysed rows (`transforms.record.moments`: integers, a few
+(`transforms.stages.atomic`): its parts' descriptions, its files' summaries and errors, its
+windows, the exact moments of its analysed rows (`transforms.stages.moments`: integers, a few
 hundred bytes a feature). A long task also *checkpoints* (local output only): at the first
 segment end past `read_windows.CHECKPOINT_BYTES` (64 MiB) of records since the last checkpoint
 it flushes its part files and records the segments since the last checkpoint as a *piece*: byte
@@ -37,11 +37,11 @@ they rebuild every shard, schema and manifest from the parts.
 
 **What TFT sees.** The rows this run reads, not the reused ones: nothing TFT computes depends on
 them. The z-score statistics come from the moments of every analysed row, reused pieces' from
-their records, added exactly (`transforms.record.exact_z_score`: the same bits as an
+their records, added exactly (`transforms.stages.exact_z_score`: the same bits as an
 uninterrupted run's, whatever the pieces), and the class vocabulary is the planned class list
-whatever rows TFT sees (`transforms.record.preprocessing`). A reused record's parts are read
+whatever rows TFT sees (`transforms.stages.preprocessing`). A reused record's parts are read
 back only for the AUTO compression samples, as far as the last sampled row
-(`transforms.record.task_commits`). With ``--feature_dtype float16`` / ``bfloat16`` the stored
+(`transforms.stages.task_commits`). With ``--feature_dtype float16`` / ``bfloat16`` the stored
 features are rounded, so those samples could not be rebuilt from them: those runs reuse nothing
 (every task is read again: still exact, not faster).
 

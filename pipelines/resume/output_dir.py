@@ -20,7 +20,7 @@ from pipelines.resume import fingerprint as fp
 from pipelines.resume import reuse
 from replay import format as fmt
 from replay._fs import is_url
-from transforms.record import atomic
+from transforms.stages import atomic
 
 if TYPE_CHECKING:
     from pipelines.plan import RecordPlan, ScannedInputs

@@ -22,8 +22,8 @@ from replay import _fs
 from replay import format as fmt
 
 COMMITS_DIR = ".tmp/commits"
-PARTS_DIR = ".tmp/parts"  # transforms.record.record_parts.PARTS_DIR
-# transforms.record.task_commits.COMMIT_VERSION: a record of another version (an older slice's) is
+PARTS_DIR = ".tmp/parts"  # transforms.stages.record_parts.PARTS_DIR
+# transforms.stages.task_commits.COMMIT_VERSION: a record of another version (an older slice's) is
 # not reused: its task is read again
 COMMIT_VERSION = 5
 
@@ -104,7 +104,7 @@ def job_outputs(name: str, num_shards: Mapping[str, int]) -> frozenset[str]:
 
 def unknown_entries(names: Sequence[str], known: frozenset[str]) -> list[str]:
     """The entries of `names` the job did not write: neither `known` nor a temporary file of
-    one (``<name>.tmp-<8 hex>``, `transforms.record.atomic.temp_name`)."""
+    one (``<name>.tmp-<8 hex>``, `transforms.stages.atomic.temp_name`)."""
     unknown = []
     for entry in (n.rstrip("/") for n in names):
         if entry not in known and _temp_of(entry) not in known:
@@ -114,7 +114,7 @@ def unknown_entries(names: Sequence[str], known: frozenset[str]) -> list[str]:
 
 def _temp_of(name: str) -> str | None:
     """The name `name` is a temporary file of (``<name>.tmp-<8 hex>``,
-    `transforms.record.atomic.temp_name`); None: not one."""
+    `transforms.stages.atomic.temp_name`); None: not one."""
     base, _, tag = name.rpartition(".tmp-")
     temp = bool(base) and len(tag) == 8 and all(c in "0123456789abcdef" for c in tag)
     return base if temp else None
@@ -126,7 +126,7 @@ class Reuse:
 
     Attributes:
       tasks: the planned read tasks, each with the records of what was committed of it
-        (`ReadTask.resumed`, `transforms.record.task_commits`): a task reused whole has no segment
+        (`ReadTask.resumed`, `transforms.stages.task_commits`): a task reused whole has no segment
         left; one reused up to a checkpoint goes on from there in its part files
         (`ReadTask.start`; its records are ``continued``: their parts are committed whole by
         the task); one without records is read as planned.
@@ -167,7 +167,7 @@ def _reusable(record: Any, task: int, num_segments: int) -> bool:
 
 def _moments_ok(moments: Any) -> bool:
     """Whether a record's ``moments`` are {feature: {count, total, total_sq, nonfinite}} of
-    integers (`transforms.record.moments.Moments.to_json`)."""
+    integers (`transforms.stages.moments.Moments.to_json`)."""
     if not isinstance(moments, dict):
         return False
     fields = {"count", "total", "total_sq", "nonfinite"}

@@ -345,7 +345,7 @@ def test_the_plan_step_with_small_header_batches_gives_the_launchers_tasks(tmp_p
     from pipelines.inputs import scan_headers
     from pipelines.job_plan import PlanArgs, PlanInJob
     from pipelines.plan import list_inputs, plan_headers
-    from transforms.record import staged
+    from transforms.stages import staged
 
     clips = _mixed(tmp_path / "clips")
     config = RecordConfig(

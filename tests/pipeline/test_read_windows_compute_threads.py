@@ -27,7 +27,7 @@ from runners import direct
 from tests.support import wavgen
 from tests.support.record_helpers import SAMPLE_DIR
 from transforms.audio import features
-from transforms.record.read_windows import ReadTaskFn
+from transforms.stages.read_windows import ReadTaskFn
 
 SAMPLE = str(SAMPLE_DIR / "*.wav")  # 6 files of 48000 frames
 SAMPLE_WIN = 4000

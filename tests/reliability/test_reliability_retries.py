@@ -49,7 +49,7 @@ from tests.support.reliability import (
     shard_files,
 )
 from transforms.planning.types import ShardSpec
-from transforms.record import read_windows
+from transforms.stages import read_windows
 
 pytestmark = pytest.mark.slow
 LEGACY = "BundleBasedDirectRunner"
@@ -155,7 +155,7 @@ def test_read_and_write_stages_retried_write_the_reference_bytes(tmp_path, tmp_p
         assert_that(infos, equal_to(written), label="shards")
     assert (tmp_path / "read").read_text() in paths  # the read failed once ...
     assert (tmp_path / "write").read_text().startswith("all-")  # ... and so did a shard write
-    # whose partial file was deleted as it failed (transforms.record.atomic), then written whole
+    # whose partial file was deleted as it failed (transforms.stages.atomic), then written whole
     assert not list((out / ".tmp").glob("*.tfrecord-*"))
     assert shard_files(out) == shard_files(reference)
 
@@ -173,7 +173,7 @@ def test_injected_failure_fails_the_job_and_a_rerun_is_exact(tmp_path, tmp_path_
         record.run(record_args(pattern, labels, out))
     with pytest.raises(IncompleteDatasetError, match="incomplete"):
         load_info(out)
-    # The failed shard's partial file was deleted as it failed (transforms.record.atomic), and
+    # The failed shard's partial file was deleted as it failed (transforms.stages.atomic), and
     # the shard never got its final name.
     shard = int((tmp_path / "faults" / "write").read_text().rsplit("-", 1)[1])
     assert not list((out / ".tmp").glob("*.tfrecord-*"))

@@ -97,8 +97,8 @@ def test_an_annotation_edit_past_numpys_repr_cut_changes_the_plan():
 
 
 def test_the_launcher_and_the_stage_agree_on_commit_records():
-    from transforms.record import record_parts
-    from transforms.record import task_commits as stage
+    from transforms.stages import record_parts
+    from transforms.stages import task_commits as stage
 
     assert (reuse.COMMITS_DIR, reuse.COMMIT_VERSION) == (stage.COMMITS_DIR, stage.COMMIT_VERSION)
     assert reuse.PARTS_DIR == record_parts.PARTS_DIR  # the launcher checks records' part paths

@@ -1,4 +1,4 @@
-"""``--resume``'s reuse of a committed task (`transforms.record.task_commits.ReusedRecords`): its
+"""``--resume``'s reuse of a committed task (`transforms.stages.task_commits.ReusedRecords`): its
 stored moments go to the analysis and none of its rows is read back for it (only the AUTO
 compression samples, as far as the last of them); its part paths are relative to the output
 directory it is resumed in; the read stage's task records keep each piece's moments and errors.
@@ -12,8 +12,8 @@ import pytest
 
 from replay import format as fmt
 from transforms.planning.layout import RecordLayout
-from transforms.record import task_commits
-from transforms.record.moments import Moments, row_sums
+from transforms.stages import task_commits
+from transforms.stages.moments import Moments, row_sums
 
 LAYOUT = RecordLayout(feature_shapes={"f": (2,)})
 
@@ -44,7 +44,7 @@ def _example(index: int, start: int) -> bytes:
 
 
 def _reused(output_dir) -> task_commits.ReusedRecords:
-    from transforms.record.progress import ProgressFile
+    from transforms.stages.progress import ProgressFile
 
     return task_commits.ReusedRecords(
         LAYOUT,
@@ -111,7 +111,7 @@ def test_task_records_keep_each_pieces_moments_and_the_commit_the_whole_tasks(tm
     import json
 
     from transforms.planning.types import ReadTask
-    from transforms.record.record_parts import PartWriter
+    from transforms.stages.record_parts import PartWriter
 
     def batch(values: np.ndarray) -> tuple[dict, int]:  # as the read stage hands them
         return {"f": row_sums(values)}, len(values)
@@ -154,7 +154,7 @@ def test_commit_records_hold_relative_part_paths_resolved_in_the_resumed_dir(tmp
 
     from pipelines.resume.reuse import plan_reuse
     from transforms.planning.types import ReadTask
-    from transforms.record.record_parts import PartWriter
+    from transforms.stages.record_parts import PartWriter
 
     task = ReadTask(0, segments=(None,))  # one segment (reuse looks at its count only)
 
@@ -231,7 +231,7 @@ def test_read_back_buffers_share_a_budget(tmp_path, monkeypatch):
 def test_a_checkpointed_part_keeps_its_temporary_name_when_committed(tmp_path):
     """Checkpoint records name a part's temporary file: the commit links its final name to it
     (a copy without hard links), so a kill between the commit and its record loses nothing."""
-    from transforms.record.record_parts import PartWriter
+    from transforms.stages.record_parts import PartWriter
 
     with PartWriter(str(tmp_path), 0) as writer:
         writer.write("train", 0, path="in/0.wav", records=[_example(0, 0)])
@@ -422,7 +422,7 @@ def test_a_checkpoint_holds_the_errors_of_its_own_segments(tmp_path):
 
     from transforms.audio.wav import WavInfo
     from transforms.planning.types import InputFile, ReadTask, Segment
-    from transforms.record.record_parts import PartWriter
+    from transforms.stages.record_parts import PartWriter
 
     info = WavInfo(16000, 1, 64, "PCM_16", "int16", 32768.0)
     segments = tuple(

@@ -23,10 +23,10 @@ from transforms.audio import features as feats
 from transforms.planning.compression import AUTO_SAMPLE_SIZE, choose_compression
 from transforms.planning.layout import RecordLayout
 from transforms.planning.types import ReadTask, ReadWindowsConfig, Sharding, ShardSpec
-from transforms.record import finalize, read_windows, staged, write_shards
-from transforms.record.arrow_coder import RecordBatchCoder
-from transforms.record.preprocessing import preprocessing_fn
-from transforms.record.task_coder import ReadTaskCoder
+from transforms.stages import finalize, read_windows, staged, write_shards
+from transforms.stages.arrow_coder import RecordBatchCoder
+from transforms.stages.preprocessing import preprocessing_fn
+from transforms.stages.task_coder import ReadTaskCoder
 
 
 def register_coders() -> None:
@@ -62,7 +62,7 @@ def _count_refused(error: dict) -> dict:
 
 class PlannedErrors(beam.PTransform):
     """The errors found at planning (files refused, bad annotation rows) -> {"path", "reason"}
-    dicts: staged by the launcher (`transforms.record.staged`), or the files refused by the
+    dicts: staged by the launcher (`transforms.stages.staged`), or the files refused by the
     job's plan step (a PCollection of their dicts, `pipelines.job_plan`)."""
 
     def __init__(self, errors: staged.Staged | beam.PCollection) -> None:
@@ -82,7 +82,7 @@ class PlannedErrors(beam.PTransform):
 class ReadWindows(beam.PTransform):
     """Read tasks -> windows, features and their encoded records, streamed to per-shard part
     files (``target``: the index in `classes`, the planned class list). The tasks come
-    staged by the launcher (`transforms.record.staged`): the job's size does not grow with them.
+    staged by the launcher (`transforms.stages.staged`): the job's size does not grow with them.
 
     Yields a dict of PCollections: ``rows`` (pa.RecordBatch of ``class`` and the features of
     the analysed splits' windows, for `Analyze`, joined into batches of 8 MiB or more),
@@ -171,7 +171,7 @@ class Analyze(beam.PTransform):
 
     `moments`: the read stage's ``stats`` (``{feature: Moments}`` covering every analysed row
     once, reused ones included): the z-score statistics come from them
-    (`transforms.record.exact_z_score`), not from the rows TFT is handed.
+    (`transforms.stages.exact_z_score`), not from the rows TFT is handed.
     """
 
     def __init__(

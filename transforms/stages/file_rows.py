@@ -102,7 +102,7 @@ def chunk_rows(info: wav.WavInfo, config: ReadWindowsConfig) -> int:
     """Rows per chunk of this file: ~8 MiB of samples (4 bytes a sample), 1024 at most.
 
     One chunk is one feature computation and one RecordBatch; the read stage also packs the
-    chunks of consecutive short files up to this many rows (`transforms.record.packs`).
+    chunks of consecutive short files up to this many rows (`transforms.stages.packs`).
     """
     frame_bytes = config.window.win_len * max(info.num_channels, 1) * 4
     return int(min(_MAX_CHUNK_WINDOWS, max(1, _CHUNK_BYTES // frame_bytes)))
