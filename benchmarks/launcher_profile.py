@@ -69,11 +69,12 @@ def child(pattern: str, out: str) -> dict:
     from apache_beam.options.pipeline_options import PipelineOptions
 
     import runners
-    import transforms.record.publish  # noqa: F401 - TFT
-    from pipelines import fingerprint as fp
+    import transforms.stages.publish  # noqa: F401 - TFT
     from pipelines import job, plan
     from pipelines.config import RecordConfig
     from pipelines.record import RecordOptions
+    from pipelines.resume import fingerprint as fp
+    from pipelines.resume.output_dir import start_output_dir
     from runners import internals
     from runners.internals import JobOptions
     from transforms.audio import labels
@@ -148,7 +149,7 @@ def child(pattern: str, out: str) -> dict:
         planned = plan.one_task(planned)
         step("runners.configure + one_task")
         stamped = planned
-        reused = job.start_output_dir(planned, resuming=False)
+        reused = start_output_dir(planned, resuming=False)
         step("start_output_dir (fingerprint, dir, file)")
         planned = plan.dataclasses.replace(planned, input_stamps=())
         p = beam.Pipeline(options=options)
@@ -185,16 +186,17 @@ def child_in_job(pattern: str, out: str, *, match_only: bool = False) -> dict:
     from apache_beam.io.filesystems import FileSystems
     from apache_beam.options.pipeline_options import PipelineOptions
 
-    import transforms.record.publish  # noqa: F401 - TFT
-    from pipelines import fingerprint as fp
+    import transforms.stages.publish  # noqa: F401 - TFT
     from pipelines import job, plan
     from pipelines.config import RecordConfig
     from pipelines.job_plan import PlanInJob
     from pipelines.record import RecordOptions
+    from pipelines.resume import fingerprint as fp
+    from pipelines.resume.output_dir import job_fingerprint, prepare_output_dir
     from runners import internals
     from runners.internals import JobOptions
-    from transforms.record import atomic
-    from transforms.record import staged as staged_lists
+    from transforms.stages import atomic
+    from transforms.stages import staged as staged_lists
 
     gc.collect()
     if "://" in pattern:  # Beam's GCS client is made on first use (credentials): not timed
@@ -231,12 +233,12 @@ def child_in_job(pattern: str, out: str, *, match_only: bool = False) -> dict:
         planned, args = job.launcher_plan(config, listed, state, options=options, argv=argv)
         step("launcher_plan (one header, runner)")
         cut = {"cpu_count": args.cpu_count, "single_task": args.single_task}
-        fingerprint = job._job_fingerprint(planned.params, listed, cut=cut)
-        step("_job_fingerprint")
+        fingerprint = job_fingerprint(planned.params, listed, cut=cut)
+        step("job_fingerprint")
         inputs, data = staged_lists.pickled(out, "inputs", listed.inputs)
         planning = PlanInJob(inputs, args)
         step("inputs pickled")
-        job.prepare_output_dir(planned)
+        prepare_output_dir(planned)
         step("prepare_output_dir")
         with concurrent.futures.ThreadPoolExecutor(2) as pool:  # as _run_planned_in_job does
             written = [

@@ -29,7 +29,7 @@ from _measure import host_line  # noqa: E402
 
 from pipelines.config import RecordConfig  # noqa: E402
 from pipelines.plan import one_task, plan_record  # noqa: E402
-from transforms.record.read_windows import ReadTaskFn  # noqa: E402
+from transforms.stages.read_windows import ReadTaskFn  # noqa: E402
 
 
 def run_once(*, input_pattern: str, compute_threads: int, label_source: str) -> dict:

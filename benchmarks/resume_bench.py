@@ -59,7 +59,7 @@ from tests.support.reliability import assert_same_dataset  # noqa: E402
 PY = sys.executable
 TARGET = 0.35  # issue 30: (resume - fixed) <= 0.35 x (full - fixed)
 POLL = 0.02  # seconds between two looks at the progress files
-COMMITS_DIR = ".tmp/commits"  # pipelines.resume.COMMITS_DIR
+COMMITS_DIR = ".tmp/commits"  # pipelines.resume.reuse.COMMITS_DIR
 
 
 def command(inputs: Path, out: Path, extra: list[str], *flags: str) -> list[str]:

@@ -32,9 +32,9 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NoReturn
 
-from pipelines import resume
 from pipelines.config import OPTION_NAMES, RecordConfig, UsageError, require
 from pipelines.plan import Continuation
+from pipelines.resume import reuse
 from replay import format as fmt
 
 # The options an append may set apart from the dataset's: which files, how their failures and
@@ -69,7 +69,7 @@ def manifest_version(manifest: Mapping[str, Any]) -> int:
 def stored_moments(manifest: Mapping[str, Any]) -> dict[str, Any] | None:
     """The exact moments of every analysed row of the dataset, summed over its commits
     ({feature: Moments}); None when a commit has none stored (written before version 5)."""
-    from transforms.record.moments import from_json, total
+    from transforms.stages.moments import from_json, total
 
     commits = fmt.manifest_commits(manifest)
     if any("moments" not in c for c in commits):
@@ -392,7 +392,7 @@ def _lost(plan: AppendPlan) -> NoReturn:
 
 def switch_latest(out: str, text: bytes) -> None:
     """``manifest.json`` := `text` (the newest version's manifest), atomically."""
-    from transforms.record import atomic
+    from transforms.stages import atomic
 
     atomic.write_bytes_atomically(f"{out}/{fmt.MANIFEST_FILENAME}", text)
 
@@ -453,7 +453,7 @@ def create_exclusively(path: str, data: bytes, *, missing_ok: bool = False) -> b
     """
     if path.startswith("gs://"):
         return _create_gcs_object(path, data) or missing_ok
-    from transforms.record import atomic
+    from transforms.stages import atomic
 
     tmp = atomic.temp_name(path)
     with open(tmp, "wb") as fh:
@@ -484,7 +484,7 @@ def _create_gcs_object(path: str, data: bytes) -> bool:
 
 
 def _gfile() -> Any:
-    import tensorflow as tf  # the dataset's file system (transforms.record.atomic)
+    import tensorflow as tf  # the dataset's file system (transforms.stages.atomic)
 
     return tf.io.gfile
 
@@ -534,7 +534,7 @@ def run_append(config: RecordConfig, *, run: Callable[..., Any]) -> Any:
     plan = plan_append(config)
     if plan is None:
         info = load_info(out)
-        result = resume.finished_result(info, config)
+        result = reuse.finished_result(info, config)
         return dataclasses.replace(result, dataset_version=manifest_version(info.manifest))
     if not config.resume:
         _remove_tree(f"{plan.dataset_dir}/{plan.data_dir}")  # a killed try of the same append

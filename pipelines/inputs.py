@@ -165,7 +165,7 @@ def output_dir_state(output_dir: str) -> str:
     prefix with nothing under it is "missing".
     """
     if is_url(output_dir):
-        import tensorflow as tf  # the dataset's file system (transforms.record.atomic)
+        import tensorflow as tf  # the dataset's file system (transforms.stages.atomic)
 
         try:
             entries = tf.io.gfile.listdir(output_dir)

@@ -44,8 +44,6 @@ import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
 import runners
-from pipelines import fingerprint as fp
-from pipelines import resume
 from pipelines.config import RecordConfig, UsageError
 from pipelines.inputs import RUN_MARKER, output_dir_state
 from pipelines.job_plan import PLANNED_AUDIO_MS, PlanArgs, PlanInJob
@@ -54,23 +52,24 @@ from pipelines.plan import (
     RecordPlan,
     ScannedInputs,
     check_output_dir,
-    launcher_read_config,
+    launcher_windows_config,
     list_inputs,
     one_task,
     read_headers,
     size_tasks,
 )
 from pipelines.result import RecordResult
+from pipelines.resume import fingerprint as fp
+from pipelines.resume import reuse
+from pipelines.resume.output_dir import job_fingerprint, prepare_output_dir, start_output_dir
 from replay import format as fmt
 from replay._fs import is_url
 from runners import internals
 from runners.internals import JobOptions
 from transforms.planning.types import ReadTask, ShardSpec
-from transforms.record import atomic
-from transforms.record import staged as staged_lists
-from transforms.record.moments import total as total_moments
-from transforms.record.progress import ProgressReporter
-from transforms.record.stages import (
+from transforms.stages import atomic
+from transforms.stages import staged as staged_lists
+from transforms.stages.composites import (
     Analyze,
     ChooseCompression,
     Finalize,
@@ -80,6 +79,8 @@ from transforms.record.stages import (
     WriteShards,
     register_coders,
 )
+from transforms.stages.moments import total as total_moments
+from transforms.stages.progress import ProgressReporter
 
 
 def build_pipeline(
@@ -90,17 +91,17 @@ def build_pipeline(
     planning: PlanInJob | None = None,
     prior_moments: Mapping[str, Any] | None = None,
 ) -> None:
-    """Adds the record job's stages to `p` (runner-agnostic; see `transforms.record.stages`).
+    """Adds the record job's stages to `p` (runner-agnostic; see `transforms.stages.composites`).
 
     `staged`: the read tasks (with ``--resume``, what they reuse of the committed work) and the
     errors planning found, as `stage_plan` wrote them for the job. Or `planning`: the job's
-    plan step (`pipelines.job_plan`), whose tasks, refused files and (ReadConfig, Sharding) the
+    plan step (`pipelines.job_plan`), whose tasks, refusals and (ReadWindowsConfig, Sharding) the
     stages take; `plan` then holds what the launcher knows (no tasks, no shard counts, the
     signal dtype as given). `prior_moments` (``--append_transform refresh``): the dataset's
     stored {feature: Moments}, added to this job's in the z-score statistics (not in the
     moments its manifest stores).
     """
-    from transforms.record.publish import WriteTransformFn  # imports TFT
+    from transforms.stages.publish import WriteTransformFn  # imports TFT
 
     register_coders()  # the read tasks' and RecordBatches' coders, before any PCollection of them
     out = plan.output_dir
@@ -113,9 +114,9 @@ def build_pipeline(
         output_dir=out,
         analyzed_splits=plan.analyzed_splits,
     )
-    planned = None  # (ReadConfig, Sharding) of the job's plan step, one element
+    planned = None  # (ReadWindowsConfig, Sharding) of the job's plan step, one element
     if planning is not None:
-        # "tasks": ReadTask, "errors": {"path", "reason"}, "planned": (ReadConfig, Sharding)
+        # "tasks": ReadTask, "errors": {"path", "reason"}, "planned": (ReadWindowsConfig, Sharding)
         planned_job = p | "PlanInJob" >> planning
         planned = planned_job["planned"]
         # {"rows": RecordBatch, "errors" / "parts": dict, "files" / "samples": bytes, "stats"}
@@ -198,7 +199,7 @@ class StagedPlan:
 
 
 def stage_plan(plan: RecordPlan, tasks: Sequence[ReadTask]) -> StagedPlan:
-    """Writes `tasks` and the errors planning found beside the output (`transforms.record.
+    """Writes `tasks` and the errors planning found beside the output (`transforms.stages.
     staged`), so that the submitted job holds references to them, not the lists: its size does
     not grow with the number of files."""
     refused = [({"path": f.path, "reason": f.error}, True) for f in plan.inputs if f.error]
@@ -207,110 +208,6 @@ def stage_plan(plan: RecordPlan, tasks: Sequence[ReadTask]) -> StagedPlan:
         tasks=staged_lists.stage(plan.output_dir, "tasks", tasks),
         errors=staged_lists.stage(plan.output_dir, "errors", errors),
     )
-
-
-def prepare_output_dir(plan: RecordPlan) -> None:
-    """Removes a previous dataset (only one of ours: checked in planning) and marks the dir.
-
-    The marker is written first and the manifest deleted next, so a run killed while deleting
-    leaves a directory that is still ours and incomplete: ``--overwrite`` recovers it.
-    """
-    import tensorflow as tf
-
-    out = plan.output_dir
-    tf.io.gfile.makedirs(out)
-    with tf.io.gfile.GFile(f"{out}/{RUN_MARKER}", "w") as fh:
-        fh.write("an audiorecords run writes here; manifest.json appears when it is complete\n")
-    for name in sorted(tf.io.gfile.listdir(out), key=lambda n: n != fmt.MANIFEST_FILENAME):
-        path = f"{out}/{name.rstrip('/')}"
-        if name.rstrip("/") != RUN_MARKER:
-            (tf.io.gfile.rmtree if tf.io.gfile.isdir(path) else tf.io.gfile.remove)(path)
-    tf.io.gfile.makedirs(f"{out}/.tmp")
-
-
-def resume_output_dir(plan: RecordPlan, fingerprint: dict) -> resume.Reuse:
-    """``--resume`` on one of our unfinished runs: the committed work it reuses, once the
-    job's own outputs but the committed work are deleted (never a file the job does not write).
-
-    Raises:
-      UsageError: the run has no resume record, was made from another plan (the line names the
-        first difference), or the directory holds files the job does not write.
-    """
-    import tensorflow as tf
-
-    out = plan.output_dir
-    stored = fp.read_fingerprint(out)
-    if stored is None:
-        raise UsageError(
-            f"--resume: {out} holds an unfinished run without a resume record; "
-            "use --overwrite to start again"
-        )
-    difference = fp.first_difference(stored, fingerprint)
-    if difference is not None:
-        raise UsageError(
-            f"--resume: {out} holds an unfinished run of another plan: {difference}; "
-            "rerun with its options and inputs, or with --overwrite to start again"
-        )
-    names = [n.rstrip("/") for n in tf.io.gfile.listdir(out) if n.rstrip("/") != RUN_MARKER]
-    unknown = resume.unknown_entries(names, resume.job_outputs(plan.name, plan.sharding.num_shards))
-    if unknown:
-        raise UsageError(
-            f"--resume: {out} holds files a record run does not write ({', '.join(unknown[:3])}"
-            f"{', ...' if len(unknown) > 3 else ''}); move them away, or use --overwrite"
-        )
-    keep_tmp = {"parts", "commits", fp.FINGERPRINT_FILE.rsplit("/", 1)[-1]}
-    tmp = f"{out}/.tmp"
-    doomed = [f"{out}/{n}" for n in names if n != ".tmp"]  # rewritten: shards, schemas, ...
-    doomed += [f"{tmp}/{n.rstrip('/')}" for n in tf.io.gfile.listdir(tmp)]
-    for path in doomed:
-        if not (path.startswith(f"{tmp}/") and path.rsplit("/", 1)[-1] in keep_tmp):
-            (tf.io.gfile.rmtree if tf.io.gfile.isdir(path) else tf.io.gfile.remove)(path)
-    layout = plan.read.layout
-    if layout.feature_shapes and layout.feature_dtype != "float32":  # rounded: not re-analysable
-        logging.getLogger("audiorecords").info(
-            "--resume: --feature_dtype %s stores rounded features: every task is read again",
-            layout.feature_dtype,
-        )
-        if tf.io.gfile.exists(f"{out}/{resume.COMMITS_DIR}"):
-            tf.io.gfile.rmtree(f"{out}/{resume.COMMITS_DIR}")
-        return resume.Reuse(tasks=plan.tasks)
-    reuse = resume.plan_reuse(out, plan.tasks, checkpoints=not is_url(out))
-    for path in reuse.stale:  # a continued task rewrites the part bytes they name
-        tf.io.gfile.remove(path)
-    return reuse
-
-
-def start_output_dir(
-    plan: RecordPlan,
-    *,
-    resuming: bool,
-    listed: ScannedInputs | None = None,
-    single_task: bool = False,
-) -> resume.Reuse:
-    """Prepares the output directory; returns the committed work to reuse (``--resume``).
-
-    The fingerprint is written before any work (`pipelines.fingerprint`). Resuming a run that
-    was planned in the job, the fingerprint is of that kind: made from `listed` (the plan's
-    inputs before their headers were read, `pipelines.plan.list_inputs`) and how the tasks are
-    cut (`single_task`: `one_task` made them).
-    """
-    ours = resuming and output_dir_state(plan.output_dir) == "ours"
-    stored = fp.read_fingerprint(plan.output_dir) if ours else None
-    compared = None  # what the stored fingerprint is compared with, when not the one written
-    if listed is not None and stored is not None and fp.planned_in_job(stored):
-        cut = {"cpu_count": os.cpu_count() or 1, "single_task": single_task}
-        fingerprint = _job_fingerprint(plan.params, listed, cut=cut)
-        if stored.get("fingerprint_version") == 1:  # its listing digested as version 1 did
-            compared = _job_fingerprint(plan.params, listed, cut=cut, version=1)
-    else:
-        fingerprint = fp.fingerprint(plan.params, plan.input_stamps, derived=fp.plan_digest(plan))
-    if ours:
-        reused = resume_output_dir(plan, fingerprint if compared is None else compared)
-    else:
-        prepare_output_dir(plan)
-        reused = resume.Reuse(tasks=plan.tasks)
-    atomic.write_atomically(f"{plan.output_dir}/{fp.FINGERPRINT_FILE}", fp.json_pieces(fingerprint))
-    return reused
 
 
 def run_job(
@@ -361,9 +258,9 @@ def run_job(
     # the options now, as beam.Pipeline(options) does later (s3:// needs --s3_endpoint_url etc.).
     FileSystems.set_options(options)
     out = config.output_dir.rstrip("/") or "/"
-    finished = resume.finished_dataset(out, config.params()) if config.resume else None
+    finished = reuse.finished_dataset(out, config.params()) if config.resume else None
     if finished is not None:  # checked: the same options, this format, reads back
-        return resume.finished_result(finished, config)
+        return reuse.finished_result(finished, config)
     # a shard_func (Python API) is not plain data: it reaches the job inside the read stage's
     # DoFn, not as the plan step's output, so such runs plan in the launcher
     listed = None
@@ -427,21 +324,6 @@ def run_job(
     )
 
 
-def _job_fingerprint(
-    params: Mapping[str, Any],
-    listed: ScannedInputs,
-    *,
-    cut: Mapping[str, Any],
-    version: int = fp.FINGERPRINT_VERSION,
-) -> dict[str, Any]:
-    """The fingerprint of a run planned in the job: the options, the stamps and what the
-    launcher derives (`fp.listing_digest`, as record `version` digests it), with what the read
-    tasks' cut depends on besides the files (`cut`: the launcher's ``cpu_count``, whether
-    ``single_task``)."""
-    derived = fp.listing_digest(listed, cut=cut, version=version)
-    return fp.fingerprint(params, listed.stamps, derived=derived, planned_in_job=True)
-
-
 def _translation_only(options: JobOptions) -> bool:
     """`runners.translation_only` before the runner is configured (an unknown runner: False,
     `runners.configure` then says so)."""
@@ -461,7 +343,7 @@ def launcher_plan(
 ) -> tuple[RecordPlan, PlanArgs]:
     """What the launcher plans of a run planned in the job, from its listing (`list_inputs`)
     and the output directory's `state`: the checks it can make, the runner's configuration and
-    the read config (one header read, none with ``--sample_rate``); no request a file.
+    the read stage's config (one header read, none with ``--sample_rate``); no request a file.
 
     Returns:
       The plan the stages are built from (no task, no shard count, the signal dtype as given)
@@ -473,7 +355,7 @@ def launcher_plan(
     """
     out = listed.output_dir
     check_output_dir(config, out, state)
-    read = launcher_read_config(config, listed)
+    read = launcher_windows_config(config, listed)
     try:
         runners.configure(options, input_bytes=sum(map(_SIZE, listed.inputs)), argv=argv)
     except runners.RunnerError as e:
@@ -522,7 +404,7 @@ def _run_planned_in_job(
     with internals.collector_paused():  # the launcher's steps; the job runs with it on
         plan, args = launcher_plan(config, listed, state, options=options, argv=argv)
         cut = {"cpu_count": args.cpu_count, "single_task": args.single_task}
-        fingerprint = _job_fingerprint(plan.params, listed, cut=cut)
+        fingerprint = job_fingerprint(plan.params, listed, cut=cut)
         total_files = len(listed.inputs)
         inputs, data = staged_lists.pickled(out, "inputs", listed.inputs)
         planning = PlanInJob(inputs, args)

@@ -1,7 +1,7 @@
 """The record job's plan step: every file's header read where the work runs, then the plan.
 
 A plain record run (`pipelines.job`) lists and labels its inputs in the launcher
-(`pipelines.plan.list_inputs`: no request a file) and stages them (`transforms.record.staged`);
+(`pipelines.plan.list_inputs`: no request a file) and stages them (`transforms.stages.staged`);
 the job then reads their headers in parallel and plans batch by batch, with the pure functions
 the launcher's plan is made of (`pipelines.plan.summarize_headers`, `plan_summary`,
 `cut_batch`: `plan_headers`' checks, shard counts and read tasks), so both paths cut the same
@@ -10,7 +10,7 @@ that runs one task (`pipelines.plan.one_task`)::
 
     staged inputs -> batches of files -> Reshuffle -> ReadHeaders -> Summarize (per batch)
         -> AllSummaries (one, no per-file list) -> Plan: how each batch cuts its rows (TaskCut),
-           (ReadConfig, Sharding) ("planned")
+           (ReadWindowsConfig, Sharding) ("planned")
     header batches + TaskCut (side input) -> CutTasks: (task id, segments), refused files
         ("errors") -> GroupByTask -> read tasks (main)
 
@@ -44,11 +44,11 @@ from pipelines.plan import (
     summary_audio_ms,
 )
 from transforms.planning.types import InputFile, ReadTask, Segment
-from transforms.record import staged
+from transforms.stages import staged
 
 HEADER_BATCH = 256  # files whose headers one element of the header stage reads
 ERRORS_TAG = "errors"  # files refused for their header or label: {"path", "reason"}
-PLANNED_TAG = "planned"  # (ReadConfig, Sharding), one element
+PLANNED_TAG = "planned"  # (ReadWindowsConfig, Sharding), one element
 PLANNED_AUDIO_MS = "planned_audio_ms"  # counter: milliseconds of audio in the planned files
 
 
@@ -118,7 +118,7 @@ def summarize(files: list[InputFile], args: PlanArgs) -> HeaderSummary:
 
 def plan_step(summary: HeaderSummary, args: PlanArgs) -> Iterator[Any]:
     """Every batch's summary -> how the batches cut their tasks (`TaskCut`, the main output)
-    and the (ReadConfig, Sharding) singleton (tagged ``planned``).
+    and the (ReadWindowsConfig, Sharding) singleton (tagged ``planned``).
 
     Raises:
       UsageError: a check that needs the headers failed (the launcher's line), or the files
@@ -167,7 +167,7 @@ def to_task(keyed: tuple[int, Iterable[tuple[Segment, ...]]]) -> ReadTask:
 
 class PlanInJob(beam.PTransform):
     """Staged labelled inputs -> ``tasks`` (ReadTask), ``errors`` ({"path", "reason"}) and
-    ``planned`` ((ReadConfig, Sharding), one element).
+    ``planned`` ((ReadWindowsConfig, Sharding), one element).
 
     `batch_size`: files whose headers one element of the header stage reads.
     """

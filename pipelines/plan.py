@@ -63,8 +63,8 @@ from transforms.planning.sharding import (
     split_rows,
     split_shard_counts,
 )
-from transforms.planning.types import InputFile, ReadConfig, ReadTask, Segment, Sharding
-from transforms.record.file_rows import planned_rows
+from transforms.planning.types import InputFile, ReadTask, ReadWindowsConfig, Segment, Sharding
+from transforms.stages.file_rows import planned_rows
 
 TASK_BYTES = 32 << 20  # 32 MiB of stored elements per read task, at most ...
 TASKS_PER_CORE = 4  # ... and at least 4 tasks per core when there is enough data ...
@@ -81,7 +81,7 @@ class RecordPlan:
     output_dir: str
     name: str
     inputs: tuple[InputFile, ...]  # every matched file; `error` set on the unusable ones
-    read: ReadConfig
+    read: ReadWindowsConfig
     compression: str
     sharding: Sharding  # with the shard count per split
     tasks: tuple[ReadTask, ...]
@@ -279,7 +279,7 @@ def plan_headers(
     return one_task(plan) if single_task else plan
 
 
-def launcher_read_config(config: RecordConfig, listed: ScannedInputs) -> ReadConfig:
+def launcher_windows_config(config: RecordConfig, listed: ScannedInputs) -> ReadWindowsConfig:
     """The read configuration the launcher can know without reading every header: the
     feature shapes at ``--sample_rate`` or the first readable file's rate (a header read per
     file tried, in index order, until one reads); the signal dtype is ``--signal_dtype`` as
@@ -294,7 +294,7 @@ def launcher_read_config(config: RecordConfig, listed: ScannedInputs) -> ReadCon
                     break
     shapes = _feature_shapes(config, first)
     scanned = dataclasses.replace(listed, signal_dtype=config.signal_dtype)
-    return _read_config(config, scanned, shapes)
+    return _windows_config(config, scanned, shapes)
 
 
 def label_inputs(
@@ -452,14 +452,14 @@ class TaskCut:
     """How each batch of the in-job plan cuts its files into read tasks (`plan_summary`).
 
     Attributes:
-      read: the run's read config (the signal dtype resolved).
+      read: the run's read-stage config (the signal dtype resolved).
       sharding: the run's sharding, with its shard counts.
       rows_per_task: rows of a read task (the last one the rest).
       starts: the rows kept before each batch, by the batch's first file index.
       single_task: every segment goes to task 0 (`one_task`).
     """
 
-    read: ReadConfig
+    read: ReadWindowsConfig
     sharding: Sharding
     rows_per_task: int
     starts: Mapping[int, RowsBefore]
@@ -476,7 +476,7 @@ def summarize_headers(
       listed: `list_inputs`' result (its sharding; its inputs are not looked at).
       files: the batch, headers read (`scan_headers`).
     """
-    rows_of = _rows_counter(_read_config(config, listed, {}))  # window, rate, channels
+    rows_of = _rows_counter(_windows_config(config, listed, {}))  # window, rate, channels
     usable = [f for f in files if f.error is None]
     rows = batch_rows(
         ((f.split, rows_of(f)) for f in usable),
@@ -555,7 +555,7 @@ def plan_summary(
     first = summary.first_header[1] if summary.first_header else None
     shapes = _shapes_at(config, first)
     scanned = dataclasses.replace(listed, inputs=(), signal_dtype=dtype)
-    read_config = _read_config(config, scanned, shapes)
+    windows_config = _windows_config(config, scanned, shapes)
     starts, end = rows_before(summary.batches, listed.sharding)
     sharding, rows_per_task = _sized(
         config,
@@ -566,7 +566,7 @@ def plan_summary(
         cpu_count=cpu_count,
     )
     return TaskCut(
-        read=read_config,
+        read=windows_config,
         sharding=sharding,
         rows_per_task=rows_per_task,
         starts=starts,
@@ -587,7 +587,7 @@ def cut_batch(
     `cut.single_task`); a task's segments in file index and row order are the task."""
     if not files:
         return
-    rows_of = _rows_counter(_read_config(config, listed, {}))  # as `summarize_headers`
+    rows_of = _rows_counter(_windows_config(config, listed, {}))  # as `summarize_headers`
     before = cut.starts[files[0].index]
     segments = plan_segments(
         ((f, rows_of(f)) for f in files if f.error is None), listed.sharding, before=before
@@ -676,8 +676,8 @@ def size_tasks(config: RecordConfig, scanned: ScannedInputs, *, cpu_count: int) 
     """
     inputs = scanned.inputs
     shapes = _feature_shapes(config, inputs)
-    read_config = _read_config(config, scanned, shapes)
-    rows_of = _rows_counter(read_config)
+    windows_config = _windows_config(config, scanned, shapes)
+    rows_of = _rows_counter(windows_config)
     segments = plan_segments(((f, rows_of(f)) for f in inputs if f.error is None), scanned.sharding)
     sharding, rows_per_task = _sized(
         config,
@@ -692,7 +692,7 @@ def size_tasks(config: RecordConfig, scanned: ScannedInputs, *, cpu_count: int) 
         output_dir=scanned.output_dir,
         name=config.dataset_name,
         inputs=inputs,
-        read=read_config,
+        read=windows_config,
         compression=config.compression_name,
         sharding=sharding,
         tasks=annotation_plan.segment_tasks(tasks),
@@ -733,9 +733,9 @@ def _shapes_at(config: RecordConfig, first: WavInfo | None) -> dict[str, tuple[i
     return shapes
 
 
-def _read_config(
+def _windows_config(
     config: RecordConfig, scanned: ScannedInputs, shapes: Mapping[str, tuple[int, ...]]
-) -> ReadConfig:
+) -> ReadWindowsConfig:
     """The read tasks' configuration: window, stored layout, features, channels, dtype."""
     layout = RecordLayout(
         feature_shapes=shapes,
@@ -747,7 +747,7 @@ def _read_config(
         layout = dataclasses.replace(
             layout, num_label_classes=len(scanned.classes), max_events=scanned.max_events
         )
-    return ReadConfig(
+    return ReadWindowsConfig(
         window=config.window,
         layout=layout,
         features=config.feature_config,
@@ -758,7 +758,7 @@ def _read_config(
     )
 
 
-def _rows_counter(read_config: ReadConfig) -> Callable[[InputFile], int]:
+def _rows_counter(windows_config: ReadWindowsConfig) -> Callable[[InputFile], int]:
     """A usable file -> its planned rows (`planned_rows` once per header object: files of one
     format share it; an annotated file's windows)."""
     rows: dict[int, int] = {}  # id(header) -> its rows
@@ -768,7 +768,7 @@ def _rows_counter(read_config: ReadConfig) -> Callable[[InputFile], int]:
             return f.annotation.num_rows
         found = rows.get(id(f.info))
         if found is None:
-            found = rows[id(f.info)] = planned_rows(f.info, read_config)
+            found = rows[id(f.info)] = planned_rows(f.info, windows_config)
         return found
 
     return rows_of

@@ -7,7 +7,7 @@ Usage::
 
 ``--help`` lists the record options (`pipelines.config.RecordConfig`); any Beam option may be
 given beside them. The job itself: `pipelines.job` (planning in `pipelines.plan`, stages in
-`transforms.record.stages`).
+`transforms.stages.composites`).
 """
 
 from __future__ import annotations

@@ -203,7 +203,7 @@ def test_a_refreshing_append_has_the_statistics_of_a_record_of_the_union(tmp_pat
     (moments are exact integers), and a transform graph of its own; a frozen append after it
     keeps them; class ids never change."""
     from replay import load_info, load_transform
-    from transforms.record.moments import from_json, total
+    from transforms.stages.moments import from_json, total
 
     corpus, out, scratch = tmp_path / "corpus", tmp_path / "out", tmp_path / "scratch"
     write_day(corpus, 1)

@@ -1,4 +1,4 @@
-"""`transforms.record.exact_z_score` inside a real tensorflow-transform analysis (Beam's
+"""`transforms.stages.exact_z_score` inside a real tensorflow-transform analysis (Beam's
 DirectRunner): the statistics TFT puts into the transform graph are the exact moments' mean and
 variance whatever the rows' batches or their order, from TFT's own batches or from the moments
 the record job hands; the graph z-scores as ``tft.scale_to_z_score`` does; and the class
@@ -14,9 +14,9 @@ import pyarrow as pa
 import pytest
 
 from transforms.planning.layout import RecordLayout
-from transforms.record import finalize
-from transforms.record.moments import Moments
-from transforms.record.preprocessing import preprocessing_fn
+from transforms.stages import finalize
+from transforms.stages.moments import Moments
+from transforms.stages.preprocessing import preprocessing_fn
 
 LAYOUT = RecordLayout(feature_shapes={"f": (3, 2)})
 CLASSES = ("a", "b")

@@ -200,7 +200,7 @@ def test_feature_dtype_halves_features_within_the_error_bound(
 def test_float16_refuses_values_beyond_its_range():
     import pyarrow as pa
 
-    from transforms.record.examples import raw_float_rows
+    from transforms.stages.examples import raw_float_rows
 
     column = pa.array([[1.0, 70000.0], [2.0, 3.0]], pa.list_(pa.float32()))
     with pytest.raises(ValueError, match="spectrogram holds 70000, beyond float16's range"):

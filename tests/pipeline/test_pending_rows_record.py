@@ -1,5 +1,5 @@
 """The record job's read stage hands its rows to the part writer in batches
-(`transforms.record.pending_rows`): the dataset is the one per-file hand-offs make, byte for byte.
+(`transforms.stages.pending_rows`): the dataset is the one per-file hand-offs make, byte for byte.
 
 Real record jobs on real WAV files (short clips at two rates, mono and stereo, split channels, two
 splits, a file whose features float16 cannot hold: a per-file error inside a pack), recorded
@@ -25,7 +25,7 @@ from tests.support import wavgen
 from tests.support.record_helpers import raw_manifest, without_times
 from transforms.planning.sharding import shard_of
 from transforms.planning.types import Sharding
-from transforms.record import file_rows, read_windows
+from transforms.stages import file_rows, read_windows
 
 NUM_SHARDS = 3
 

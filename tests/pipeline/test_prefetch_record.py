@@ -8,7 +8,7 @@ import pytest
 
 from pipelines import record_dataset
 from tests.support.record_helpers import SAMPLE_DIR, load_manifest, read_records
-from transforms.record import file_rows
+from transforms.stages import file_rows
 
 
 @pytest.mark.slow

@@ -1,4 +1,4 @@
-"""Progress of a real record run (`transforms.record.progress`): "MB written" counts the
+"""Progress of a real record run (`transforms.stages.progress`): "MB written" counts the
 records' bytes as the read stage writes them, before any shard exists (it stayed at 0.0 until
 the shards were written, so a long run showed `0.0 MB written` on every line but the last)."""
 
@@ -8,8 +8,8 @@ from pathlib import Path
 
 from tests.support.record_helpers import SAMPLE_DIR
 from tests.support.reliability import cli, kill, wait_until_paused
-from transforms.record import progress
-from transforms.record.record_parts import PARTS_DIR
+from transforms.stages import progress
+from transforms.stages.record_parts import PARTS_DIR
 
 
 def test_bytes_are_counted_while_reading_before_any_shard(tmp_path):

@@ -1,7 +1,7 @@
 """``compute_threads``: the size of the features thread pool of one worker process.
 
 The DirectRunner gives each process its share of the machine's cores (`runners.direct`); the
-job puts that number in the read configuration (`pipelines.job.run_job`), and the read stage
+job puts that number in the read stage's configuration (`pipelines.job.run_job`), and the read stage
 computes features in a pool of that many threads (`ReadTaskFn`). Pinned here without running a
 pipeline: the rule as literals, the number the job hands to the read stage, and the threads the
 read stage's feature computations really run in (its DoFn methods called directly on the sample
@@ -22,11 +22,12 @@ from pipelines import job
 from pipelines import record as _record  # noqa: F401 - registers the record flags with Beam
 from pipelines.config import RecordConfig
 from pipelines.plan import one_task, plan_record
+from pipelines.resume import output_dir
 from runners import direct
 from tests.support import wavgen
 from tests.support.record_helpers import SAMPLE_DIR
 from transforms.audio import features
-from transforms.record.read_windows import ReadTaskFn
+from transforms.stages.read_windows import ReadTaskFn
 
 SAMPLE = str(SAMPLE_DIR / "*.wav")  # 6 files of 48000 frames
 SAMPLE_WIN = 4000
@@ -89,10 +90,11 @@ def test_run_job_hands_the_process_share_to_the_read_stage(
     def stop(plan):
         raise _Planned(plan)
 
-    monkeypatch.setattr(job, "prepare_output_dir", stop)
+    monkeypatch.setattr(job, "prepare_output_dir", stop)  # planned in the job
+    monkeypatch.setattr(output_dir, "prepare_output_dir", stop)  # planned in the launcher
     out = str(tmp_path / "out")
     config = RecordConfig(input_pattern=SAMPLE, output_dir=out, win_len=SAMPLE_WIN)
-    with pytest.raises(_Planned) as planned:  # planned in the job: the stages' read config
+    with pytest.raises(_Planned) as planned:  # planned in the job: the stages' ReadWindowsConfig
         job.run_job(config, beam_argv=list(argv))
     assert planned.value.plan.read.compute_threads == threads
     with pytest.raises(_Planned) as planned:  # planned in the launcher: its tasks too

@@ -16,7 +16,7 @@ from pipelines import job
 from pipelines.config import RecordConfig
 from pipelines.plan import plan_record
 from tests.support import wavgen
-from transforms.record import staged
+from transforms.stages import staged
 
 
 def _clips(root: Path, n: int) -> str:

@@ -16,8 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from pipelines import job, record, verify
+from pipelines import record, verify
 from pipelines.inputs import RUN_MARKER, output_dir_state
+from pipelines.resume.output_dir import prepare_output_dir
 from replay import IncompleteDatasetError, load_info
 from tests.support.pause_points import PHASES
 from tests.support.reliability import (
@@ -113,7 +114,7 @@ def test_kill_while_overwrite_deletes_the_old_dataset(
             m.setattr(tf.io.gfile, "remove", killed_after(tf.io.gfile.remove))
             m.setattr(tf.io.gfile, "rmtree", killed_after(tf.io.gfile.rmtree))
             try:
-                job.prepare_output_dir(types.SimpleNamespace(output_dir=str(out)))
+                prepare_output_dir(types.SimpleNamespace(output_dir=str(out)))
                 finished = True
             except KeyboardInterrupt:
                 finished = False

@@ -51,7 +51,7 @@ def test_two_worker_processes_give_the_one_worker_statistics_bit_for_bit(tmp_pat
     in both modes, as are the shards, schema and tables (saved_model.pb itself differs: it names
     the run's temp dir and the process's traced-function counters)."""
     from transforms.planning.layout import RecordLayout
-    from transforms.record.finalize import read_z_score_statistics
+    from transforms.stages.finalize import read_z_score_statistics
 
     pattern = _clips_corpus(tmp_path / "in")
     base = ["--input_pattern", pattern, "--win_len", "8000", "--features", "spectrogram"]

@@ -35,8 +35,9 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.runners.portability.fn_api_runner import fn_runner
 from apache_beam.testing.util import assert_that, equal_to
 
-from pipelines import job, record
+from pipelines import record
 from pipelines.plan import plan_record
+from pipelines.resume.output_dir import prepare_output_dir
 from replay import IncompleteDatasetError, load_info
 from runners import threads
 from tests.support import faults
@@ -48,7 +49,7 @@ from tests.support.reliability import (
     shard_files,
 )
 from transforms.planning.types import ShardSpec
-from transforms.record import read_windows
+from transforms.stages import read_windows
 
 pytestmark = pytest.mark.slow
 LEGACY = "BundleBasedDirectRunner"
@@ -106,7 +107,7 @@ def test_read_and_write_stages_retried_write_the_reference_bytes(tmp_path, tmp_p
     plan = plan_record(
         PipelineOptions(record_args(pattern, labels, out)).view_as(record.RecordOptions)
     )
-    job.prepare_output_dir(plan)
+    prepare_output_dir(plan)
     shutil.copytree(reference / "transform_fn", out / "transform_fn")  # what Analyze writes
     info = load_info(reference)
     manifest = {**info.manifest, "files": info.files}
@@ -154,7 +155,7 @@ def test_read_and_write_stages_retried_write_the_reference_bytes(tmp_path, tmp_p
         assert_that(infos, equal_to(written), label="shards")
     assert (tmp_path / "read").read_text() in paths  # the read failed once ...
     assert (tmp_path / "write").read_text().startswith("all-")  # ... and so did a shard write
-    # whose partial file was deleted as it failed (transforms.record.atomic), then written whole
+    # whose partial file was deleted as it failed (transforms.stages.atomic), then written whole
     assert not list((out / ".tmp").glob("*.tfrecord-*"))
     assert shard_files(out) == shard_files(reference)
 
@@ -172,7 +173,7 @@ def test_injected_failure_fails_the_job_and_a_rerun_is_exact(tmp_path, tmp_path_
         record.run(record_args(pattern, labels, out))
     with pytest.raises(IncompleteDatasetError, match="incomplete"):
         load_info(out)
-    # The failed shard's partial file was deleted as it failed (transforms.record.atomic), and
+    # The failed shard's partial file was deleted as it failed (transforms.stages.atomic), and
     # the shard never got its final name.
     shard = int((tmp_path / "faults" / "write").read_text().rsplit("-", 1)[1])
     assert not list((out / ".tmp").glob("*.tfrecord-*"))

@@ -27,8 +27,8 @@ from tests.support import wavgen
 from tests.support.pause_points import ANALYSIS_BATCH_BYTES_ENV, CHECKPOINT_BYTES_ENV
 from tests.support.reliability import assert_same_dataset, cli, kill, wait_until_paused
 from transforms.planning.layout import RecordLayout
-from transforms.record import read_windows
-from transforms.record.finalize import read_z_score_statistics
+from transforms.stages import read_windows
+from transforms.stages.finalize import read_z_score_statistics
 
 pytestmark = pytest.mark.slow
 
@@ -201,18 +201,18 @@ def test_a_reused_tasks_rows_do_not_reach_tft_and_the_statistics_are_the_same(
     come from its commit record); with many small analysis batches (15 rows, files of 10
     windows, tasks of 64), cut otherwise than the uninterrupted run's, the statistics and
     transform_fn/ variables are still the uninterrupted run's, bit for bit."""
-    from transforms.record import stages
+    from transforms.stages import composites
 
     small = 15 * (16 + 4 * 4 * 64)  # 15 rows of log_mel [4, 64] (read_windows.ReadTaskFn)
     monkeypatch.setattr(read_windows, "ANALYSIS_BATCH_BYTES", small)
     log = {"path": ""}
-    expand = stages.Analyze.expand
+    expand = composites.Analyze.expand
 
     def logged(self, rows):
         path = log["path"]
         return expand(self, rows | "LogRows" >> beam.Map(_log_batch_rows, path=path))
 
-    monkeypatch.setattr(stages.Analyze, "expand", logged)
+    monkeypatch.setattr(composites.Analyze, "expand", logged)
     pattern = _corpus(tmp_path / "corpus", files=24, windows=10)
     want, out = tmp_path / "uninterrupted", tmp_path / "out"
     log["path"] = str(tmp_path / "want.rows")

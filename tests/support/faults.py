@@ -22,7 +22,7 @@ from typing import TypeVar
 
 import apache_beam as beam
 
-from transforms.record import read_windows, write_shards
+from transforms.stages import read_windows, write_shards
 
 T = TypeVar("T")
 

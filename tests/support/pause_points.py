@@ -24,20 +24,20 @@ from collections.abc import Callable
 # function that runs once the job is in that phase; the output directory is then:
 PHASES: dict[str, tuple[str, str, int]] = {
     # reading: a read task has written its part files under temporary names; no shard yet
-    "reading": ("transforms.record.record_parts", "PartWriter.commit", 1),
+    "reading": ("transforms.stages.record_parts", "PartWriter.commit", 1),
     # writing shards: the first shard is written and renamed; the second is about to be written
     # (shards are written by 2 threads: the second waits for the first, later ones never start)
-    "writing shards": ("transforms.record.write_shards", "write_shard", 2),
+    "writing shards": ("transforms.stages.write_shards", "write_shard", 2),
     # finalising: every shard, schema.pbtxt and feature_fn/ are written; the manifest is not
-    "finalising": ("transforms.record.finalize", "build_manifest", 1),
+    "finalising": ("transforms.stages.finalize", "build_manifest", 1),
 }
 # Points of the --resume tests (tests/reliability/test_resume.py), not of every kill test:
 MORE_PHASES: dict[str, tuple[str, str, int]] = {
     # a task committed: the first read task's commit record is written; the second's is not
-    "task committed": ("transforms.record.resume", "commit_record", 2),
+    "task committed": ("transforms.stages.task_commits", "commit_record", 2),
     # checkpointed: a read task recorded two checkpoints; its third is about to be recorded
     # (small checkpoints: CHECKPOINT_BYTES_ENV)
-    "checkpointed": ("transforms.record.resume", "commit_record", 3),
+    "checkpointed": ("transforms.stages.task_commits", "commit_record", 3),
 }
 # Points of an --append run (tests/reliability/test_append_kills.py), after its record job:
 APPEND_PHASES: dict[str, tuple[str, str, int]] = {
@@ -110,11 +110,11 @@ if __name__ == "__main__":
 
     phase, marker, *argv = sys.argv[1:]
     if os.environ.get(ANALYSIS_BATCH_BYTES_ENV):  # a test's small analysis batches
-        from transforms.record import read_windows
+        from transforms.stages import read_windows
 
         read_windows.ANALYSIS_BATCH_BYTES = int(os.environ[ANALYSIS_BATCH_BYTES_ENV])
     if os.environ.get(CHECKPOINT_BYTES_ENV):  # a test's small checkpoints
-        from transforms.record import read_windows
+        from transforms.stages import read_windows
 
         read_windows.CHECKPOINT_BYTES = int(os.environ[CHECKPOINT_BYTES_ENV])
     load_one_keras()  # as the CLI's own __main__ does

@@ -111,7 +111,7 @@ def _raw_feature_bytes(given: np.ndarray, spec: fmt.ElementSpec) -> bytes:
     """The bytes the record job stores for a float feature: its own encoder's output."""
     import pyarrow as pa
 
-    from transforms.record.examples import raw_float_rows
+    from transforms.stages.examples import raw_float_rows
 
     column = pa.array([np.asarray(given, np.float32).reshape(-1)], pa.list_(pa.float32()))
     rows = raw_float_rows(FEATURE, column, stored_dtype=spec.stored_dtype or "float32")

@@ -36,7 +36,7 @@ import sys
 import time
 from collections.abc import Iterator
 
-from transforms.record import read_windows
+from transforms.stages import read_windows
 
 HOLD_TIMEOUT_S = 900.0  # only ends a forgotten hold; the tests release it long before
 

@@ -1,4 +1,4 @@
-"""transforms.record.arrow_coder: the read stage's RecordBatches are sized without being encoded,
+"""transforms.stages.arrow_coder: the read stage's RecordBatches are sized without being encoded,
 and only the columns TFT analyses reach it."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import numpy as np
 import pyarrow as pa
 
 from transforms.planning.layout import RecordLayout
-from transforms.record import stages
-from transforms.record.arrow_coder import RecordBatchCoder
+from transforms.stages import composites
+from transforms.stages.arrow_coder import RecordBatchCoder
 
 
 def _batch(rows: int = 3) -> pa.RecordBatch:
@@ -54,8 +54,8 @@ def test_size_estimate_is_nbytes_without_encoding():
 
 
 def test_registered_for_record_batches_by_the_stages_module():
-    assert stages.RecordBatchCoder is RecordBatchCoder
-    stages.register_coders()  # what building the record job does (tests/unit/test_stages.py)
+    assert composites.RecordBatchCoder is RecordBatchCoder
+    composites.register_coders()  # as building the record job does (test_composites.py)
     assert isinstance(beam.coders.registry.get_coder(pa.RecordBatch), RecordBatchCoder)
 
 

@@ -1,4 +1,4 @@
-"""One way to write a dataset's files (`transforms.record.atomic`), and `PartWriter` as a
+"""One way to write a dataset's files (`transforms.stages.atomic`), and `PartWriter` as a
 context manager: a block that raises leaves no open file and no temporary part."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 import soundfile as sf
 
 from tests.support.record_helpers import record
-from transforms.record import atomic, record_parts
+from transforms.stages import atomic, record_parts
 
 
 def _open_fds() -> int:

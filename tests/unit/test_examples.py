@@ -1,4 +1,4 @@
-"""transforms.record.examples: the bytes protobuf's deterministic serialisation gives, on any
+"""transforms.stages.examples: the bytes protobuf's deterministic serialisation gives, on any
 batch."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from tensorflow.core.example import example_pb2
 from tfx_bsl.coders import example_coder
 
-from transforms.record.examples import encode_examples
+from transforms.stages.examples import encode_examples
 
 
 def _protobuf(batch: pa.RecordBatch) -> list[bytes]:

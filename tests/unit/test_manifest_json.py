@@ -19,9 +19,9 @@ from replay import format as fmt
 from replay import load_info
 from transforms.planning.layout import RecordLayout
 from transforms.planning.types import ShardSpec
-from transforms.record.finalize import build_manifest, error_lines, file_lines, write_table
-from transforms.record.moments import Moments
-from transforms.record.write_shards import write_shard
+from transforms.stages.finalize import build_manifest, error_lines, file_lines, write_table
+from transforms.stages.moments import Moments
+from transforms.stages.write_shards import write_shard
 
 # What finalize writes for a run with --splits train=60,test=40, --feature_dtype float16, one
 # 2x3 log_mel feature and its z-score (key order as written: json keeps it).
@@ -228,7 +228,7 @@ def test_file_lines_merge_a_files_segments_and_leave_failed_files_out():
 def test_write_table_writes_the_lines_and_gives_their_digest(tmp_path, monkeypatch):
     """The table written in blocks is the lines joined, its digest `format.table_digest`'s;
     nothing is left under .tmp/."""
-    import transforms.record.finalize as finalize
+    import transforms.stages.finalize as finalize
 
     monkeypatch.setattr(finalize, "TABLE_BLOCK_LINES", 2)  # several blocks
     (tmp_path / ".tmp").mkdir()

@@ -1,4 +1,4 @@
-"""`transforms.record.moments`: exact totals of per-row float64 sums, so the statistics are the
+"""`transforms.stages.moments`: exact totals of per-row float64 sums, so the statistics are the
 same bits for any cut of the rows and any merge order, and rounded once to float32."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from transforms.record.moments import (
+from transforms.stages.moments import (
     FIXED_POINT_BITS,
     Moments,
     _nearest_float32,

@@ -1,4 +1,4 @@
-"""transforms.record.packs and file_rows.rows_to_batch_many: short files' chunks in one job.
+"""transforms.stages.packs and file_rows.rows_to_batch_many: short files' chunks in one job.
 
 The packing rule on literal item streams (what shares a job, what passes through in order), and
 the promise that makes packing safe: a pack's RecordBatch is the concatenation of its chunks'
@@ -23,13 +23,13 @@ from pipelines.config import RecordConfig
 from pipelines.plan import one_task, plan_record
 from tests.support import wavgen
 from transforms.audio import wav
-from transforms.record.file_rows import (
+from transforms.stages.file_rows import (
     FeatureRangeError,
     file_rows,
     rows_to_batch,
     rows_to_batch_many,
 )
-from transforms.record.packs import PackedChunk, packs
+from transforms.stages.packs import PackedChunk, packs
 
 
 def _chunk(name: str, rows: int, key: object = 16000) -> dict:
@@ -167,7 +167,7 @@ def test_a_float16_overflow_in_a_pack_names_its_file(clips):
 def _mixed_rates_fn(directory, **options):
     """The read stage's DoFn (not run: its key and chunks) on six short files at 8 and 16 kHz
     in turn, and the chunks it decodes from them (one task)."""
-    from transforms.record.read_windows import ReadTaskFn
+    from transforms.stages.read_windows import ReadTaskFn
 
     directory.mkdir()
     for i in range(6):
@@ -194,7 +194,7 @@ def _mixed_rates_fn(directory, **options):
 def _stage_packs(fn, config, chunks):
     """The chunks packed with the read stage's key, each pack computed as one batch (no
     chunk-by-chunk fallback): the jobs' chunk counts and their batches' sample rates."""
-    from transforms.record.file_rows import chunk_rows
+    from transforms.stages.file_rows import chunk_rows
 
     jobs = []
 

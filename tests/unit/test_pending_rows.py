@@ -1,4 +1,4 @@
-"""transforms.record.pending_rows: the read stage's rows handed to the part writer in batches.
+"""transforms.stages.pending_rows: the read stage's rows handed to the part writer in batches.
 
 A batch of consecutive chunks gives each part the bytes and runs a write per chunk gives it
 (checkpoints between batches included), and `route_chunk`, which routes a decoded chunk's rows
@@ -21,15 +21,15 @@ from pipelines.plan import one_task, plan_record
 from tests.support import wavgen
 from transforms.audio import wav
 from transforms.planning.types import InputFile, ReadTask, Segment
-from transforms.record.file_rows import rows_to_batch
-from transforms.record.pending_rows import (
+from transforms.stages.file_rows import rows_to_batch
+from transforms.stages.pending_rows import (
     BatchedPartWriter,
     HandOffError,
     PendingRows,
     route_chunk,
 )
-from transforms.record.read_windows import ReadTaskFn, _route
-from transforms.record.record_parts import PartWriter
+from transforms.stages.read_windows import ReadTaskFn, _route
+from transforms.stages.record_parts import PartWriter
 
 
 def _segment(path: str, split: str = "train") -> Segment:

@@ -1,4 +1,4 @@
-"""Read-ahead threads: transforms.record.prefetch (its record-pipeline use, a file failing in the
+"""Read-ahead threads: transforms.stages.prefetch (its record-pipeline use, a file failing in the
 writer thread: tests/pipeline/test_prefetch_record.py)."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from transforms.record.prefetch import ComputePool, prefetch
+from transforms.stages.prefetch import ComputePool, prefetch
 
 
 def test_items_arrive_in_order_from_another_thread():

@@ -5,7 +5,7 @@ import logging
 import threading
 from collections.abc import Callable
 
-from transforms.record import progress
+from transforms.stages import progress
 
 HANG_GUARD_S = 60  # only ends a hung test; no assertion depends on how long anything took
 

@@ -7,7 +7,7 @@ import os
 import pytest
 import tensorflow as tf
 
-from transforms.record import record_parts
+from transforms.stages import record_parts
 
 RECORDS = [b"", b"x", os.urandom(1000), os.urandom(70_000), b"last"]
 

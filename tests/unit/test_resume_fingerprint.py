@@ -1,5 +1,6 @@
-"""``--resume``'s fingerprint (`pipelines.fingerprint`): what a difference between the stored run
-and the new one is called, in one line; and ``--resume`` with ``--overwrite`` refused up front.
+"""``--resume``'s fingerprint (`pipelines.resume.fingerprint`): what a difference between the
+stored run and the new one is called, in one line; and ``--resume`` with ``--overwrite`` refused
+up front.
 
 The naming rules on made-up stamps, then the fingerprint of real plans (files on disk, planned
 by `pipelines.plan`, stored as JSON): the same inputs give the same one, a touched input, another
@@ -11,8 +12,8 @@ import json
 
 import pytest
 
-from pipelines import fingerprint, resume
 from pipelines.config import RecordConfig, UsageError
+from pipelines.resume import fingerprint, reuse
 
 STAMPS = [("in/b.wav", 20, 2.0), ("in/a.wav", 10, 1.0)]
 
@@ -96,11 +97,11 @@ def test_an_annotation_edit_past_numpys_repr_cut_changes_the_plan():
 
 
 def test_the_launcher_and_the_stage_agree_on_commit_records():
-    from transforms.record import record_parts
-    from transforms.record import resume as stage
+    from transforms.stages import record_parts
+    from transforms.stages import task_commits as stage
 
-    assert (resume.COMMITS_DIR, resume.COMMIT_VERSION) == (stage.COMMITS_DIR, stage.COMMIT_VERSION)
-    assert resume.PARTS_DIR == record_parts.PARTS_DIR  # the launcher checks records' part paths
+    assert (reuse.COMMITS_DIR, reuse.COMMIT_VERSION) == (stage.COMMITS_DIR, stage.COMMIT_VERSION)
+    assert reuse.PARTS_DIR == record_parts.PARTS_DIR  # the launcher checks records' part paths
 
 
 def test_bad_table_rows_are_the_errors_of_annotation_tables():
@@ -110,7 +111,7 @@ def test_bad_table_rows_are_the_errors_of_annotation_tables():
         {"path": "t/y.csv", "reason": "no header"},
         {"path": "t/z.csv:4", "reason": "not a table of this run"},
     ]
-    assert resume.bad_table_rows(errors, ["t/x.csv", "t/y.csv"]) == 2
+    assert reuse.bad_table_rows(errors, ["t/x.csv", "t/y.csv"]) == 2
 
 
 def test_options_compare_as_json_values():
@@ -120,10 +121,10 @@ def test_options_compare_as_json_values():
 
 
 def test_only_the_jobs_own_outputs_are_known():
-    known = resume.job_outputs("ds", {"train": 2})
+    known = reuse.job_outputs("ds", {"train": 2})
     names = ["manifest.json", "ds-train.tfrecord-00001-of-00002.gz", "transform_fn/"]
     names += ["manifest.json.tmp-0123abcd", ".tmp", "notes.txt", "ds-train.tfrecord-00002-of-00002"]
-    assert resume.unknown_entries(names, known) == ["ds-train.tfrecord-00002-of-00002", "notes.txt"]
+    assert reuse.unknown_entries(names, known) == ["ds-train.tfrecord-00002-of-00002", "notes.txt"]
 
 
 def test_a_changed_shard_func_changes_the_digest():
@@ -165,8 +166,8 @@ def _plan(config):
 
 
 def _stored(plan):
-    """The fingerprint `pipelines.job.start_output_dir` makes of `plan`, as it reads back from
-    ``.tmp/resume.json`` (written and read as JSON)."""
+    """The fingerprint `pipelines.resume.output_dir.start_output_dir` makes of `plan`, as it reads
+    back from ``.tmp/resume.json`` (written and read as JSON)."""
     import json
 
     made = fingerprint.fingerprint(

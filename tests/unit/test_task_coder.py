@@ -1,4 +1,4 @@
-"""transforms.record.task_coder: a read task is sized without pickling every segment, travels
+"""transforms.stages.task_coder: a read task is sized without pickling every segment, travels
 as pickle, and the read stage's tasks PCollection uses the coder."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from pipelines.config import RecordConfig
 from pipelines.plan import one_task, plan_record
 from tests.support import wavgen
 from transforms.planning.types import ReadTask
-from transforms.record import staged, stages
-from transforms.record.task_coder import ReadTaskCoder, estimated_size
+from transforms.stages import composites, staged
+from transforms.stages.task_coder import ReadTaskCoder, estimated_size
 
 
 def _config(directory, files: int = 12) -> RecordConfig:
@@ -63,11 +63,11 @@ def test_size_estimate_is_near_the_pickled_size_without_encoding(tmp_path):
 
 
 def test_registered_for_read_tasks_and_the_read_stage_types_its_tasks(tmp_path):
-    assert stages.ReadTaskCoder is ReadTaskCoder
+    assert composites.ReadTaskCoder is ReadTaskCoder
     plan = one_task(plan_record(_config(tmp_path)))
     tasks = staged.stage(str(tmp_path / "out"), "tasks", plan.tasks)
     p = beam.Pipeline()  # built, not run: the tasks' PCollection and its coder
-    _ = p | "ReadWindows" >> stages.ReadWindows(
+    _ = p | "ReadWindows" >> composites.ReadWindows(
         tasks,
         plan.read,
         plan.sharding,

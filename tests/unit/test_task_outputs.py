@@ -1,4 +1,4 @@
-"""transforms.record.task_outputs: the read stage's sink, `TaskOutputs`, on real read tasks.
+"""transforms.stages.task_outputs: the read stage's sink, `TaskOutputs`, on real read tasks.
 
 What a task emits but its records' bytes (AUTO samples, files table lines, errors, moments,
 parts) is what its commit and checkpoint records list, whatever the checkpoints cut; the
@@ -18,10 +18,10 @@ from pipelines.config import RecordConfig
 from pipelines.plan import one_task, plan_record
 from tests.support import wavgen
 from transforms.planning.compression import AUTO_SAMPLE_SIZE
-from transforms.record import read_windows
-from transforms.record.moments import features_from_json, total
-from transforms.record.progress import ProgressFile
-from transforms.record.resume import (
+from transforms.stages import read_windows
+from transforms.stages.moments import features_from_json, total
+from transforms.stages.progress import ProgressFile
+from transforms.stages.task_commits import (
     ERRORS_TAG,
     FILES_TAG,
     PARTS_TAG,
@@ -29,7 +29,7 @@ from transforms.record.resume import (
     STATS_TAG,
     ReusedRecords,
 )
-from transforms.record.task_outputs import ReadCounters, TaskOutputs
+from transforms.stages.task_outputs import ReadCounters, TaskOutputs
 
 
 def _plan(directory, files: int = 12):

@@ -258,7 +258,7 @@ def annotation_columns(
 
     Returns:
       {key: (flat values, values per row, Arrow value type)}
-      (`transforms.record.file_rows.list_column`).
+      (`transforms.stages.file_rows.list_column`).
     """
     window = np.searchsorted(annotation.starts, starts)
     if np.any(window >= len(annotation.starts)) or np.any(annotation.starts[window] != starts):

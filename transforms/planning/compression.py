@@ -1,6 +1,6 @@
 """The shards' compression: ``--compression`` NONE, GZIP, ZLIB or AUTO (measured on a sample).
 
-Pure: the write stage (`transforms.record.write_shards`) compresses with `COMPRESSION_LEVEL`, and
+Pure: the write stage (`transforms.stages.write_shards`) compresses with `COMPRESSION_LEVEL`, and
 the ``ChooseCompression`` stage applies `choose_compression` to a sample of encoded records.
 """
 

@@ -4,7 +4,7 @@ Raw windows travel through the read stage as Arrow RecordBatches (one batch per 
 windows, no per-window Python dicts), where they are encoded into records. Only ``class`` and the
 raw features are tensors TFT sees, and only those columns go on to TFT's analysis (TFXIO path,
 `RecordLayout.analysis_schema`): the signal and the other keys never cross into it. Planning
-fixes the layout (`pipelines.plan`); the TFT side is `transforms.record.preprocessing`.
+fixes the layout (`pipelines.plan`); the TFT side is `transforms.stages.preprocessing`.
 """
 
 from __future__ import annotations

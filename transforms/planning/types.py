@@ -1,6 +1,6 @@
 """The plain data a record run's plan is made of (frozen, picklable: shipped to workers).
 
-`pipelines.plan` builds them before any work; the Beam stages (`transforms.record`) read them.
+`pipelines.plan` builds them before any work; the Beam stages (`transforms.stages`) read them.
 No Beam here, and no logic beyond a derived property or two: the rules that fill them in are in
 `transforms.planning.sharding` and `pipelines.plan`.
 """
@@ -87,8 +87,8 @@ class InputFile:
 
 
 @dataclasses.dataclass(frozen=True)
-class ReadConfig:
-    """Everything the read stage needs (picklable, shipped to workers)."""
+class ReadWindowsConfig:
+    """Everything the read stage `ReadWindows` needs (picklable, shipped to workers)."""
 
     window: WindowConfig
     layout: RecordLayout

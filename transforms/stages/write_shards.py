@@ -1,9 +1,9 @@
 """Write stage: a shard's part files (encoded records) -> one shard file.
 
 Planning (the shard count, the compression) is pure, in `transforms.planning`; `WriteShardFn`
-does the work. The read stage encoded every row (`transforms.record.examples.StoredEncoder`)
-and routed it to its shard's part files (`transforms.record.read_windows`,
-`transforms.record.record_parts`); a shard is the concatenation of its parts in task order,
+does the work. The read stage encoded every row (`transforms.stages.examples.StoredEncoder`)
+and routed it to its shard's part files (`transforms.stages.read_windows`,
+`transforms.stages.record_parts`); a shard is the concatenation of its parts in task order,
 i.e. sorted by (index, win_start_idx, channel), so two runs over the same input give
 byte-identical shards whatever the runner's bundling. Nothing is encoded or transformed here:
 an uncompressed shard is a byte copy of its parts.
@@ -25,9 +25,9 @@ from replay import format as fmt
 from replay._fs import is_url
 from transforms.planning.compression import COMPRESSION_LEVEL
 from transforms.planning.types import ShardSpec
-from transforms.record import atomic, record_parts
-from transforms.record.prefetch import ComputePool
-from transforms.record.progress import ProgressFile
+from transforms.stages import atomic, record_parts
+from transforms.stages.prefetch import ComputePool
+from transforms.stages.progress import ProgressFile
 
 
 class WriteShardFn(beam.DoFn):
@@ -35,7 +35,7 @@ class WriteShardFn(beam.DoFn):
 
     The records were encoded by the read stage; an uncompressed shard is its parts' bytes
     copied, or a hard link to its part when it is one whole part file (the in-memory
-    DirectRunner's single read task; `transforms.record.record_parts`), a compressed one their
+    DirectRunner's single read task; `transforms.stages.record_parts`), a compressed one their
     records through TensorFlow's record writer. Rows of files that failed (side input
     `errors`) are skipped, so a file is either wholly in the dataset or in the error list. The
     shard is streamed and written under a temporary name, then renamed, so a retry or a killed

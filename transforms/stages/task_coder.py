@@ -5,12 +5,12 @@ Beam estimates the size of a sample of every stage output's elements
 encoding them. A `ReadTask` has no registered coder, so each sampled task was pickled whole only
 to be measured: the in-memory DirectRunner plans one read task holding every file's segment, so
 the whole plan was pickled once more in the job's thread. `Coder.estimate_size` is Beam's
-documented hook for a cheaper estimate (as `transforms.record.arrow_coder` uses for Arrow
+documented hook for a cheaper estimate (as `transforms.stages.arrow_coder` uses for Arrow
 batches): the task pickled with its first one or two segments only, the second's share counted
 once per segment (a task's segments are alike: a file's path, header and row range).
 
 Encoding stays pickle, as Beam's fallback did, so a task that crosses a stage or process
-boundary (several tasks are reshuffled) travels as before. `transforms.record.stages` registers
+boundary (several tasks are reshuffled) travels as before. `transforms.stages.composites` registers
 it for `ReadTask` and types the staged tasks' PCollection with it.
 """
 

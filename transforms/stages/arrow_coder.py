@@ -9,7 +9,7 @@ nothing (docs/performance.md). `Coder.estimate_size` is Beam's documented hook f
 
 Encoding stays pickle (Arrow's own ``__reduce__``: the buffers, no per-row work), as Beam's
 fallback did, so a batch that does cross a stage or process boundary travels as before.
-`transforms.record.stages` registers it for ``pa.RecordBatch``.
+`transforms.stages.composites` registers it for ``pa.RecordBatch``.
 """
 
 from __future__ import annotations

@@ -23,10 +23,10 @@ from transforms.audio import features as feats
 from transforms.audio import features_tf
 from transforms.planning.layout import RecordLayout
 from transforms.planning.types import ShardSpec
-from transforms.record import atomic
-from transforms.record.moments import to_json as moments_json
-from transforms.record.preprocessing import CLASS_VOCABULARY, element_schema, z_score_scope
-from transforms.record.write_shards import write_shard
+from transforms.stages import atomic
+from transforms.stages.moments import to_json as moments_json
+from transforms.stages.preprocessing import CLASS_VOCABULARY, element_schema, z_score_scope
+from transforms.stages.write_shards import write_shard
 
 TABLE_BLOCK_LINES = 4096  # a source table is written this many lines at a time
 SHARD_ENTRY_KEYS = ("filename", "num_examples", "num_bytes", "offsets")  # a manifest shard entry

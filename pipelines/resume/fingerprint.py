@@ -18,8 +18,8 @@ A record of version 1 (the inputs as a list of [path, size, time], a run planned
 digested file by file) is still read: its inputs are compared as they are, and the launcher
 digests a listing as version 1 did to compare it with such a record (`listing_digest`).
 
-The rest of ``--resume``'s launcher side (directory states, committed work) is
-`pipelines.resume`.
+The rest of ``--resume``'s launcher side: `pipelines.resume.reuse` (directory states, committed
+work) and `pipelines.resume.output_dir` (the output directory's start).
 """
 
 from __future__ import annotations

@@ -29,7 +29,7 @@ import pyarrow as pa
 
 from replay import format as fmt
 from transforms.planning.layout import RecordLayout
-from transforms.record.file_rows import FLOAT16_MAX, bytes_rows, float16_overflow, list_column
+from transforms.stages.file_rows import FLOAT16_MAX, bytes_rows, float16_overflow, list_column
 
 _LEN = 2  # wire type: length-delimited
 _KIND = {"bytes": 1, "float": 2, "int64": 3}  # Feature.kind field numbers

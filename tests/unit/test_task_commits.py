@@ -1,8 +1,8 @@
-"""``--resume``'s reuse of a committed task (`transforms.record.resume.ReusedRecords`): its
+"""``--resume``'s reuse of a committed task (`transforms.stages.task_commits.ReusedRecords`): its
 stored moments go to the analysis and none of its rows is read back for it (only the AUTO
 compression samples, as far as the last of them); its part paths are relative to the output
 directory it is resumed in; the read stage's task records keep each piece's moments and errors.
-Which records `pipelines.resume.plan_reuse` takes: this version's, naming only the task's own
+Which records `pipelines.resume.reuse.plan_reuse` takes: this version's, naming only the task's own
 parts in this directory, whose bytes are all on disk."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import pytest
 
 from replay import format as fmt
 from transforms.planning.layout import RecordLayout
-from transforms.record import resume
-from transforms.record.moments import Moments, row_sums
+from transforms.stages import task_commits
+from transforms.stages.moments import Moments, row_sums
 
 LAYOUT = RecordLayout(feature_shapes={"f": (2,)})
 
@@ -43,10 +43,10 @@ def _example(index: int, start: int) -> bytes:
     return example.SerializeToString()
 
 
-def _reused(output_dir) -> resume.ReusedRecords:
-    from transforms.record.progress import ProgressFile
+def _reused(output_dir) -> task_commits.ReusedRecords:
+    from transforms.stages.progress import ProgressFile
 
-    return resume.ReusedRecords(
+    return task_commits.ReusedRecords(
         LAYOUT,
         output_dir=str(output_dir),
         progress=ProgressFile(str(output_dir)),
@@ -55,7 +55,7 @@ def _reused(output_dir) -> resume.ReusedRecords:
 
 def _record(parts: dict[str, list[bytes]], moments: dict | None = None) -> dict:
     return {
-        "version": resume.COMMIT_VERSION,
+        "version": task_commits.COMMIT_VERSION,
         "task": 0,
         "start": 0,
         "stop": 1,
@@ -73,7 +73,7 @@ def _record(parts: dict[str, list[bytes]], moments: dict | None = None) -> dict:
 
 
 def _reading(parts: dict[str, list[bytes]], taken: list) -> object:
-    """A stand-in for `resume._records` over in-memory parts that notes each record taken."""
+    """A stand-in for `task_commits._records` over in-memory parts that notes each record taken."""
 
     def records(path, offset, size, **_):
         for raw in parts[path.rsplit("/", 1)[-1]]:
@@ -86,24 +86,24 @@ def _reading(parts: dict[str, list[bytes]], taken: list) -> object:
 def test_reuse_hands_the_stored_moments_and_reads_no_row_back(tmp_path, monkeypatch):
     parts = {"p0": [_example(0, s) for s in range(0, 40, 2)], "p1": [_example(0, 1)]}
     taken = []
-    monkeypatch.setattr(resume, "_records", _reading(parts, taken))
+    monkeypatch.setattr(task_commits, "_records", _reading(parts, taken))
     moments = {"f": Moments.of_rows(np.arange(40, dtype=np.float32).reshape(20, 2))}
     record = _record(parts, {"f": moments["f"].to_json()})
     out = list(_reused(tmp_path).outputs(record))
     assert taken == []  # no sample wanted: no part is opened
     assert [o for o in out if not hasattr(o, "tag")] == []  # no row for TFT
-    assert [o.value for o in out if o.tag == resume.STATS_TAG] == [moments]
+    assert [o.value for o in out if o.tag == task_commits.STATS_TAG] == [moments]
 
 
 def test_samples_are_read_back_only_as_far_as_the_last_sampled_row(tmp_path, monkeypatch):
     parts = {"p0": [_example(0, s) for s in range(0, 40, 2)], "p1": [_example(0, 1)]}
     taken = []
-    monkeypatch.setattr(resume, "_records", _reading(parts, taken))
+    monkeypatch.setattr(task_commits, "_records", _reading(parts, taken))
     record = {**_record(parts), "sampled": [[0, 0, 0], [0, 4, 0]]}
     out = list(_reused(tmp_path).outputs(record))
-    samples = [o.value for o in out if o.tag == resume.SAMPLES_TAG]
-    rows = [resume._parse(_example(0, s)) for s in (0, 4)]
-    assert samples == [resume.sample_bytes(row, LAYOUT) for row in rows]
+    samples = [o.value for o in out if o.tag == task_commits.SAMPLES_TAG]
+    rows = [task_commits._parse(_example(0, s)) for s in (0, 4)]
+    assert samples == [task_commits.sample_bytes(row, LAYOUT) for row in rows]
     assert len(taken) <= 4 + 1  # rows 0, 2, 4 and the one past them; p1's row 1
 
 
@@ -111,7 +111,7 @@ def test_task_records_keep_each_pieces_moments_and_the_commit_the_whole_tasks(tm
     import json
 
     from transforms.planning.types import ReadTask
-    from transforms.record.record_parts import PartWriter
+    from transforms.stages.record_parts import PartWriter
 
     def batch(values: np.ndarray) -> tuple[dict, int]:  # as the read stage hands them
         return {"f": row_sums(values)}, len(values)
@@ -119,7 +119,7 @@ def test_task_records_keep_each_pieces_moments_and_the_commit_the_whole_tasks(tm
     rng = np.random.default_rng(3)
     values = (rng.standard_normal((9, 2)) * 1e3).astype(np.float32)
     task = ReadTask(0, segments=(None, None))
-    done = resume.TaskRecords(str(tmp_path), task, {"f": (2,)}, summary=_no_summary)
+    done = task_commits.TaskRecords(str(tmp_path), task, {"f": (2,)}, summary=_no_summary)
     with PartWriter(str(tmp_path), 0) as writer:
         done.analysed(*batch(values[:4]))
         writer.write("train", 0, path="in/0.wav", records=[_example(0, 0)])
@@ -137,7 +137,7 @@ def test_task_records_keep_each_pieces_moments_and_the_commit_the_whole_tasks(tm
     # a task continued from the piece: its commit still holds the whole task's moments
     (commits / "000000-000000-000002.json").unlink()
     continued = ReadTask(0, segments=(None,), start=1, resumed=(piece,))
-    again = resume.TaskRecords(str(tmp_path), continued, {"f": (2,)}, summary=_no_summary)
+    again = task_commits.TaskRecords(str(tmp_path), continued, {"f": (2,)}, summary=_no_summary)
     again.analysed(*batch(values[4:]))
     with PartWriter(str(tmp_path), 0) as writer:
         writer.write("train", 0, path="in/0.wav", records=[_example(0, 1)])
@@ -152,9 +152,9 @@ def test_commit_records_hold_relative_part_paths_resolved_in_the_resumed_dir(tmp
     import json
     import shutil
 
-    from pipelines.resume import plan_reuse
+    from pipelines.resume.reuse import plan_reuse
     from transforms.planning.types import ReadTask
-    from transforms.record.record_parts import PartWriter
+    from transforms.stages.record_parts import PartWriter
 
     task = ReadTask(0, segments=(None,))  # one segment (reuse looks at its count only)
 
@@ -162,7 +162,7 @@ def test_commit_records_hold_relative_part_paths_resolved_in_the_resumed_dir(tmp
     with PartWriter(str(out), 0) as writer:
         writer.write("train", 0, path="in/0.wav", records=[_example(0, s) for s in range(3)])
         parts = writer.commit()
-    resume.commit_record(
+    task_commits.commit_record(
         str(out),
         0,
         start=0,
@@ -182,9 +182,9 @@ def test_commit_records_hold_relative_part_paths_resolved_in_the_resumed_dir(tmp
     ((record,),) = [t.resumed for t in plan_reuse(str(copy), [task]).tasks]
     fn = _reused(copy)
     emitted = list(fn.outputs(record))
-    stats = [o.value for o in emitted if o.tag == resume.STATS_TAG]
+    stats = [o.value for o in emitted if o.tag == task_commits.STATS_TAG]
     assert stats == [{"f": Moments.of_rows(np.ones((3, 2), np.float32))}]
-    tagged = [o.value for o in emitted if getattr(o, "tag", None) == resume.PARTS_TAG]
+    tagged = [o.value for o in emitted if getattr(o, "tag", None) == task_commits.PARTS_TAG]
     assert [p["path"] for p in tagged] == [f"{copy}/{stored['parts'][0]['path']}"]
 
     for path in (
@@ -203,15 +203,15 @@ def test_samples_are_the_rows_the_read_stage_sampled_two_segments_of_one_file(
     """The read stage samples the first row of each segment: a file cut into two segments of
     one task has two samples, found back by their row keys (not the file's first row twice)."""
     parts = {"p0": [_example(0, s) for s in range(6)]}
-    monkeypatch.setattr(resume, "_records", lambda path, offset, size, **_: iter(parts["p0"]))
+    monkeypatch.setattr(task_commits, "_records", lambda path, offset, size, **_: iter(parts["p0"]))
     record = {**_record(parts), "sampled": [[0, 0, 0], [0, 3, 0]]}
     samples = [
         o.value
         for o in _reused(tmp_path).outputs(record)
-        if getattr(o, "tag", None) == resume.SAMPLES_TAG
+        if getattr(o, "tag", None) == task_commits.SAMPLES_TAG
     ]
-    rows = [resume._parse(_example(0, s)) for s in (0, 3)]
-    assert samples == [resume.sample_bytes(row, LAYOUT) for row in rows]
+    rows = [task_commits._parse(_example(0, s)) for s in (0, 3)]
+    assert samples == [task_commits.sample_bytes(row, LAYOUT) for row in rows]
     assert samples[0] != samples[1]
 
 
@@ -222,16 +222,16 @@ def test_read_back_buffers_share_a_budget(tmp_path, monkeypatch):
         blocks.append(block_bytes)
         return iter([])
 
-    monkeypatch.setattr(resume, "_records", records)
+    monkeypatch.setattr(task_commits, "_records", records)
     parts = {f"p{k}": [] for k in range(256)}
     list(_reused(tmp_path).outputs({**_record(parts), "sampled": [[0, 0, 0]]}))
-    assert len(blocks) == 256 and max(blocks) * 256 <= max(resume.READ_BACK_BYTES, 256 << 16)
+    assert len(blocks) == 256 and max(blocks) * 256 <= max(task_commits.READ_BACK_BYTES, 256 << 16)
 
 
 def test_a_checkpointed_part_keeps_its_temporary_name_when_committed(tmp_path):
     """Checkpoint records name a part's temporary file: the commit links its final name to it
     (a copy without hard links), so a kill between the commit and its record loses nothing."""
-    from transforms.record.record_parts import PartWriter
+    from transforms.stages.record_parts import PartWriter
 
     with PartWriter(str(tmp_path), 0) as writer:
         writer.write("train", 0, path="in/0.wav", records=[_example(0, 0)])
@@ -260,7 +260,7 @@ def _part_file(tmp_path, rel: str, size: int) -> None:
 
 
 def test_records_naming_another_tasks_part_or_malformed_are_not_reused(tmp_path):
-    from pipelines.resume import plan_reuse
+    from pipelines.resume.reuse import plan_reuse
     from transforms.planning.types import ReadTask
 
     task = ReadTask(1, segments=(None, None))
@@ -285,18 +285,18 @@ def test_records_naming_another_tasks_part_or_malformed_are_not_reused(tmp_path)
 
 
 def test_a_commit_record_is_written_as_json_dumps_writes_it(tmp_path):
-    """The record is written in pieces (`resume.json_pieces`) with json.dumps' very text: runs
+    """The record is written in pieces (`task_commits.json_pieces`) with json.dumps' very text: runs
     as tuples or lists are arrays alike, lists of any length, key order kept."""
     import json
 
     files = [{"path": f"in/{i}.wav", "index": i, "num_windows": i % 3, "x": 0.1} for i in range(7)]
     record = {"version": 4, "files": files, "errors": [], "runs": [("a", 1, 2)], "s": (1, [2])}
     for items in (1, 2, 3, 1024):
-        text = "".join(resume.json_pieces(record, items=items))
+        text = "".join(task_commits.json_pieces(record, items=items))
         assert text == json.dumps(record)
     part = {"split": "all", "shard": 0, "path": f"{tmp_path}/p", "rows": 3}
     parts = [{**part, "runs": [("a", 3, 9)]}]
-    resume.commit_record(
+    task_commits.commit_record(
         str(tmp_path),
         1,
         start=0,
@@ -314,7 +314,7 @@ def test_a_commit_record_is_written_as_json_dumps_writes_it(tmp_path):
 
 
 def test_a_tasks_summaries_are_made_when_read():
-    """`resume.Summaries`: the earlier run's dicts, then this run's (segment, windows) pairs
+    """`task_commits.Summaries`: the earlier run's dicts, then this run's (segment, windows) pairs
     made into summaries when read: by index, from the end, in slices, in a record's JSON."""
     import json
 
@@ -324,7 +324,7 @@ def test_a_tasks_summaries_are_made_when_read():
         made.append(seg)
         return {"path": seg, "num_windows": windows}
 
-    files = resume.Summaries([{"path": "old", "num_windows": 5}], ["a", "b", "c"], summary)
+    files = task_commits.Summaries([{"path": "old", "num_windows": 5}], ["a", "b", "c"], summary)
     files.append(2, 7)
     files.append(0, 1)
     assert made == [] and len(files) == 3
@@ -333,7 +333,7 @@ def test_a_tasks_summaries_are_made_when_read():
     assert list(files) == [files[0], files[1], files[2]] and files[0]["path"] == "old"
     with pytest.raises(IndexError):
         files[3]
-    text = "".join(resume.json_pieces({"files": files}, items=2))
+    text = "".join(task_commits.json_pieces({"files": files}, items=2))
     assert json.loads(text) == {"files": list(files)}
 
 
@@ -348,7 +348,7 @@ def _piece(task: int, start: int, stop: int, path: str, *, offset: int = 0, size
 def test_a_record_of_another_version_is_not_reused(tmp_path):
     """A commit record's ``version`` is checked: an older slice's record (another layout of its
     lists, another meaning of its moments) is never reused, its task is read again."""
-    from pipelines.resume import plan_reuse
+    from pipelines.resume.reuse import plan_reuse
     from transforms.planning.types import ReadTask
 
     task = ReadTask(1, segments=(None, None))
@@ -357,7 +357,12 @@ def test_a_record_of_another_version_is_not_reused(tmp_path):
     _task_records(tmp_path, task, _piece(1, 0, 1, own))
     assert plan_reuse(str(tmp_path), [task]).tasks[0].start == 1  # this version's: reused
     unversioned = {k: v for k, v in _piece(1, 0, 1, own).items() if k != "version"}
-    for version in (resume.COMMIT_VERSION - 1, resume.COMMIT_VERSION + 1, None, "absent"):
+    for version in (
+        task_commits.COMMIT_VERSION - 1,
+        task_commits.COMMIT_VERSION + 1,
+        None,
+        "absent",
+    ):
         record = {**_piece(1, 0, 1, own), "version": version}
         _task_records(tmp_path, task, unversioned if version == "absent" else record)
         reuse = plan_reuse(str(tmp_path), [task])
@@ -368,7 +373,7 @@ def test_a_record_naming_a_part_of_another_directory_is_not_reused(tmp_path):
     """A record's part must be the task's own part of this output directory, exactly: a path
     that only ends like one (``../other/.tmp/parts/...``) names another directory's file, which
     a continued task would cut and append to."""
-    from pipelines.resume import plan_reuse
+    from pipelines.resume.reuse import plan_reuse
     from transforms.planning.types import ReadTask
 
     out, other = tmp_path / "out", tmp_path / "other"
@@ -388,7 +393,7 @@ def test_a_checkpoint_whose_part_was_cut_short_is_not_reused(tmp_path):
     """After a kill (or a machine crash) a checkpoint's temporary part may hold fewer bytes
     than its record names: that checkpoint and those after it are read again (stale), the ones
     whose bytes are all there are reused."""
-    from pipelines.resume import plan_reuse
+    from pipelines.resume.reuse import plan_reuse
     from transforms.planning.types import ReadTask
 
     task = ReadTask(1, segments=(None, None, None))
@@ -417,14 +422,14 @@ def test_a_checkpoint_holds_the_errors_of_its_own_segments(tmp_path):
 
     from transforms.audio.wav import WavInfo
     from transforms.planning.types import InputFile, ReadTask, Segment
-    from transforms.record.record_parts import PartWriter
+    from transforms.stages.record_parts import PartWriter
 
     info = WavInfo(16000, 1, 64, "PCM_16", "int16", 32768.0)
     segments = tuple(
         Segment(InputFile(i, f"in/{i}.wav", 172, info=info), 0, 1, 0) for i in range(7)
     )
     task = ReadTask(0, segments=segments)
-    done = resume.TaskRecords(
+    done = task_commits.TaskRecords(
         str(tmp_path), task, {}, summary=lambda seg, n: {"path": seg.file.path, "num_windows": n}
     )
 

@@ -22,11 +22,11 @@ import pyarrow as pa
 from transforms.audio import features as feats
 from transforms.planning.compression import AUTO_SAMPLE_SIZE, choose_compression
 from transforms.planning.layout import RecordLayout
-from transforms.planning.types import ReadConfig, ReadTask, Sharding, ShardSpec
-from transforms.record import finalize, read_windows, staged, write_shards
-from transforms.record.arrow_coder import RecordBatchCoder
-from transforms.record.preprocessing import preprocessing_fn
-from transforms.record.task_coder import ReadTaskCoder
+from transforms.planning.types import ReadTask, ReadWindowsConfig, Sharding, ShardSpec
+from transforms.stages import finalize, read_windows, staged, write_shards
+from transforms.stages.arrow_coder import RecordBatchCoder
+from transforms.stages.preprocessing import preprocessing_fn
+from transforms.stages.task_coder import ReadTaskCoder
 
 
 def register_coders() -> None:
@@ -62,7 +62,7 @@ def _count_refused(error: dict) -> dict:
 
 class PlannedErrors(beam.PTransform):
     """The errors found at planning (files refused, bad annotation rows) -> {"path", "reason"}
-    dicts: staged by the launcher (`transforms.record.staged`), or the files refused by the
+    dicts: staged by the launcher (`transforms.stages.staged`), or the files refused by the
     job's plan step (a PCollection of their dicts, `pipelines.job_plan`)."""
 
     def __init__(self, errors: staged.Staged | beam.PCollection) -> None:
@@ -82,7 +82,7 @@ class PlannedErrors(beam.PTransform):
 class ReadWindows(beam.PTransform):
     """Read tasks -> windows, features and their encoded records, streamed to per-shard part
     files (``target``: the index in `classes`, the planned class list). The tasks come
-    staged by the launcher (`transforms.record.staged`): the job's size does not grow with them.
+    staged by the launcher (`transforms.stages.staged`): the job's size does not grow with them.
 
     Yields a dict of PCollections: ``rows`` (pa.RecordBatch of ``class`` and the features of
     the analysed splits' windows, for `Analyze`, joined into batches of 8 MiB or more),
@@ -95,14 +95,14 @@ class ReadWindows(beam.PTransform):
     parts, in this stage; their rows do not go to the analysis (their moments do).
 
     Planned in the job (`pipelines.job_plan`), `tasks` is their PCollection and `planned` the
-    plan step's (ReadConfig, Sharding) singleton: the read config's signal dtype and the shard
-    counts come from it, `config` and `sharding` give the rest (`spread`: more than one task).
+    plan step's (ReadWindowsConfig, Sharding) singleton: its signal dtype and the shard counts
+    come from it, `config` and `sharding` give the rest (`spread`: more than one task).
     """
 
     def __init__(
         self,
         tasks: staged.Staged | beam.PCollection,
-        config: ReadConfig,
+        config: ReadWindowsConfig,
         sharding: Sharding,
         *,
         classes: Sequence[str],
@@ -171,7 +171,7 @@ class Analyze(beam.PTransform):
 
     `moments`: the read stage's ``stats`` (``{feature: Moments}`` covering every analysed row
     once, reused ones included): the z-score statistics come from them
-    (`transforms.record.exact_z_score`), not from the rows TFT is handed.
+    (`transforms.stages.exact_z_score`), not from the rows TFT is handed.
     """
 
     def __init__(
@@ -280,14 +280,14 @@ class WriteShards(beam.PTransform):
 class Finalize(beam.PTransform):
     """The empty shards, schema.pbtxt, feature_fn/ and, last, manifest.json (one dict).
 
-    Planned in the job, `planned` is the plan step's (ReadConfig, Sharding) singleton: the
+    Planned in the job, `planned` is the plan step's (ReadWindowsConfig, Sharding) singleton: the
     signal dtype and the shard counts come from it (`num_shards` is then ignored).
     """
 
     def __init__(
         self,
         spec: ShardSpec,
-        config: ReadConfig,
+        config: ReadWindowsConfig,
         *,
         params: Mapping[str, Any],
         num_shards: Mapping[str, int],
@@ -346,7 +346,7 @@ class Finalize(beam.PTransform):
 
 
 def _finalize_planned(
-    element: None, *, planned: tuple[ReadConfig, Sharding], **kwargs: Any
+    element: None, *, planned: tuple[ReadWindowsConfig, Sharding], **kwargs: Any
 ) -> dict[str, Any]:
     """`finalize.finalize` with the signal dtype and shard counts of the job's plan step."""
     config, sharding = planned

@@ -1,7 +1,7 @@
 """``--resume``'s Beam side: commit and checkpoint records, and a reused record's outputs.
 
 The design is in `pipelines.resume`. A read task that finished writes a *commit record*
-(`commit_record`, by the read stage's sink, `transforms.record.task_outputs.TaskOutputs`, once
+(`commit_record`, by the read stage's sink, `transforms.stages.task_outputs.TaskOutputs`, once
 its parts have their final names), and a long one a record of each checkpoint's piece (its
 segments since the last checkpoint: byte ranges of its temporary parts); `TaskRecords` keeps
 what they list. A resumed run does not read what they cover again: the read task, handed its
@@ -12,12 +12,12 @@ records, has `ReusedRecords` emit what the read stage emitted for their segments
   the resumed run's; a checkpoint's parts only through the task that goes on in them
   (`continued_parts`), which commits them whole; a record's file summaries are dicts, emitted
   as their table lines as the read stage emits them;
-- ``stats``: the moments of the record's analysed rows (`transforms.record.moments`), stored
+- ``stats``: the moments of the record's analysed rows (`transforms.stages.moments`), stored
   in it when they were read: exact integers, so added to the rest in any order they give the
-  statistics of an uninterrupted run bit for bit (`transforms.record.exact_z_score`);
+  statistics of an uninterrupted run bit for bit (`transforms.stages.exact_z_score`);
 - no ``rows``: TFT's analysis is handed only the rows this run reads. It needs none of the
   reused ones: the z-score statistics come from the moments, and the class vocabulary is the
-  planned classes whatever rows it sees (`transforms.record.preprocessing`). So a reused record's
+  planned classes whatever rows it sees (`transforms.stages.preprocessing`). So a reused record's
   parts are not read back for the analysis;
 - ``samples`` (AUTO compression): the stored rows the read stage sampled (found by their row
   keys, the parts read only as far as the last of them), their signal and float32 values as
@@ -43,19 +43,21 @@ from replay import format as fmt
 from transforms.planning.compression import AUTO_SAMPLE_SIZE
 from transforms.planning.layout import RecordLayout
 from transforms.planning.types import ReadTask, Segment
-from transforms.record import atomic, record_parts
-from transforms.record.moments import (
+from transforms.stages import atomic, record_parts
+from transforms.stages.moments import (
     FeatureMoments,
     Moments,
     add_features,
     features_from_json,
     features_to_json,
 )
-from transforms.record.progress import ProgressFile
+from transforms.stages.progress import ProgressFile
 
-COMMITS_DIR = ".tmp/commits"  # pipelines.resume.COMMITS_DIR
+COMMITS_DIR = ".tmp/commits"  # pipelines.resume.reuse.COMMITS_DIR
 READ_BACK_BYTES = 64 << 20  # 64 MiB: read buffers of a record's parts, shared among them
-COMMIT_VERSION = 5  # pipelines.resume.COMMIT_VERSION: records of another version are not reused
+COMMIT_VERSION = (
+    5  # pipelines.resume.reuse.COMMIT_VERSION: records of another version are not reused
+)
 JSON_PIECE_ITEMS = 1024  # a commit record is written this many list items at a time
 # the read stage's output tags (`read_windows` takes them from here)
 FILES_TAG, ERRORS_TAG, PARTS_TAG, SAMPLES_TAG = "files", "errors", "parts", "samples"

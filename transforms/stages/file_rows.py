@@ -22,7 +22,7 @@ from transforms.audio import features as feats
 from transforms.audio.annotation_windows import cut_at
 from transforms.audio.windows import frame_blocks, num_windows
 from transforms.planning.annotation_plan import annotation_columns
-from transforms.planning.types import InputFile, ReadConfig
+from transforms.planning.types import InputFile, ReadWindowsConfig
 
 _CHUNK_BYTES = 8 << 20  # 8 MiB of samples per chunk of windows (one RecordBatch)
 _MAX_CHUNK_WINDOWS = 1024
@@ -50,16 +50,16 @@ def float16_overflow(values: np.ndarray) -> float | None:
     return float(finite.max()) if finite.size else None
 
 
-def channels_emitted(info: wav.WavInfo, config: ReadConfig) -> int:
+def channels_emitted(info: wav.WavInfo, config: ReadWindowsConfig) -> int:
     """C: rows per window of this file (its channel count under ``split``, else 1)."""
     return info.num_channels if config.channel_mode == "split" else 1
 
 
-def output_rate(info: wav.WavInfo, config: ReadConfig) -> int:
+def output_rate(info: wav.WavInfo, config: ReadWindowsConfig) -> int:
     return config.sample_rate or info.sample_rate
 
 
-def planned_rows(info: wav.WavInfo, config: ReadConfig) -> int:
+def planned_rows(info: wav.WavInfo, config: ReadWindowsConfig) -> int:
     """Rows the file yields, from its header alone (resampling: scipy's ceil(n * up / down))."""
     frames = info.num_frames
     if config.sample_rate and config.sample_rate != info.sample_rate:
@@ -98,11 +98,11 @@ def resample(samples: np.ndarray, rate: int, target: int, *, full_scale: float) 
     return out.astype(samples.dtype)
 
 
-def chunk_rows(info: wav.WavInfo, config: ReadConfig) -> int:
+def chunk_rows(info: wav.WavInfo, config: ReadWindowsConfig) -> int:
     """Rows per chunk of this file: ~8 MiB of samples (4 bytes a sample), 1024 at most.
 
     One chunk is one feature computation and one RecordBatch; the read stage also packs the
-    chunks of consecutive short files up to this many rows (`transforms.record.packs`).
+    chunks of consecutive short files up to this many rows (`transforms.stages.packs`).
     """
     frame_bytes = config.window.win_len * max(info.num_channels, 1) * 4
     return int(min(_MAX_CHUNK_WINDOWS, max(1, _CHUNK_BYTES // frame_bytes)))
@@ -113,7 +113,7 @@ def file_rows(
     *,
     path: str,
     info: wav.WavInfo,
-    config: ReadConfig,
+    config: ReadWindowsConfig,
     row_start: int = 0,
     row_stop: int | None = None,
     planned_starts: np.ndarray | None = None,
@@ -193,7 +193,7 @@ def rows_to_batch(
     starts: np.ndarray,
     channels: np.ndarray,
     signal: np.ndarray,
-    config: ReadConfig,
+    config: ReadWindowsConfig,
 ) -> pa.RecordBatch:
     """One raw RecordBatch (schema `config.layout.arrow_schema()`) for k rows of one file.
 
@@ -202,19 +202,19 @@ def rows_to_batch(
       starts: int64 [k] window start offsets.
       channels: int64 [k] channel of each row (0 unless ``--channel_mode split``).
       signal: [k, win_len] samples in the run's signal dtype.
-      config: the read configuration.
+      config: the read stage's configuration.
     """
     chunk = {"f": f, "starts": starts, "channels": channels, "signal": signal}
     return rows_to_batch_many([chunk], config=config)
 
 
-def rows_to_batch_many(chunks: Sequence[Mapping], *, config: ReadConfig) -> pa.RecordBatch:
+def rows_to_batch_many(chunks: Sequence[Mapping], *, config: ReadWindowsConfig) -> pa.RecordBatch:
     """One raw RecordBatch of the rows of several chunks, in order, features computed once.
 
     Args:
       chunks: keyword arguments of `rows_to_batch` (``f``, ``starts``, ``channels``,
         ``signal``), all at one output rate; a chunk of an annotated file only alone.
-      config: the read configuration.
+      config: the read stage's configuration.
 
     Raises:
       FeatureRangeError: a chunk's feature exceeds ``--feature_dtype float16`` (naming its file).

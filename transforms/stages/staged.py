@@ -35,7 +35,7 @@ from typing import Any
 
 from replay import _fs
 from transforms.planning.types import InputFile, ReadTask, Segment
-from transforms.record import atomic
+from transforms.stages import atomic
 
 PLAN_DIR = ".tmp/plan"  # under the output directory; a run's .tmp is removed when it ends
 # (path, SHA-256) -> the launcher's list, while its job may run in this process (`release`)

@@ -2,22 +2,22 @@
 
 A task reads as decode -> encode / write -> sink, fused in one DoFn (`ReadTaskFn`) for speed:
 decode and encode here (a read-ahead thread and the compute pool), write in
-`transforms.record.pending_rows.BatchedPartWriter`, and the sink, everything else a task emits
-and its books for ``--resume``, in `transforms.record.task_outputs.TaskOutputs`.
+`transforms.stages.pending_rows.BatchedPartWriter`, and the sink, everything else a task emits
+and its books for ``--resume``, in `transforms.stages.task_outputs.TaskOutputs`.
 
-For each task the DoFn decodes its file segments in bounded memory (`transforms.record.file_rows`),
+For each task the DoFn decodes its file segments in bounded memory (`transforms.stages.file_rows`),
 computes features and encodes the stored Examples once per chunk (in the compute pool), and
 
 - streams every record to a *part* file of the shard it belongs to (TFRecord framing under
-  ``<output_dir>/.tmp/parts/<split>/<shard>/<task>.records``, `transforms.record.record_parts`:
+  ``<output_dir>/.tmp/parts/<split>/<shard>/<task>.records``, `transforms.stages.record_parts`:
   written under a temporary name and renamed when the task is done (linked, once a checkpoint
   named it), so a retried task rewrites identical parts, and concatenated into shards by the
   write stage); rows are routed to their shards in the compute pool and handed to the part
-  writer in batches of consecutive chunks (`transforms.record.pending_rows`), not per file;
+  writer in batches of consecutive chunks (`transforms.stages.pending_rows`), not per file;
 - emits the rows of the analysed splits (`transforms.planning.sharding.analyzed_splits`:
   ``train`` by default when there are splits, so test windows never shape the statistics) as
   RecordBatches for tensorflow-transform's analysis (fused in this stage), and, when
-  normalising, their exact moments (`transforms.record.moments`), one ``{feature: Moments}``
+  normalising, their exact moments (`transforms.stages.moments`), one ``{feature: Moments}``
   per piece of the task (its checkpoints cut pieces), for the z-score statistics; every row is
   written either way (its ``<feature>_norm`` is computed by the reader from those statistics,
   format version 2);
@@ -47,21 +47,21 @@ from replay._fs import is_url
 from transforms.audio import formats
 from transforms.planning import annotation_plan
 from transforms.planning.sharding import shard_of
-from transforms.planning.types import ReadConfig, ReadTask, Segment, Sharding
-from transforms.record.examples import StoredEncoder
-from transforms.record.file_rows import (
+from transforms.planning.types import ReadTask, ReadWindowsConfig, Segment, Sharding
+from transforms.stages.examples import StoredEncoder
+from transforms.stages.file_rows import (
     chunk_rows,
     file_rows,
     output_rate,
     rows_to_batch,
     rows_to_batch_many,
 )
-from transforms.record.moments import row_sums
-from transforms.record.packs import packs
-from transforms.record.pending_rows import BatchedPartWriter, HandOffError, route_chunk
-from transforms.record.prefetch import ComputePool, prefetch
-from transforms.record.progress import ProgressFile
-from transforms.record.resume import (  # the output tags live there (its reuse emits them)
+from transforms.stages.moments import row_sums
+from transforms.stages.packs import packs
+from transforms.stages.pending_rows import BatchedPartWriter, HandOffError, route_chunk
+from transforms.stages.prefetch import ComputePool, prefetch
+from transforms.stages.progress import ProgressFile
+from transforms.stages.task_commits import (  # the output tags live there (its reuse emits them)
     ERRORS_TAG,
     FILES_TAG,
     PARTS_TAG,
@@ -69,18 +69,18 @@ from transforms.record.resume import (  # the output tags live there (its reuse 
     STATS_TAG,
     ReusedRecords,
 )
-from transforms.record.task_outputs import ReadCounters, TaskOutputs
+from transforms.stages.task_outputs import ReadCounters, TaskOutputs
 
 __all__ = ["ERRORS_TAG", "FILES_TAG", "PARTS_TAG", "SAMPLES_TAG", "STATS_TAG", "ReadTaskFn"]
 _AHEAD_CHUNKS = 4  # chunks decoded / in the feature pool ahead of the writer (8 MiB each)
 # Rows for TFT's analysis leave a task in RecordBatches of about this many bytes of features or
 # more (and its last rows): TFT runs its analysis graph once per batch; a clip is one row.
 ANALYSIS_BATCH_BYTES = 8 << 20  # 8 MiB
-# A read task checkpoints (`transforms.record.resume`) at the first segment end past this many
+# A read task checkpoints (`transforms.stages.task_commits`) at the first segment end past this many
 # bytes of records since the last: what a killed run loses at most (a 64 MiB piece is ~0.3 s of
 # reading here; a checkpoint costs a flush and a small JSON file).
 CHECKPOINT_BYTES = 64 << 20  # 64 MiB
-# Computed rows wait (`transforms.record.pending_rows`) until this many bytes of records are
+# Computed rows wait (`transforms.stages.pending_rows`) until this many bytes of records are
 # pending, then go to the part writer together (and before a checkpoint, and at a task's end):
 # a hand-off per part, not per file.
 WRITE_BATCH_BYTES = 8 << 20  # 8 MiB
@@ -164,7 +164,7 @@ class ReadTaskFn(beam.DoFn):
 
     def __init__(
         self,
-        config: ReadConfig,
+        config: ReadWindowsConfig,
         sh: Sharding,
         *,
         classes: Sequence[str],
@@ -205,7 +205,7 @@ class ReadTaskFn(beam.DoFn):
         self._progress.flush()
 
     def process(
-        self, task: ReadTask, planned: tuple[ReadConfig, Sharding] | None = None
+        self, task: ReadTask, planned: tuple[ReadWindowsConfig, Sharding] | None = None
     ) -> Iterator:
         if planned is not None:  # planned in the job: its signal dtype and shard counts
             self._config, self._sharding = planned
@@ -289,7 +289,7 @@ class ReadTaskFn(beam.DoFn):
         """The task's chunks, decoded ahead in a thread across its files, their features and
         records computed in a pool of `compute_threads` while this thread writes and sinks
         earlier ones. Chunks of consecutive short files share one job
-        (`transforms.record.packs`); the prefetch depth counts packs, each at most one full
+        (`transforms.stages.packs`); the prefetch depth counts packs, each at most one full
         chunk of rows."""
         groups = prefetch(
             packs(
@@ -415,7 +415,7 @@ class ReadTaskFn(beam.DoFn):
 
     def _file_summary(self, seg: Segment, rows: int) -> dict:
         """The summary of a segment read (`rows` windows): a function of them alone (a task's
-        records make them again when written, `resume.Summaries`)."""
+        records make them again when written, `task_commits.Summaries`)."""
         f, info = seg.file, seg.file.info
         return {
             "path": f.path,

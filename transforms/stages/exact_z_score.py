@@ -6,11 +6,11 @@ TFT runs it in its analysis and puts its two outputs into the transform graph as
 does its own analyzers' (``transform_fn/`` is an ordinary TFT graph; `finalize` reads the two
 constants back by their consumers' names in the ``z_score_<feature>`` scope).
 
-The statistics are `transforms.record.moments.Moments` totals: exact integers, so the result is
+The statistics are `transforms.stages.moments.Moments` totals: exact integers, so the result is
 the same for any cut of the rows into batches, tasks and bundles and any merge order (in_memory
 and multi_processing runners give the same bits). Where the moments come from:
 
-- the record job (`transforms.record.stages.Analyze`): the read stage computes each analysed
+- the record job (`transforms.stages.composites.Analyze`): the read stage computes each analysed
   row's moments as it reads and hands one ``{feature: Moments}`` per piece of a task (the
   ``stats`` output); a ``--resume``d run hands the committed pieces' stored moments, without
   reading their rows back. The analyzer then only merges them; the per-batch tensor TFT hands
@@ -26,7 +26,7 @@ from typing import Any
 import apache_beam as beam
 import numpy as np
 
-from transforms.record.moments import Moments
+from transforms.stages.moments import Moments
 
 
 class _MergeMoments(beam.CombineFn):

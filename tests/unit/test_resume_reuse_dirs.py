@@ -1,4 +1,4 @@
-"""``--resume``'s directory states (`pipelines.resume`): a finished dataset is left untouched
+"""``--resume``'s directory states (`pipelines.resume.reuse`): a finished dataset is left untouched
 only once it is checked to be one of ours of the same options and format that reads back, its
 errors table included (the run's result is made from it)."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from pipelines.config import UsageError
-from pipelines.resume import finished_dataset
+from pipelines.resume.reuse import finished_dataset
 from tests.support.replay_fixtures import write_dataset
 
 

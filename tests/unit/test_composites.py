@@ -1,4 +1,4 @@
-"""transforms.record.stages: importing the record job's stages changes nothing process-wide;
+"""transforms.stages.composites: importing the record job's stages changes nothing process-wide;
 building a pipeline from them registers their coders (`register_coders`).
 
 Each check runs in a new interpreter: Beam's coder registry is one per process, and another test
@@ -68,7 +68,7 @@ def test_importing_the_stages_and_the_job_registers_no_coder():
     before, after = _run(
         """
         before = coders()
-        import pipelines.job, pipelines.record, transforms.record.stages  # noqa: F401
+        import pipelines.job, pipelines.record, transforms.stages.composites  # noqa: F401
         print(",".join(before), ",".join(coders()))
         """
     )
@@ -93,10 +93,10 @@ def test_the_read_stage_alone_registers_them_too(tmp_path):
     [built] = _run(
         _PLAN
         + """
-        from transforms.record import stages
+        from transforms.stages import composites
         lists = job.stage_plan(plan, plan.tasks)
         p = beam.Pipeline()
-        _ = p | stages.ReadWindows(
+        _ = p | composites.ReadWindows(
             lists.tasks,
             plan.read,
             plan.sharding,
@@ -114,10 +114,10 @@ def test_the_read_stage_alone_registers_them_too(tmp_path):
 def test_registering_twice_is_registering_once():
     [once, twice] = _run(
         """
-        from transforms.record import stages
-        stages.register_coders()
+        from transforms.stages import composites
+        composites.register_coders()
         once = coders()
-        stages.register_coders()
+        composites.register_coders()
         print(",".join(once), ",".join(coders()))
         """
     )

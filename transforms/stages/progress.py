@@ -90,7 +90,7 @@ def format_line(totals: Mapping[str, int], *, total_files: int, elapsed: float) 
         eta = f"{eta_s // 3600}:{eta_s // 60 % 60:02d}:{eta_s % 60:02d}"
     elif done >= total_files:
         eta = "writing"
-    reused = totals.get("reused", 0)  # --resume: windows reused (transforms.record.resume)
+    reused = totals.get("reused", 0)  # --resume: windows reused (transforms.stages.task_commits)
     return (
         f"files {done}/{total_files} ({totals.get('failed', 0)} failed) | {windows:,} windows | "
         f"{totals.get('bytes', 0) / 1e6:.1f} MB written | {rate:.0f} windows/s | ETA {eta}"

@@ -1,6 +1,6 @@
 """What a read task emits besides its records' bytes, collected in one object: `TaskOutputs`.
 
-`transforms.record.read_windows` reads a task as decode -> encode / write -> sink; this is the
+`transforms.stages.read_windows` reads a task as decode -> encode / write -> sink; this is the
 sink. For each chunk of rows read it takes the first row of the task's first segments as an AUTO
 compression sample, and the analysed splits' rows into RecordBatches for tensorflow-transform's
 analysis (`read_outputs.Batcher`); for each segment, its files table line or its error; for each
@@ -9,7 +9,7 @@ moments, the counters and the progress line, and the files table lines of the se
 since the last. It keeps the task's books for ``--resume`` (`resume.TaskRecords`: files, errors,
 sampled rows, counts and moments, and where the last checkpoint cut them) and writes them into
 the checkpoint and commit records; the records of a task an earlier run did are emitted here
-too (`resume.ReusedRecords`).
+too (`task_commits.ReusedRecords`).
 
 No Beam runner here: the outputs are yielded, tagged as the read stage's (`resume`'s tags),
 for the DoFn to hand to Beam; the counters are Beam metrics.
@@ -27,10 +27,10 @@ from replay import format as fmt
 from transforms.audio import wav
 from transforms.planning.compression import AUTO_SAMPLE_SIZE
 from transforms.planning.types import ReadTask, Segment
-from transforms.record.pending_rows import HandedOff
-from transforms.record.progress import ProgressFile
-from transforms.record.read_outputs import Batcher, first_key, sample_bytes
-from transforms.record.resume import (
+from transforms.stages.pending_rows import HandedOff
+from transforms.stages.progress import ProgressFile
+from transforms.stages.read_outputs import Batcher, first_key, sample_bytes
+from transforms.stages.task_commits import (
     ERRORS_TAG,
     FILES_TAG,
     PARTS_TAG,

@@ -26,8 +26,8 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from pipelines import fingerprint as fp
 from pipelines import record
+from pipelines.resume import fingerprint as fp
 from tests.support.record_helpers import without_times
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -186,7 +186,7 @@ def test_the_plan_step_refuses_feature_shapes_other_than_the_launchers(tmp_path)
     from pipelines.config import RecordConfig, UsageError
     from pipelines.inputs import scan_headers
     from pipelines.job_plan import PlanArgs, plan_step, summarize
-    from pipelines.plan import TaskCut, launcher_read_config, list_inputs
+    from pipelines.plan import TaskCut, launcher_windows_config, list_inputs
 
     clips = _clips(tmp_path / "clips", 8)
     config = RecordConfig(
@@ -198,7 +198,7 @@ def test_the_plan_step_refuses_feature_shapes_other_than_the_launchers(tmp_path)
         classes="yes,no,up",
     )
     listed = list_inputs(config)
-    read = launcher_read_config(config, listed)
+    read = launcher_windows_config(config, listed)
     args = PlanArgs(
         config=config,
         listed=listed,
@@ -336,7 +336,7 @@ def test_planned_batch_by_batch_a_refusal_is_the_launchers_line(tmp_path):
 
 def test_the_plan_step_with_small_header_batches_gives_the_launchers_tasks(tmp_path):
     """`PlanInJob` in a Beam pipeline with batches of 3 files: the read tasks, the refused files
-    and the (ReadConfig, Sharding) are `plan_headers`' own."""
+    and the (ReadWindowsConfig, Sharding) are `plan_headers`' own."""
     import apache_beam as beam
     from apache_beam.testing.test_pipeline import TestPipeline
     from apache_beam.testing.util import assert_that, equal_to
@@ -345,7 +345,7 @@ def test_the_plan_step_with_small_header_batches_gives_the_launchers_tasks(tmp_p
     from pipelines.inputs import scan_headers
     from pipelines.job_plan import PlanArgs, PlanInJob
     from pipelines.plan import list_inputs, plan_headers
-    from transforms.record import staged
+    from transforms.stages import staged
 
     clips = _mixed(tmp_path / "clips")
     config = RecordConfig(

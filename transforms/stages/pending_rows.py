@@ -1,7 +1,7 @@
 """The read stage's computed rows on their way to the part files, handed over in batches.
 
 No Beam transform here (`BatchedPartWriter` is the read stage's write step, `PendingRows` its
-batches). `transforms.record.read_windows` reads a task's segments chunk by chunk; a
+batches). `transforms.stages.read_windows` reads a task's segments chunk by chunk; a
 one-second clip is a chunk of one row. Done per chunk, the Python around each chunk's rows
 (routing them to shards, a part writer hand-off per shard, the moments of its row sums, the
 counters) cost more than the rows themselves. So the rows of consecutive chunks wait here, and
@@ -11,7 +11,7 @@ per input file, `record_parts.PartWriter.write_runs`), their analysed row sums, 
 Batching does not change a byte: each part receives the same records in the same order, with
 the same runs, as chunk-by-chunk writes give it (a shard's records are the subsequence of the
 task's rows routed to it, whatever the hand-offs); the moments are exact integer sums
-(`transforms.record.moments`), the same however the rows are grouped; the counters are totals.
+(`transforms.stages.moments`), the same however the rows are grouped; the counters are totals.
 `route_chunk` gives each row the shard `transforms.planning.sharding.shard_of` gives it,
 from the chunk's own row keys (no Arrow column is read): it runs in the compute pool, where a
 pack's rows are computed, so that a chunk whose routing fails is that file's error alone.
@@ -27,8 +27,8 @@ import numpy as np
 
 from transforms.planning.sharding import shard_of
 from transforms.planning.types import ReadTask, Segment, Sharding
-from transforms.record.record_parts import FRAME_BYTES, PartWriter
-from transforms.record.resume import continued_parts
+from transforms.stages.record_parts import FRAME_BYTES, PartWriter
+from transforms.stages.task_commits import continued_parts
 
 RowSums = Mapping[str, tuple[np.ndarray, np.ndarray]]  # feature -> each row's sums, sums of squares
 
@@ -173,7 +173,7 @@ class BatchedPartWriter:
     its chunk's file's), and before a checkpoint and at the task's end.
 
     A task an earlier run checkpointed (`ReadTask.resumed`) goes on in its temporary parts
-    (`resume.continued_parts`). Used as a context manager, a block that raises leaves no open
+    (`task_commits.continued_parts`). Used as a context manager, a block that raises leaves no open
     part behind but for its checkpointed bytes (`PartWriter`).
     """
 

@@ -35,7 +35,7 @@ import google_crc32c
 from apache_beam.io.filesystems import FileSystems
 
 from replay._fs import is_url
-from transforms.record import atomic
+from transforms.stages import atomic
 
 PARTS_DIR = ".tmp/parts"
 COPY_CHUNK_BYTES = 8 << 20  # 8 MiB: the write stage's read size when copying parts
@@ -98,7 +98,7 @@ def part_path(output_dir: str, *, split: str, shard: int, task: int) -> str:
 class PartWriter:
     """The open part files of one task, one per (split, shard) it routes rows to.
 
-    Parts are written under a temporary name (`transforms.record.atomic`) and renamed by
+    Parts are written under a temporary name (`transforms.stages.atomic`) and renamed by
     `commit`, so a retried task rewrites identical parts and a killed one leaves no part under
     its final name. Used as a context manager, a block that raises leaves no open file and no
     temporary part behind (`abort`), but for the checkpointed bytes of a part (`checkpoint`:
@@ -107,7 +107,7 @@ class PartWriter:
     release the GIL; the read stage's thread also runs TFT's analysis).
 
     `continued`: a task a resumed run continues goes on in its earlier run's temporary parts
-    (`transforms.record.resume.continued_parts`: split, shard, path, end, runs): each is cut
+    (`transforms.stages.task_commits.continued_parts`: split, shard, path, end, runs): each is cut
     to `end` (its last checkpoint) and appended to, so its shard is still one whole part.
     """
 
@@ -210,7 +210,7 @@ class PartWriter:
 
     def checkpoint(self) -> list[dict]:
         """Flushes every open part and describes what each got since the last checkpoint:
-        a *piece* of the task (`transforms.record.resume`).
+        a *piece* of the task (`transforms.stages.task_commits`).
 
         A description: split, shard, task, path (the part's temporary file), offset
         (where the piece's bytes begin in it), rows and runs. The files stay open and go on.

@@ -14,7 +14,7 @@ splits, else everything):
   ``num_classes`` is its length;
 - ``<feature>_norm``: ``tft.scale_to_z_score(<feature>)``'s graph (one mean/variance per feature
   key) when normalisation is on, its statistics exact and independent of batches, tasks and
-  merge order (`transforms.record.exact_z_score`, TFT's ``ptransform_analyzer``). The graph
+  merge order (`transforms.stages.exact_z_score`, TFT's ``ptransform_analyzer``). The graph
   serves it; the records do not hold it (format version 2): the statistics go into the manifest
   and the reader computes it with the same ops.
 
@@ -32,7 +32,7 @@ from typing import Any
 from tensorflow_metadata.proto.v0 import schema_pb2
 
 from replay import format as fmt
-from transforms.record import exact_z_score
+from transforms.stages import exact_z_score
 
 CLASS_VOCABULARY = "class"  # vocab_filename of the class vocabulary in transform_fn/assets
 
@@ -58,7 +58,7 @@ def preprocessing_fn(
       normalize: also emit ``<feature>_norm``.
       classes: the class list in ``target`` order (fixed at planning).
       moments: the record job's PCollection of ``{feature: Moments}`` covering every analysed
-        row once (`transforms.record.exact_z_score`); None: the statistics are computed from
+        row once (`transforms.stages.exact_z_score`); None: the statistics are computed from
         the feature batches TFT hands the analyzer.
 
     Returns:

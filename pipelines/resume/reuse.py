@@ -1,54 +1,9 @@
-"""``--resume``: a record run that died finishes from where it stopped, byte-identical.
+"""``--resume``'s reuse: the directory states, and the committed work each read task reuses.
 
-The launcher's side (no Beam: `pipelines.job` calls it; the stage that reuses committed work is
-`transforms.record.resume`).
-
-**The fingerprint** (`pipelines.fingerprint`): every run stores its plan before any work;
-``--resume`` refuses in one line naming the first difference: runs are never mixed.
-
-**Committed work.** A read task that finished gives its part files their final names (a rename;
-a hard link for a part a checkpoint record names) and then writes its *commit record* atomically
-(`transforms.record.atomic`): its parts' descriptions, its files' summaries and errors, its
-windows, the exact moments of its analysed rows (`transforms.record.moments`: integers, a few
-hundred bytes a feature). A long task also *checkpoints* (local output only): at the first
-segment end past `read_windows.CHECKPOINT_BYTES` (64 MiB) of records since the last checkpoint
-it flushes its part files and records the segments since the last checkpoint as a *piece*: byte
-ranges of its still-temporary part files, and the same lists and moments for those segments.
-Records are named ``.tmp/commits/<task>-<start>-<stop>.json`` (the task's segments they
-cover); the default in-memory runner reads in one task, so there its checkpoints are what a
-killed run keeps.
-`plan_reuse` chains each task's records from its first segment (a task's commit, which covers it
-all, supersedes its checkpoints; each shard's part in one file; only a task's own part files),
-checks their part bytes are on disk, and hands the task its records (`ReadTask.resumed`): the
-read stage emits their outputs, then, for a task reused up to a checkpoint, goes on from there
-(`ReadTask.start`) in the same part files, cut to the checkpoint and appended to, so each shard
-is still one part (a hard link). Checkpoints fall where an uninterrupted run's do (bytes of
-records, deterministic). On an
-object store parts cannot be continued: no checkpoints, whole tasks only (the in-memory runner
-keeps its planned tasks there). A killed process loses nothing it recorded; parts are not
-fsync'ed, so after a machine crash a piece whose bytes did not reach the disk is found short and
-read again. The write and finalize stages always run in full: they are cheap beside reading, and
-they rebuild every shard, schema and manifest from the parts.
-
-**What TFT sees.** The rows this run reads, not the reused ones: nothing TFT computes depends on
-them. The z-score statistics come from the moments of every analysed row, reused pieces' from
-their records, added exactly (`transforms.record.exact_z_score`: the same bits as an
-uninterrupted run's, whatever the pieces), and the class vocabulary is the planned class list
-whatever rows TFT sees (`transforms.record.preprocessing`). A reused record's parts are read
-back only for the AUTO compression samples, as far as the last sampled row
-(`transforms.record.resume`). With ``--feature_dtype float16`` / ``bfloat16`` the stored
-features are rounded, so those samples could not be rebuilt from them: those runs reuse nothing
-(every task is read again: still exact, not faster).
-
-**Directory states** with ``--resume``: a finished dataset of the same options (its manifest's
-``params``) and format is left untouched (the result says so; other options or an older format
-are refused in one line; its inputs are not compared: the fingerprint went with ``.tmp/``);
-a missing, empty or foreign directory is a normal run (foreign is refused as always); one of our
-unfinished runs with the same fingerprint is resumed (the job's own outputs but ``.tmp/`` and the
-run marker are deleted first: shards, schemas and ``transform_fn/`` are rewritten; a file the job
-does not write is refused, never deleted); without a fingerprint (killed before it was written)
-it is refused: ``--resume`` never acts as ``--overwrite``. ``--resume`` with ``--overwrite`` is
-refused by the config.
+A finished dataset of the same options is taken as it is (`finished_dataset`,
+`finished_result`); an unfinished run's entries are checked against what the job writes
+(`job_outputs`, `unknown_entries`); its commit and checkpoint records are chained per task and
+handed to the tasks that reuse them (`plan_reuse`, `Reuse`). The design is in `pipelines.resume`.
 """
 
 from __future__ import annotations
@@ -60,15 +15,15 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pipelines.config import RecordConfig
-from pipelines.fingerprint import option_difference
 from pipelines.inputs import match_inputs
 from pipelines.result import RecordResult
+from pipelines.resume.fingerprint import option_difference
 from replay import _fs
 from replay import format as fmt
 
 COMMITS_DIR = ".tmp/commits"
-PARTS_DIR = ".tmp/parts"  # transforms.record.record_parts.PARTS_DIR
-# transforms.record.resume.COMMIT_VERSION: a record of another version (an older slice's) is
+PARTS_DIR = ".tmp/parts"  # transforms.stages.record_parts.PARTS_DIR
+# transforms.stages.task_commits.COMMIT_VERSION: a record of another version (an older slice's) is
 # not reused: its task is read again
 COMMIT_VERSION = 5
 
@@ -149,7 +104,7 @@ def job_outputs(name: str, num_shards: Mapping[str, int]) -> frozenset[str]:
 
 def unknown_entries(names: Sequence[str], known: frozenset[str]) -> list[str]:
     """The entries of `names` the job did not write: neither `known` nor a temporary file of
-    one (``<name>.tmp-<8 hex>``, `transforms.record.atomic.temp_name`)."""
+    one (``<name>.tmp-<8 hex>``, `transforms.stages.atomic.temp_name`)."""
     unknown = []
     for entry in (n.rstrip("/") for n in names):
         if entry not in known and _temp_of(entry) not in known:
@@ -159,7 +114,7 @@ def unknown_entries(names: Sequence[str], known: frozenset[str]) -> list[str]:
 
 def _temp_of(name: str) -> str | None:
     """The name `name` is a temporary file of (``<name>.tmp-<8 hex>``,
-    `transforms.record.atomic.temp_name`); None: not one."""
+    `transforms.stages.atomic.temp_name`); None: not one."""
     base, _, tag = name.rpartition(".tmp-")
     temp = bool(base) and len(tag) == 8 and all(c in "0123456789abcdef" for c in tag)
     return base if temp else None
@@ -171,7 +126,7 @@ class Reuse:
 
     Attributes:
       tasks: the planned read tasks, each with the records of what was committed of it
-        (`ReadTask.resumed`, `transforms.record.resume`): a task reused whole has no segment
+        (`ReadTask.resumed`, `transforms.stages.task_commits`): a task reused whole has no segment
         left; one reused up to a checkpoint goes on from there in its part files
         (`ReadTask.start`; its records are ``continued``: their parts are committed whole by
         the task); one without records is read as planned.
@@ -212,7 +167,7 @@ def _reusable(record: Any, task: int, num_segments: int) -> bool:
 
 def _moments_ok(moments: Any) -> bool:
     """Whether a record's ``moments`` are {feature: {count, total, total_sq, nonfinite}} of
-    integers (`transforms.record.moments.Moments.to_json`)."""
+    integers (`transforms.stages.moments.Moments.to_json`)."""
     if not isinstance(moments, dict):
         return False
     fields = {"count", "total", "total_sq", "nonfinite"}

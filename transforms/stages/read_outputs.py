@@ -1,6 +1,6 @@
 """The read stage's small per-row outputs: analysis batches for TFT, AUTO compression samples.
 
-`transforms.record.read_windows` emits them; `transforms.record.resume` rebuilds a reused
+`transforms.stages.read_windows` emits them; `transforms.stages.task_commits` rebuilds a reused
 record's samples as `sample_bytes` takes them (from the stored bytes, found by `first_key`).
 """
 

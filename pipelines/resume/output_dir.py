@@ -1,0 +1,145 @@
+"""The output directory's start: fresh, ``--overwrite`` or ``--resume``.
+
+`start_output_dir` makes the run's fingerprint (`pipelines.resume.fingerprint`; a run planned in
+the job: `job_fingerprint`), then either prepares the directory (`prepare_output_dir`: a new run
+or ``--overwrite``) or, resuming one of our unfinished runs, compares the fingerprints and
+deletes the job's own outputs but the committed work (`resume_output_dir`), and writes the
+fingerprint before any work. The design of ``--resume`` is in `pipelines.resume`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from pipelines.config import UsageError
+from pipelines.inputs import RUN_MARKER, output_dir_state
+from pipelines.resume import fingerprint as fp
+from pipelines.resume import reuse
+from replay import format as fmt
+from replay._fs import is_url
+from transforms.stages import atomic
+
+if TYPE_CHECKING:
+    from pipelines.plan import RecordPlan, ScannedInputs
+
+
+def prepare_output_dir(plan: RecordPlan) -> None:
+    """Removes a previous dataset (only one of ours: checked in planning) and marks the dir.
+
+    The marker is written first and the manifest deleted next, so a run killed while deleting
+    leaves a directory that is still ours and incomplete: ``--overwrite`` recovers it.
+    """
+    import tensorflow as tf
+
+    out = plan.output_dir
+    tf.io.gfile.makedirs(out)
+    with tf.io.gfile.GFile(f"{out}/{RUN_MARKER}", "w") as fh:
+        fh.write("an audiorecords run writes here; manifest.json appears when it is complete\n")
+    for name in sorted(tf.io.gfile.listdir(out), key=lambda n: n != fmt.MANIFEST_FILENAME):
+        path = f"{out}/{name.rstrip('/')}"
+        if name.rstrip("/") != RUN_MARKER:
+            (tf.io.gfile.rmtree if tf.io.gfile.isdir(path) else tf.io.gfile.remove)(path)
+    tf.io.gfile.makedirs(f"{out}/.tmp")
+
+
+def resume_output_dir(plan: RecordPlan, fingerprint: dict) -> reuse.Reuse:
+    """``--resume`` on one of our unfinished runs: the committed work it reuses, once the
+    job's own outputs but the committed work are deleted (never a file the job does not write).
+
+    Raises:
+      UsageError: the run has no resume record, was made from another plan (the line names the
+        first difference), or the directory holds files the job does not write.
+    """
+    import tensorflow as tf
+
+    out = plan.output_dir
+    stored = fp.read_fingerprint(out)
+    if stored is None:
+        raise UsageError(
+            f"--resume: {out} holds an unfinished run without a resume record; "
+            "use --overwrite to start again"
+        )
+    difference = fp.first_difference(stored, fingerprint)
+    if difference is not None:
+        raise UsageError(
+            f"--resume: {out} holds an unfinished run of another plan: {difference}; "
+            "rerun with its options and inputs, or with --overwrite to start again"
+        )
+    names = [n.rstrip("/") for n in tf.io.gfile.listdir(out) if n.rstrip("/") != RUN_MARKER]
+    unknown = reuse.unknown_entries(names, reuse.job_outputs(plan.name, plan.sharding.num_shards))
+    if unknown:
+        raise UsageError(
+            f"--resume: {out} holds files a record run does not write ({', '.join(unknown[:3])}"
+            f"{', ...' if len(unknown) > 3 else ''}); move them away, or use --overwrite"
+        )
+    keep_tmp = {"parts", "commits", fp.FINGERPRINT_FILE.rsplit("/", 1)[-1]}
+    tmp = f"{out}/.tmp"
+    doomed = [f"{out}/{n}" for n in names if n != ".tmp"]  # rewritten: shards, schemas, ...
+    doomed += [f"{tmp}/{n.rstrip('/')}" for n in tf.io.gfile.listdir(tmp)]
+    for path in doomed:
+        if not (path.startswith(f"{tmp}/") and path.rsplit("/", 1)[-1] in keep_tmp):
+            (tf.io.gfile.rmtree if tf.io.gfile.isdir(path) else tf.io.gfile.remove)(path)
+    layout = plan.read.layout
+    if layout.feature_shapes and layout.feature_dtype != "float32":  # rounded: not re-analysable
+        logging.getLogger("audiorecords").info(
+            "--resume: --feature_dtype %s stores rounded features: every task is read again",
+            layout.feature_dtype,
+        )
+        if tf.io.gfile.exists(f"{out}/{reuse.COMMITS_DIR}"):
+            tf.io.gfile.rmtree(f"{out}/{reuse.COMMITS_DIR}")
+        return reuse.Reuse(tasks=plan.tasks)
+    reused = reuse.plan_reuse(out, plan.tasks, checkpoints=not is_url(out))
+    for path in reused.stale:  # a continued task rewrites the part bytes they name
+        tf.io.gfile.remove(path)
+    return reused
+
+
+def start_output_dir(
+    plan: RecordPlan,
+    *,
+    resuming: bool,
+    listed: ScannedInputs | None = None,
+    single_task: bool = False,
+) -> reuse.Reuse:
+    """Prepares the output directory; returns the committed work to reuse (``--resume``).
+
+    The fingerprint is written before any work (`pipelines.resume.fingerprint`). Resuming a run that
+    was planned in the job, the fingerprint is of that kind: made from `listed` (the plan's
+    inputs before their headers were read, `pipelines.plan.list_inputs`) and how the tasks are
+    cut (`single_task`: `one_task` made them).
+    """
+    ours = resuming and output_dir_state(plan.output_dir) == "ours"
+    stored = fp.read_fingerprint(plan.output_dir) if ours else None
+    compared = None  # what the stored fingerprint is compared with, when not the one written
+    if listed is not None and stored is not None and fp.planned_in_job(stored):
+        cut = {"cpu_count": os.cpu_count() or 1, "single_task": single_task}
+        fingerprint = job_fingerprint(plan.params, listed, cut=cut)
+        if stored.get("fingerprint_version") == 1:  # its listing digested as version 1 did
+            compared = job_fingerprint(plan.params, listed, cut=cut, version=1)
+    else:
+        fingerprint = fp.fingerprint(plan.params, plan.input_stamps, derived=fp.plan_digest(plan))
+    if ours:
+        reused = resume_output_dir(plan, fingerprint if compared is None else compared)
+    else:
+        prepare_output_dir(plan)
+        reused = reuse.Reuse(tasks=plan.tasks)
+    atomic.write_atomically(f"{plan.output_dir}/{fp.FINGERPRINT_FILE}", fp.json_pieces(fingerprint))
+    return reused
+
+
+def job_fingerprint(
+    params: Mapping[str, Any],
+    listed: ScannedInputs,
+    *,
+    cut: Mapping[str, Any],
+    version: int = fp.FINGERPRINT_VERSION,
+) -> dict[str, Any]:
+    """The fingerprint of a run planned in the job: the options, the stamps and what the
+    launcher derives (`fp.listing_digest`, as record `version` digests it), with what the read
+    tasks' cut depends on besides the files (`cut`: the launcher's ``cpu_count``, whether
+    ``single_task``)."""
+    derived = fp.listing_digest(listed, cut=cut, version=version)
+    return fp.fingerprint(params, listed.stamps, derived=derived, planned_in_job=True)
