@@ -20,8 +20,8 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
-from replay import _fs
 from replay import format as fmt
+from replay import storage
 from replay.manifest import MAX_VALUES_PER_KEY
 from transforms.audio import annotation_windows as aw
 from transforms.audio import annotations as ann
@@ -360,9 +360,9 @@ class RecordConfig:
             self.append or self.append_changed == "refuse",
             "--append_changed is for --append",
         )
-        output_scheme = _fs.scheme(self.output_dir or "")
+        output_scheme = storage.scheme(self.output_dir or "")
         require(
-            output_scheme in _fs.DATASET_SCHEMES,
+            output_scheme in storage.DATASET_SCHEMES,
             f"--output_dir {self.output_dir}: the dataset is written and replayed with "
             f"TensorFlow's file I/O, which has no {output_scheme}:// file system (it has gs:// "
             f"and local or mounted paths): write it there ({output_scheme}:// inputs are fine)",

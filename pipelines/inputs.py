@@ -18,7 +18,7 @@ from typing import Any
 
 from pipelines.config import UsageError
 from replay import format as fmt
-from replay._fs import is_url
+from replay.storage import is_url
 from transforms.audio import annotations as ann
 from transforms.audio import formats, labels, wav
 from transforms.planning.annotation_plan import AnnotationConfig

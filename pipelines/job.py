@@ -63,7 +63,7 @@ from pipelines.resume import fingerprint as fp
 from pipelines.resume import reuse
 from pipelines.resume.output_dir import job_fingerprint, prepare_output_dir, start_output_dir
 from replay import format as fmt
-from replay._fs import is_url
+from replay.storage import is_url
 from runners import internals
 from runners.internals import JobOptions
 from transforms.planning.types import ReadTask, ShardSpec

@@ -29,7 +29,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from replay import _fs
+from replay import storage
 from replay.errors import ReplayError
 from replay.info import load_info
 from replay.shard_check import ShardReport, check_shards
@@ -47,7 +47,7 @@ def verify(path: str, *, split: str | Sequence[str] | None = None) -> list[Shard
     info.check_versions()  # format version 5: every manifests/<v>.json, a prefix of the latest
     shards = info.shard_list(split)
     info.check_paths(shards)  # and no shard is a symlink out of the directory
-    sizes = _fs.sizes([shard.path for shard in shards])
+    sizes = storage.sizes([shard.path for shard in shards])
     return check_shards(info, shards, sizes)
 
 

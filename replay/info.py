@@ -19,9 +19,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from replay import _fs
 from replay import format as fmt
 from replay import manifest as schema
+from replay import storage
 from replay.errors import (
     DatasetNotFoundError,
     IncompleteDatasetError,
@@ -160,8 +160,8 @@ class DatasetInfo:
         if self.version == 1:
             return
         for version in range(1, self.version + 1):
-            stored = _fs.join(self.path, fmt.version_manifest_filename(version))
-            if not _fs.exists(stored):
+            stored = storage.join(self.path, fmt.version_manifest_filename(version))
+            if not storage.exists(stored):
                 raise VersionNotFoundError(
                     f"{stored}: missing: version {version} of {self.version} has no stored manifest"
                 )
@@ -245,7 +245,7 @@ class DatasetInfo:
         """
         shards = self.shard_list(split)
         self.check_paths(shards)
-        sizes = _fs.sizes([shard.path for shard in shards])
+        sizes = storage.sizes([shard.path for shard in shards])
         missing = [shard.path for shard, size in zip(shards, sizes, strict=True) if size is None]
         if missing:
             raise MissingShardError(
@@ -270,7 +270,7 @@ class DatasetInfo:
           ShardError: names the shard and where it leads.
         """
         for shard in shards:
-            target = _fs.outside(self.path, shard.path)
+            target = storage.outside(self.path, shard.path)
             if target is not None:
                 raise ShardError(
                     f"{shard.path}: shard leads outside the dataset directory (to {target})"
@@ -278,15 +278,15 @@ class DatasetInfo:
 
     def schema(self) -> Any:
         """The tensorflow_metadata Schema in schema.pbtxt, or None when there is none."""
-        path = _fs.join(self.path, fmt.SCHEMA_FILENAME)
-        if not _fs.exists(path):
+        path = storage.join(self.path, fmt.SCHEMA_FILENAME)
+        if not storage.exists(path):
             return None
-        if _fs.outside(self.path, path) is not None:
+        if storage.outside(self.path, path) is not None:
             raise ManifestError(f"{path}: leads outside the dataset directory")
         from google.protobuf import text_format
         from tensorflow_metadata.proto.v0 import schema_pb2
 
-        return text_format.Parse(_fs.read_text(path), schema_pb2.Schema())
+        return text_format.Parse(storage.read_text(path), schema_pb2.Schema())
 
 
 def _names(paths: Iterable[str], limit: int = 5) -> str:
@@ -322,11 +322,11 @@ def load_info(path: str | os.PathLike, *, version: int | None = None) -> Dataset
     if version is not None and type(version) is not int:
         raise TypeError(f"version must be an integer, not {type(version).__name__}")
     _check_directory(path)
-    manifest_path = _fs.join(path, fmt.MANIFEST_FILENAME)
+    manifest_path = storage.join(path, fmt.MANIFEST_FILENAME)
     if version is not None:
         if version >= 1:
-            stored = _fs.join(path, fmt.version_manifest_filename(version))
-            if _fs.exists(stored):
+            stored = storage.join(path, fmt.version_manifest_filename(version))
+            if storage.exists(stored):
                 return _check_version(_read_manifest(path, stored), version, stored)
         info = _read_manifest(path, manifest_path)
         if info.version != version:
@@ -337,8 +337,8 @@ def load_info(path: str | os.PathLike, *, version: int | None = None) -> Dataset
         return info
     info = _read_manifest(path, manifest_path)
     while True:  # a committed version past the pointer: an append killed before updating it
-        stored = _fs.join(path, fmt.version_manifest_filename(info.version + 1))
-        if not _fs.exists(stored):
+        stored = storage.join(path, fmt.version_manifest_filename(info.version + 1))
+        if not storage.exists(stored):
             return info
         info = _check_version(_read_manifest(path, stored), info.version + 1, stored)
 
@@ -347,7 +347,7 @@ def available_versions(path: str, latest: int) -> list[int]:
     """The dataset versions of the dataset at `path`: those stored in ``manifests/`` and
     `latest`, manifest.json's (format version 5), sorted."""
     stored = re.compile(r"([1-9][0-9]{0,8})\.json")
-    names = _fs.listdir(_fs.join(path, fmt.MANIFESTS_DIR))
+    names = storage.listdir(storage.join(path, fmt.MANIFESTS_DIR))
     found = {int(m[1]) for m in map(stored.fullmatch, names) if m}
     return sorted(found | {latest})
 
@@ -401,28 +401,28 @@ def _without_statistics(elements: Mapping[str, fmt.ElementSpec]) -> dict[str, An
 
 def _check_directory(path: str) -> None:
     """Refuses a `path` that is no dataset directory `load_info` can read."""
-    if _fs.scheme(path) not in _fs.DATASET_SCHEMES:
+    if storage.scheme(path) not in storage.DATASET_SCHEMES:
         raise DatasetNotFoundError(
             f"{path}: replay reads with TensorFlow's file I/O, which has no "
-            f"{_fs.scheme(path)}:// file system (it reads gs:// and local or mounted paths)"
+            f"{storage.scheme(path)}:// file system (it reads gs:// and local or mounted paths)"
         )
-    if not _fs.isdir(path):
-        what = "is not a directory" if _fs.exists(path) else "does not exist"
+    if not storage.isdir(path):
+        what = "is not a directory" if storage.exists(path) else "does not exist"
         raise DatasetNotFoundError(f"{path}: dataset directory {what}")
 
 
 def _read_manifest(path: str, manifest_path: str) -> DatasetInfo:
     """The `DatasetInfo` of the manifest file `manifest_path` of the dataset at `path`."""
-    if not _fs.exists(manifest_path):
+    if not storage.exists(manifest_path):
         raise IncompleteDatasetError(
             f"{path}: incomplete dataset: no {fmt.MANIFEST_FILENAME} (the record pipeline writes "
             "it last; a run is still writing here, or it died)"
         )
-    target = _fs.outside(path, manifest_path)
+    target = storage.outside(path, manifest_path)
     if target is not None:
         raise ManifestError(f"{manifest_path}: leads outside the dataset directory (to {target})")
     try:
-        raw = _fs.read_bytes(manifest_path, limit=schema.MAX_MANIFEST_BYTES)
+        raw = storage.read_bytes(manifest_path, limit=schema.MAX_MANIFEST_BYTES)
     except ValueError as e:  # not a regular file (a FIFO would block), or too big
         raise ManifestError(f"{manifest_path}: manifest: unreadable ({e})") from e
     return parse_manifest(raw, path=path, manifest_path=manifest_path)
@@ -453,7 +453,7 @@ def _offsets(path: str, shard: Mapping[str, Any]) -> dict[str, Any]:
     if "offsets" not in shard:
         return {}
     return {
-        "offsets_path": _fs.join(path, fmt.offsets_filename(shard["filename"])),
+        "offsets_path": storage.join(path, fmt.offsets_filename(shard["filename"])),
         "offsets_sha256": shard["offsets"]["sha256"],
     }
 
@@ -468,7 +468,7 @@ def _from_manifest(path: str, manifest: dict[str, Any]) -> DatasetInfo:
             ShardInfo(
                 split=split,
                 filename=shard["filename"],
-                path=_fs.join(path, shard["filename"]),
+                path=storage.join(path, shard["filename"]),
                 num_examples=shard["num_examples"],
                 num_bytes=shard["num_bytes"],
                 commit=commit_of[fmt.split_shard_filename(shard["filename"])[0]],

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import hashlib
 
-from replay import _fs
 from replay import format as fmt
+from replay import storage
 from replay.errors import CorruptShardError, MissingShardError, NoOffsetsError
 from replay.info import DatasetInfo, ShardInfo
 
@@ -34,14 +34,14 @@ def read_offsets(info: DatasetInfo, shard: ShardInfo) -> bytes:
             f"{info.path}: format_version {info.format_version} has no record offsets "
             f"(version {fmt.OFFSETS_VERSION} on): record it again to read it in this order"
         )
-    real = _fs.outside(info.path, path)
+    real = storage.outside(info.path, path)
     if real is not None:
         raise CorruptShardError(f"{path}: record offsets lead outside the dataset, to {real}")
     expected = fmt.OFFSET_BYTES * shard.num_examples
-    if _fs.size(path) is None:
+    if storage.size(path) is None:
         raise MissingShardError(f"{path}: record offsets missing (shard {shard.filename})")
     try:
-        data = _fs.read_bytes(path, limit=expected)
+        data = storage.read_bytes(path, limit=expected)
     except ValueError as e:
         raise CorruptShardError(f"{path}: record offsets: {e}") from e
     if len(data) != expected:

@@ -30,9 +30,9 @@ from collections.abc import Iterator, Mapping
 from types import MappingProxyType
 from typing import Any
 
-from replay import _fs
 from replay import format as fmt
 from replay import manifest as schema
+from replay import storage
 from replay.errors import ManifestError
 from replay.json_checks import MAX_JSON_DEPTH, Checker, depth_ok
 
@@ -68,7 +68,7 @@ class SourceTables:
 
     def table_path(self, name: str) -> str:
         """Table `name`'s file in the dataset directory (version 1's, format version 5)."""
-        return _fs.join(self.path, fmt.TABLE_FILENAMES[name])
+        return storage.join(self.path, fmt.TABLE_FILENAMES[name])
 
     def parts(self, name: str) -> list[tuple[str, Mapping[str, Any], int, str]]:
         """``(path, {"num_bytes", "sha256"}, count, the count's field)`` of each file table
@@ -78,7 +78,7 @@ class SourceTables:
             return [(self.table_path(name), self._manifest["tables"][name], self.count(name), key)]
         return [
             (
-                _fs.join(self.path, fmt.commit_file(commit["dir"], fmt.TABLE_FILENAMES[name])),
+                storage.join(self.path, fmt.commit_file(commit["dir"], fmt.TABLE_FILENAMES[name])),
                 commit["tables"][name],
                 commit[key],
                 f"commits[{i}].{key}",
@@ -159,11 +159,11 @@ class _LineChecker(Checker):
 def _stat_table(root: str, path: str, *, missing_ok: bool) -> int | None:
     """The table file's size; None when it is absent and may be. Refuses, before any byte is
     read, a table that leads outside the dataset or is not a regular file (a FIFO would block)."""
-    target = _fs.outside(root, path)
+    target = storage.outside(root, path)
     if target is not None:
         raise ManifestError(f"{path}: leads outside the dataset directory (to {target})")
-    if _fs.is_url(path):
-        size = _fs.size(path)
+    if storage.is_url(path):
+        size = storage.size(path)
     else:
         try:
             st = os.stat(path)
@@ -185,7 +185,7 @@ def _lines(path: str, digest: Any) -> Iterator[bytes]:
     """The file's lines, each with its ``\\n`` (the last may lack it), fed to `digest` as read.
     A line longer than `MAX_TABLE_LINE_BYTES` comes back cut to one byte over the limit."""
     limit = fmt.MAX_TABLE_LINE_BYTES
-    if _fs.is_url(path):
+    if storage.is_url(path):
         import tensorflow as tf
 
         fh = tf.io.gfile.GFile(path, "rb")

@@ -17,8 +17,8 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from replay import _fs
 from replay import format as fmt
+from replay import storage
 from replay.errors import ReplayError
 from replay.info import load_info
 
@@ -71,7 +71,7 @@ def transform_dir(info: Any) -> str:
     for commit in info.commits:
         if commit.get("transform") == fmt.REFRESH_TRANSFORM:
             directory = commit["dir"]
-    return _fs.join(info.path, fmt.commit_file(directory, fmt.TRANSFORM_FN_DIR))
+    return storage.join(info.path, fmt.commit_file(directory, fmt.TRANSFORM_FN_DIR))
 
 
 def load_transform(path: str | os.PathLike, *, version: int | None = None) -> ServingTransform:
@@ -92,7 +92,7 @@ def load_transform(path: str | os.PathLike, *, version: int | None = None) -> Se
     if not names:
         raise ReplayError(f"{root}: the dataset was recorded without features; nothing to serve")
     scales = {f.get("full_scale") for f in info.files}
-    feature_dir = _fs.join(root, fmt.FEATURE_FN_DIR)
+    feature_dir = storage.join(root, fmt.FEATURE_FN_DIR)
     transform = transform_dir(info)
     if len(scales) != 1 or None in scales or not tf.io.gfile.exists(feature_dir):
         raise ReplayError(
@@ -100,7 +100,7 @@ def load_transform(path: str | os.PathLike, *, version: int | None = None) -> Se
             "(record with --sample_rate to resample them to one rate)"
         )
     for directory in (feature_dir, transform):  # the SavedModels must be the dataset's own
-        target = _fs.outside(root, directory)
+        target = storage.outside(root, directory)
         if target is not None:
             raise ReplayError(f"{directory}: leads outside the dataset directory (to {target})")
     return ServingTransform(

@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from replay import _fs
+from replay import storage
 
 FINGERPRINT_FILE = ".tmp/resume.json"
 FINGERPRINT_VERSION = 2
@@ -215,9 +215,9 @@ def read_fingerprint(output_dir: str) -> dict[str, Any] | None:
     """The stored fingerprint of the run in `output_dir` (None: none, or unreadable)."""
     path = f"{output_dir}/{FINGERPRINT_FILE}"
     try:
-        if not _fs.exists(path):
+        if not storage.exists(path):
             return None
-        stored = json.loads(_fs.read_text(path))
+        stored = json.loads(storage.read_text(path))
     except (OSError, ValueError):
         return None
     return stored if isinstance(stored, dict) else None

@@ -19,7 +19,7 @@ from pipelines.inputs import RUN_MARKER, output_dir_state
 from pipelines.resume import fingerprint as fp
 from pipelines.resume import reuse
 from replay import format as fmt
-from replay._fs import is_url
+from replay.storage import is_url
 from transforms.stages import atomic
 
 if TYPE_CHECKING:

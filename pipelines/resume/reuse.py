@@ -18,8 +18,8 @@ from pipelines.config import RecordConfig
 from pipelines.inputs import match_inputs
 from pipelines.result import RecordResult
 from pipelines.resume.fingerprint import option_difference
-from replay import _fs
 from replay import format as fmt
+from replay import storage
 
 COMMITS_DIR = ".tmp/commits"
 PARTS_DIR = ".tmp/parts"  # transforms.stages.record_parts.PARTS_DIR
@@ -43,7 +43,7 @@ def finished_dataset(output_dir: str, params: Mapping[str, Any]) -> Any | None:
 
     path = f"{output_dir}/{fmt.MANIFEST_FILENAME}"
     try:
-        manifest = json.loads(_fs.read_text(path)) if _fs.exists(path) else None
+        manifest = json.loads(storage.read_text(path)) if storage.exists(path) else None
     except (OSError, ValueError):
         return None
     if not isinstance(manifest, dict) or manifest.get("format") != fmt.FORMAT_NAME:
@@ -206,7 +206,7 @@ def _parts_present(output_dir: str, record: Mapping[str, Any]) -> bool:
     """Whether every part byte `record` names is on disk (a checkpoint's temporary part may be
     shorter after a machine crash, or gone after a task that failed was retried)."""
     for part in record["parts"]:
-        size = _fs.size(f"{output_dir}/{part['path']}")
+        size = storage.size(f"{output_dir}/{part['path']}")
         if size is None or size < _part_end(part):
             return False
     return True
@@ -219,7 +219,7 @@ def _records(output_dir: str) -> dict[int, list[tuple[str, dict[str, Any]]]]:
 
     directory = f"{output_dir}/{COMMITS_DIR}"
     found: dict[int, list[tuple[str, Any]]] = {}
-    if not _fs.isdir(directory):
+    if not storage.isdir(directory):
         return found
     for name in sorted(tf.io.gfile.listdir(directory)):
         task = name.split("-", 1)[0]
@@ -227,7 +227,7 @@ def _records(output_dir: str) -> dict[int, list[tuple[str, dict[str, Any]]]]:
             continue
         path = f"{directory}/{name}"
         try:
-            record = json.loads(_fs.read_text(path))
+            record = json.loads(storage.read_text(path))
         except (OSError, ValueError):  # written atomically: unreadable = absent
             record = None
         found.setdefault(int(task), []).append((path, record))

@@ -7,7 +7,7 @@ half-written file under its final name. Part files, shards, the source tables an
 are all written this way (record_parts, write_shards, finalize).
 
 File system, chosen deliberately: a dataset is written where TensorFlow's file I/O can read it,
-because replay reads it with that (`replay._fs.DATASET_SCHEMES`: local paths and gs://; the
+because replay reads it with that (`replay.storage.DATASET_SCHEMES`: local paths and gs://; the
 config refuses any other `--output_dir`). Local paths go through `os` (a rename within a file
 system is atomic); URLs through `tf.io.gfile` (on GCS a rename is one copy and one delete per
 object: the object appears whole or not at all). Beam's FileSystems, which reads the inputs
@@ -24,7 +24,7 @@ import uuid
 from collections.abc import Iterable, Iterator
 from typing import IO
 
-from replay._fs import _gfile, is_url
+from replay.storage import gfile, is_url
 
 
 def temp_name(path: str, *, directory: str | None = None) -> str:
@@ -38,7 +38,7 @@ def open_write(path: str) -> IO[bytes]:
     """A new binary file at `path` (truncated if it exists; local parent directories made),
     for writing."""
     if is_url(path):  # object stores have no directories to make
-        fh = _gfile().GFile(path, "wb")
+        fh = gfile().GFile(path, "wb")
         fh.write(b"")  # GFile creates its object at the first write: an empty file is one too
         return fh
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
@@ -48,7 +48,7 @@ def open_write(path: str) -> IO[bytes]:
 def rename(src: str, dst: str) -> None:
     """Moves `src` to `dst`, replacing `dst` if it exists."""
     if is_url(src) or is_url(dst):
-        _gfile().rename(src, dst, overwrite=True)
+        gfile().rename(src, dst, overwrite=True)
     else:
         os.replace(src, dst)
 
@@ -57,7 +57,7 @@ def remove_quietly(path: str) -> None:
     """Deletes `path` if it exists; errors are ignored (used while another error propagates)."""
     with contextlib.suppress(Exception):
         if is_url(path):
-            _gfile().remove(path)
+            gfile().remove(path)
         else:
             os.remove(path)
 

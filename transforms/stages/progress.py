@@ -22,7 +22,7 @@ import time
 import uuid
 from collections.abc import Mapping
 
-from replay._fs import is_url
+from replay.storage import is_url
 
 PROGRESS_DIR = ".tmp/progress"
 WRITE_SECONDS = 2.0  # a worker rewrites its file at most this often

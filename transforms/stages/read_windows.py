@@ -43,7 +43,7 @@ import pyarrow as pa
 from apache_beam.io.filesystems import FileSystems
 
 from replay import format as fmt
-from replay._fs import is_url
+from replay.storage import is_url
 from transforms.audio import formats
 from transforms.planning import annotation_plan
 from transforms.planning.sharding import shard_of

@@ -34,7 +34,7 @@ from typing import BinaryIO
 import google_crc32c
 from apache_beam.io.filesystems import FileSystems
 
-from replay._fs import is_url
+from replay.storage import is_url
 from transforms.stages import atomic
 
 PARTS_DIR = ".tmp/parts"

@@ -33,7 +33,7 @@ from collections.abc import Sequence
 from operator import attrgetter
 from typing import Any
 
-from replay import _fs
+from replay import storage
 from transforms.planning.types import InputFile, ReadTask, Segment
 from transforms.stages import atomic
 
@@ -100,7 +100,7 @@ def load(staged: Staged) -> list[Any]:
     if held is not None:  # the job runs in the launcher's process: its list, not a copy
         return held
     try:
-        data = _fs.read_bytes(staged.path)
+        data = storage.read_bytes(staged.path)
     except Exception as e:  # noqa: BLE001 - any file system's "not found" / "denied"
         raise ValueError(f"{staged.path}: the job's staged plan cannot be read: {e}") from e
     if hashlib.sha256(data).hexdigest() != staged.sha256:

@@ -22,7 +22,7 @@ from apache_beam.utils.timestamp import MIN_TIMESTAMP
 from apache_beam.utils.windowed_value import WindowedValue
 
 from replay import format as fmt
-from replay._fs import is_url
+from replay.storage import is_url
 from transforms.planning.compression import COMPRESSION_LEVEL
 from transforms.planning.types import ShardSpec
 from transforms.stages import atomic, record_parts

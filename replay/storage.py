@@ -15,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 # The URL schemes a dataset may live under: those TensorFlow 2.21's file I/O (which writes the
 # shards and reads them back in replay) has, "" being a plain local path; "ram" is left out (it
-# is one process's memory). tests/unit/test__fs_schemes.py checks them against
+# is one process's memory). tests/unit/test_storage_schemes.py checks them against
 # tf.io.gfile.get_registered_schemes(). No s3:// without tensorflow-io, which does not load
 # against TensorFlow 2.21.
 DATASET_SCHEMES = ("", "file", "gs")
@@ -31,7 +31,7 @@ def scheme(path: str) -> str:
     return path.split("://", 1)[0].lower() if is_url(path) else ""
 
 
-def _gfile():  # noqa: ANN202 - the tf.io.gfile module
+def gfile():  # noqa: ANN202 - the tf.io.gfile module
     import tensorflow as tf  # lazy: TensorFlow takes seconds to import
 
     return tf.io.gfile
@@ -45,17 +45,17 @@ def join(directory: str, name: str) -> str:
 
 
 def exists(path: str) -> bool:
-    return _gfile().exists(path) if is_url(path) else os.path.exists(path)
+    return gfile().exists(path) if is_url(path) else os.path.exists(path)
 
 
 def isdir(path: str) -> bool:
-    return _gfile().isdir(path) if is_url(path) else os.path.isdir(path)
+    return gfile().isdir(path) if is_url(path) else os.path.isdir(path)
 
 
 def listdir(path: str) -> list[str]:
     """The entry names of directory `path` ([] when it does not exist)."""
     if is_url(path):
-        return _gfile().listdir(path) if _gfile().isdir(path) else []
+        return gfile().listdir(path) if gfile().isdir(path) else []
     try:
         return os.listdir(path)
     except (FileNotFoundError, NotADirectoryError):
@@ -76,7 +76,7 @@ def read_bytes(path: str, *, limit: int | None = None) -> bytes:
     """
     too_big = ValueError(f"larger than {limit} bytes")
     if is_url(path):
-        with _gfile().GFile(path, "rb") as f:
+        with gfile().GFile(path, "rb") as f:
             if limit is not None and f.size() > limit:  # refused before reading a byte
                 raise too_big
             data = f.read() if limit is None else f.read(limit + 1)
