@@ -70,8 +70,8 @@ def scan_headers(inputs: list[InputFile]) -> tuple[InputFile, ...]:
     """Reads every file's header (a few KB each); bad ones get their `error`.
 
     Remote files (``gs://``, ``s3://``...) in `HEADER_THREADS` threads: each read waits on the
-    network. Local ones in this thread: a header read is ~0.08 ms of CPU under the GIL, and
-    threads only add hand-offs (10,240 clips: 0.8 s in one thread, 2.2 s in 16).
+    network. Local ones in this thread: a local header read is CPU under the GIL, and threads
+    only add hand-offs (docs/performance.md).
 
     Equal headers are one `wav.WavInfo` object: clips of one format and length share it, in
     the plan and in the read tasks shipped to workers (pickled once per task).

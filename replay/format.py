@@ -49,8 +49,8 @@ after decompression). The manifest's shard entry gives the file's size and SHA-2
 start at any record (`replay.global_order`).
 
 Source tables (format version 3). Versions 1 and 2 list every input file (``files``) and every
-failure (``errors``) inside manifest.json, ~270 bytes a file: 27 MB at 100,000 files, parsed by
-every `load_info`. Version 3 moves both lists into files of their own, written before the
+failure (``errors``) inside manifest.json, a few hundred bytes a file, parsed by every
+`load_info`. Version 3 moves both lists into files of their own, written before the
 manifest (which is still written last, atomically), so a reader starts by parsing a manifest whose
 size does not grow with the file count:
 

@@ -144,8 +144,8 @@ def row_sums(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     The numpy part of `Moments` (it releases the GIL: the read stage runs it in its compute
     pool); a row's two sums depend on its values only: each is numpy's pairwise sum over that
     row alone, of its values cast to float64 (a float32's square is exact there). Rows go
-    through a float64 buffer of `ROW_BLOCK_BYTES`, a few rows at a time (cache-sized: ~3x
-    faster than casting a whole batch).
+    through a float64 buffer of `ROW_BLOCK_BYTES`, a few rows at a time (cache-sized: faster
+    than casting a whole batch, docs/performance.md).
     """
     n = rows.shape[0]
     sums, sums_sq = np.zeros(n), np.zeros(n)
