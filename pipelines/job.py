@@ -374,7 +374,9 @@ def run_job(
         resuming = config.resume and state == "ours"
         in_job = is_url(config.input_pattern) if plan_in_job is None else plan_in_job
         if in_job and not resuming and not _translation_only(options):
-            return _run_planned_in_job(config, listed, state, options=options, argv=argv)
+            launch = _LaunchInJob(listed)
+            del listed  # the job's launch holds the listing until its pipeline is built
+            return _run_planned_in_job(config, launch, state, options=options, argv=argv)
     with internals.collector_paused():  # planning's objects live until the job ends
         if listed is None:
             listed_all = list_inputs(config, shard_func=shard_func, continuation=continuation)
@@ -503,9 +505,24 @@ def launcher_plan(
     return plan, args
 
 
+class _LaunchInJob:
+    """The launcher's listing of a run planned in the job, handed over once: `take` returns it
+    and forgets it, so that no frame of the launcher holds every listed file while the job runs
+    (the job loads its own copy, `transforms.record.staged`)."""
+
+    def __init__(self, listed: ScannedInputs) -> None:
+        self._listed: ScannedInputs | None = listed
+
+    def take(self) -> ScannedInputs:
+        listed, self._listed = self._listed, None
+        if listed is None:
+            raise RuntimeError("the listing was already taken")
+        return listed
+
+
 def _run_planned_in_job(
     config: RecordConfig,
-    listed: ScannedInputs,
+    launch: _LaunchInJob,
     state: str,
     *,
     options: JobOptions,
@@ -518,6 +535,7 @@ def _run_planned_in_job(
       UsageError: invalid inputs or options, found by the launcher or by the job's plan step
         (then the output directory is left as it was found when the run made it).
     """
+    listed = launch.take()
     out = listed.output_dir
     with internals.collector_paused():  # the launcher's steps; the job runs with it on
         plan, args = launcher_plan(config, listed, state, options=options, argv=argv)
