@@ -381,6 +381,7 @@ def run_job(
         if listed is None:
             listed_all = list_inputs(config, shard_func=shard_func, continuation=continuation)
             scanned = read_headers(config, listed_all)
+            del listed_all
         else:
             scanned = read_headers(config, listed)
         plan = size_tasks(config, scanned, cpu_count=os.cpu_count() or 1)
@@ -408,6 +409,9 @@ def run_job(
             plan, resuming=config.resume, listed=listed, single_task=single_task
         )
         plan = dataclasses.replace(plan, input_stamps=())  # in the fingerprint now: not held
+        # the listing (files before their headers) and the stamps are not held while the job
+        # runs: the plan's inputs and tasks are what it and the result summary need
+        del listed, scanned
         start = time.monotonic()
         p = beam.Pipeline(options=options)
         staged = stage_plan(plan, reused.tasks)

@@ -5,14 +5,16 @@ A plain record run (`pipelines.job`) lists and labels its inputs in the launcher
 the job then reads their headers in parallel and plans batch by batch, with the pure functions
 the launcher's plan is made of (`pipelines.plan.summarize_headers`, `plan_summary`,
 `cut_batch`: `plan_headers`' checks, shard counts and read tasks), so both paths cut the same
-read tasks and write the same bytes; no step holds every file but the read task of a runner
-that runs one task (`pipelines.plan.one_task`)::
+read tasks and write the same bytes; no step holds every file as objects: a read task keeps
+its segments as the plan step's pickled pieces, decoded as the task reads them
+(`transforms.record.task_coder.EncodedSegments`; the one task of a runner that runs one task,
+`pipelines.plan.one_task`, has every file's segment)::
 
     staged inputs -> batches of files -> Reshuffle -> ReadHeaders -> Summarize (per batch)
         -> AllSummaries (one, no per-file list) -> Plan: how each batch cuts its rows (TaskCut),
            (ReadConfig, Sharding) ("planned")
-    header batches + TaskCut (side input) -> CutTasks: (task id, segments), refused files
-        ("errors") -> GroupByTask -> read tasks (main)
+    header batches + TaskCut (side input) -> CutTasks: (task id, pickled segments), refused files
+        ("errors") -> GroupByTask -> read tasks (main; their segments kept pickled)
 
 The ``planned`` singleton (the resolved signal dtype, the shard counts) is a side input of the
 read, write and finalize stages. A check that needs headers (``--signal_dtype`` that cannot
