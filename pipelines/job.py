@@ -327,9 +327,9 @@ def run_job(
     (`pipelines.job_plan`: the launcher reads no header but the first, where each header read
     is a request); local inputs, ``--annotations``, ``--append``, ``--resume`` of an unfinished
     run and a `shard_func` are planned in the launcher (`pipelines.plan`). Local inputs stay
-    there for memory: planned in the job, the job decodes its own copy of every planned file
-    (the read tasks' segments, from the plan step's pieces) beside the launcher's listing
-    (docs/running-at-scale.md).
+    there: planned in the job, a run of many small local files peaks at about the memory of one
+    planned in the launcher, both well above the same audio in long files, while a local
+    header read is cheap (docs/running-at-scale.md).
 
     Args:
       config: the run's options.
