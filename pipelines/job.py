@@ -224,9 +224,9 @@ def run_job(
     (`pipelines.job_plan`: the launcher reads no header but the first, where each header read
     is a request); local inputs, ``--annotations``, ``--append``, ``--resume`` of an unfinished
     run and a `shard_func` are planned in the launcher (`pipelines.plan`). Local inputs stay
-    there for memory: planned in the job, the job decodes its own copy of every planned file
-    (the read tasks' segments, from the plan step's pieces) beside the launcher's listing
-    (docs/running-at-scale.md).
+    there: planned in the job, a run of many small local files peaks at about the memory of one
+    planned in the launcher, both well above the same audio in long files, while a local
+    header read is cheap (docs/running-at-scale.md).
 
     Args:
       config: the run's options.
@@ -271,11 +271,14 @@ def run_job(
         resuming = config.resume and state == "ours"
         in_job = is_url(config.input_pattern) if plan_in_job is None else plan_in_job
         if in_job and not resuming and not _translation_only(options):
-            return _run_planned_in_job(config, listed, state, options=options, argv=argv)
+            launch = _LaunchInJob(listed)
+            del listed  # the job's launch holds the listing until its pipeline is built
+            return _run_planned_in_job(config, launch, state, options=options, argv=argv)
     with internals.collector_paused():  # planning's objects live until the job ends
         if listed is None:
             listed_all = list_inputs(config, shard_func=shard_func, continuation=continuation)
             scanned = read_headers(config, listed_all)
+            del listed_all
         else:
             scanned = read_headers(config, listed)
         plan = size_tasks(config, scanned, cpu_count=os.cpu_count() or 1)
@@ -303,6 +306,9 @@ def run_job(
             plan, resuming=config.resume, listed=listed, single_task=single_task
         )
         plan = dataclasses.replace(plan, input_stamps=())  # in the fingerprint now: not held
+        # the listing (files before their headers) and the stamps are not held while the job
+        # runs: the plan's inputs and tasks are what it and the result summary need
+        del listed, scanned
         start = time.monotonic()
         p = beam.Pipeline(options=options)
         staged = stage_plan(plan, reused.tasks)
@@ -385,9 +391,24 @@ def launcher_plan(
     return plan, args
 
 
+class _LaunchInJob:
+    """The launcher's listing of a run planned in the job, handed over once: `take` returns it
+    and forgets it, so that no frame of the launcher holds every listed file while the job runs
+    (the job loads its own copy, `transforms.stages.staged`)."""
+
+    def __init__(self, listed: ScannedInputs) -> None:
+        self._listed: ScannedInputs | None = listed
+
+    def take(self) -> ScannedInputs:
+        listed, self._listed = self._listed, None
+        if listed is None:
+            raise RuntimeError("the listing was already taken")
+        return listed
+
+
 def _run_planned_in_job(
     config: RecordConfig,
-    listed: ScannedInputs,
+    launch: _LaunchInJob,
     state: str,
     *,
     options: JobOptions,
@@ -400,6 +421,7 @@ def _run_planned_in_job(
       UsageError: invalid inputs or options, found by the launcher or by the job's plan step
         (then the output directory is left as it was found when the run made it).
     """
+    listed = launch.take()
     out = listed.output_dir
     with internals.collector_paused():  # the launcher's steps; the job runs with it on
         plan, args = launcher_plan(config, listed, state, options=options, argv=argv)

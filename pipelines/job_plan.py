@@ -5,14 +5,16 @@ A plain record run (`pipelines.job`) lists and labels its inputs in the launcher
 the job then reads their headers in parallel and plans batch by batch, with the pure functions
 the launcher's plan is made of (`pipelines.plan.summarize_headers`, `plan_summary`,
 `cut_batch`: `plan_headers`' checks, shard counts and read tasks), so both paths cut the same
-read tasks and write the same bytes; no step holds every file but the read task of a runner
-that runs one task (`pipelines.plan.one_task`)::
+read tasks and write the same bytes; no step holds every file as objects: a read task keeps
+its segments as the plan step's pickled pieces, decoded as the task reads them
+(`transforms.stages.task_coder.EncodedSegments`; the one task of a runner that runs one task,
+`pipelines.plan.one_task`, has every file's segment)::
 
     staged inputs -> batches of files -> Reshuffle -> ReadHeaders -> Summarize (per batch)
         -> AllSummaries (one, no per-file list) -> Plan: how each batch cuts its rows (TaskCut),
            (ReadWindowsConfig, Sharding) ("planned")
-    header batches + TaskCut (side input) -> CutTasks: (task id, segments), refused files
-        ("errors") -> GroupByTask -> read tasks (main)
+    header batches + TaskCut (side input) -> CutTasks: (task id, pickled segments), refused files
+        ("errors") -> GroupByTask -> read tasks (main; their segments kept pickled)
 
 The ``planned`` singleton (the resolved signal dtype, the shard counts) is a side input of the
 read, write and finalize stages. A check that needs headers (``--signal_dtype`` that cannot
@@ -39,12 +41,12 @@ from pipelines.plan import (
     cut_batch,
     merge_summaries,
     plan_summary,
-    read_task,
     summarize_headers,
     summary_audio_ms,
 )
-from transforms.planning.types import InputFile, ReadTask, Segment
+from transforms.planning.types import InputFile, ReadTask
 from transforms.stages import staged
+from transforms.stages.task_coder import EncodedPiece, EncodedSegments, encode_segments
 
 HEADER_BATCH = 256  # files whose headers one element of the header stage reads
 ERRORS_TAG = "errors"  # files refused for their header or label: {"path", "reason"}
@@ -53,8 +55,11 @@ PLANNED_AUDIO_MS = "planned_audio_ms"  # counter: milliseconds of audio in the p
 
 
 def batches(inputs: staged.Staged, *, size: int = HEADER_BATCH) -> Iterator[list[InputFile]]:
-    """The staged inputs, in lists of `size` files (index order)."""
+    """The staged inputs, in lists of `size` files (index order). In the launcher's process
+    the launcher's own list is handed over and then forgotten (`staged.release`): its files
+    are dropped as their batches' headers are read, not held to the job's end."""
     files = staged.load(inputs)
+    staged.release(inputs)  # a retried step reads the staged file
     for start in range(0, len(files), size):
         yield files[start : start + size]
 
@@ -155,14 +160,16 @@ def cut_step(files: list[InputFile], cut: TaskCut, args: PlanArgs) -> Iterator[A
     for task_id, pieces in itertools.groupby(
         cut_batch(args.config, args.listed, files, cut), key=itemgetter(0)
     ):
-        yield task_id, tuple(seg for _, seg in pieces)
+        yield task_id, encode_segments(tuple(seg for _, seg in pieces))
 
 
-def to_task(keyed: tuple[int, Iterable[tuple[Segment, ...]]]) -> ReadTask:
-    """(task id, its segments from each batch) -> the read task (`pipelines.plan.read_task`)."""
+def to_task(keyed: tuple[int, Iterable[EncodedPiece]]) -> ReadTask:
+    """(task id, its pieces from each batch) -> the read task: its segments in (file index, row
+    start) order, as `pipelines.plan.read_task` orders them (a batch's pieces are in that order
+    and batches do not overlap), kept encoded (`task_coder.EncodedSegments`)."""
     beam.metrics.Metrics.counter("record", "read_tasks").inc()
-    task_id, parts = keyed
-    return read_task(task_id, itertools.chain.from_iterable(parts))
+    task_id, pieces = keyed
+    return ReadTask(task_id, EncodedSegments(pieces))
 
 
 class PlanInJob(beam.PTransform):
@@ -206,7 +213,7 @@ class PlanInJob(beam.PTransform):
         )
         pieces = headed | "CutTasks" >> beam.FlatMap(
             cut_step, beam.pvalue.AsSingleton(planned.cut), args
-        ).with_outputs(ERRORS_TAG, main="pieces")  # (task id, tuple[Segment]) per batch
+        ).with_outputs(ERRORS_TAG, main="pieces")  # (task id, EncodedPiece) per batch
         tasks = (
             pieces.pieces
             | "GroupByTask" >> beam.GroupByKey()

@@ -9,6 +9,8 @@ so), read the rest, and give the uninterrupted run's shards, schemas, manifest (
 option or an added, removed or touched input is refused in one line naming it, and leaves the
 directory as it was. A finished dataset with ``--resume`` is left untouched. With rounded
 stored features (``--feature_dtype float16``) nothing is reused, and the dataset is the same.
+A run planned in the job (`pipelines.job_plan`), killed after a checkpoint or a committed task,
+resumes to the same dataset too.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import apache_beam as beam
@@ -25,7 +29,7 @@ from pipelines import record
 from pipelines.config import UsageError
 from tests.support import wavgen
 from tests.support.pause_points import ANALYSIS_BATCH_BYTES_ENV, CHECKPOINT_BYTES_ENV
-from tests.support.reliability import assert_same_dataset, cli, kill, wait_until_paused
+from tests.support.reliability import ROOT, assert_same_dataset, cli, kill, wait_until_paused
 from transforms.planning.layout import RecordLayout
 from transforms.stages import read_windows
 from transforms.stages.finalize import read_z_score_statistics
@@ -294,6 +298,71 @@ def test_the_default_runner_resumes_from_its_checkpoints(
     else:  # the task committed: nothing is read again
         assert (result.reused_tasks, result.reused_windows) == (1, FILES * WINDOWS), result
     assert f"resumed: {result.reused_windows} windows reused" in record.summary_line(result)
+    assert_same_dataset(out, want)
+    layout = _layout(want)
+    assert read_z_score_statistics(str(out), layout) == read_z_score_statistics(str(want), layout)
+    variables = Path("transform_fn") / "variables"
+    assert _tree(out / variables) == _tree(want / variables)
+    assert not (out / ".tmp").exists()
+
+
+# a run planned in the job (`run_job(plan_in_job=True)`), paused like `tests.support.pause_points`
+PLANNED_IN_JOB = """
+import os, sys
+from apache_beam.options.pipeline_options import PipelineOptions
+from tests.support import pause_points
+from transforms.stages import read_windows
+from runners.internals import exit_now, load_one_keras
+phase, marker, *argv = sys.argv[1:]
+if os.environ.get(pause_points.CHECKPOINT_BYTES_ENV):
+    read_windows.CHECKPOINT_BYTES = int(os.environ[pause_points.CHECKPOINT_BYTES_ENV])
+load_one_keras()
+pause_points.install(phase, marker)
+from pipelines import job
+from pipelines.config import RecordConfig
+from pipelines.record import RecordOptions
+config = RecordConfig.from_namespace(PipelineOptions(argv).view_as(RecordOptions))
+job.run_job(config, beam_argv=argv, plan_in_job=True)
+exit_now(0)
+"""
+
+
+@pytest.mark.parametrize("runner", ["one task", "two workers"])
+def test_a_run_planned_in_the_job_resumes_byte_identical(checkpointed, runner, tmp_path):
+    """A run planned in the job, killed once its read task checkpointed twice (the default
+    runner: one task, whose segments the plan step grouped) or once its first task committed
+    (two workers, four tasks), resumes (planned in the launcher, against the job-planned
+    fingerprint) to the uninterrupted run's dataset, reusing what was committed."""
+    if runner == "one task":
+        pattern, want = checkpointed
+        args, phase, env = _default_args, "checkpointed", {CHECKPOINT_BYTES_ENV: str(CHECKPOINT)}
+    else:
+        pattern = _corpus(tmp_path / "corpus")
+        want = tmp_path / "uninterrupted"
+        record.run(_args(pattern, want))
+        args, phase, env = _args, "task committed", {}
+    out, marker = tmp_path / "out", tmp_path / "paused"
+    with open(tmp_path / "run.log", "wb") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-c", PLANNED_IN_JOB, phase, str(marker), *args(pattern, out)],
+            cwd=ROOT,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            env={**os.environ, "PYTHONUNBUFFERED": "1", **env},
+        )
+    try:
+        wait_until_paused(proc, marker)
+    finally:
+        kill(proc)
+    assert not (out / "manifest.json").exists()
+    assert json.loads((out / ".tmp" / "resume.json").read_text())["planned_in"] == "job"
+    records = sorted(p.name for p in (out / ".tmp" / "commits").glob("*.json"))
+    assert len(records) == (2 if runner == "one task" else 1), records
+    result = record.run(args(pattern, out, "--resume"))
+    assert 0 < result.reused_windows < FILES * WINDOWS, result
+    if runner == "two workers":
+        assert (result.reused_tasks, result.total_tasks) == (1, 4), result
     assert_same_dataset(out, want)
     layout = _layout(want)
     assert read_z_score_statistics(str(out), layout) == read_z_score_statistics(str(want), layout)

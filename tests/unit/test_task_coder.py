@@ -1,9 +1,11 @@
 """transforms.stages.task_coder: a read task is sized without pickling every segment, travels
-as pickle, and the read stage's tasks PCollection uses the coder."""
+as pickle, and the read stage's tasks PCollection uses the coder; a task's segments kept as
+pickled pieces (`EncodedSegments`) read as the same segments, in order."""
 
 from __future__ import annotations
 
 import pickle
+import threading
 
 import apache_beam as beam
 
@@ -12,7 +14,12 @@ from pipelines.plan import one_task, plan_record
 from tests.support import wavgen
 from transforms.planning.types import ReadTask
 from transforms.stages import composites, staged
-from transforms.stages.task_coder import ReadTaskCoder, estimated_size
+from transforms.stages.task_coder import (
+    EncodedSegments,
+    ReadTaskCoder,
+    encode_segments,
+    estimated_size,
+)
 
 
 def _config(directory, files: int = 12) -> RecordConfig:
@@ -85,3 +92,67 @@ def test_registered_for_read_tasks_and_the_read_stage_types_its_tasks(tmp_path):
     p.visit(Visitor())
     assert found == [ReadTask]
     assert isinstance(beam.coders.registry.get_coder(found[0]), ReadTaskCoder)
+
+
+def _encoded(task: ReadTask, *, sizes: tuple[int, ...]) -> EncodedSegments:
+    """`task`'s segments cut into pieces of `sizes`, encoded, handed over out of order."""
+    pieces, start = [], 0
+    for size in sizes:
+        pieces.append(encode_segments(task.segments[start : start + size]))
+        start += size
+    assert start == len(task.segments)
+    return EncodedSegments(reversed(pieces))
+
+
+def test_encoded_segments_read_as_the_tasks_segments_in_order(tmp_path):
+    task = _task(tmp_path)
+    segments = _encoded(task, sizes=(5, 1, 6))
+    assert len(segments) == 12
+    assert tuple(segments) == task.segments
+    assert [segments[i] for i in (0, 4, 5, 6, 11, -1, -12)] == [
+        task.segments[i] for i in (0, 4, 5, 6, 11, -1, -12)
+    ]
+    assert segments[3:8] == task.segments[3:8] and isinstance(segments[3:8], tuple)
+    for bad in (12, -13):
+        try:
+            segments[bad]
+        except IndexError:
+            pass
+        else:
+            raise AssertionError(f"index {bad} read")
+    encoded = ReadTask(task.task_id, segments)
+    assert encoded == task and task == encoded and hash(encoded) == hash(task)
+    assert encoded.rows == task.rows
+    assert encoded != ReadTask(task.task_id, task.segments[:-1])
+
+
+def test_encoded_segments_travel_as_their_pieces_and_estimate_like_the_task(tmp_path):
+    task = _task(tmp_path)
+    encoded = ReadTask(task.task_id, _encoded(task, sizes=(12,)))
+    impl = ReadTaskCoder().get_impl()
+    back = impl.decode(impl.encode(encoded))
+    assert isinstance(back.segments, EncodedSegments) and back == task
+    assert estimated_size(encoded) == estimated_size(task)
+    assert EncodedSegments(()) == () and len(EncodedSegments(())) == 0
+
+
+def test_encoded_segments_read_by_two_threads_at_once(tmp_path):
+    """The read stage iterates a task's segments in its decode thread while its own thread
+    iterates and indexes them: each reader gets every segment, in order."""
+    task = _task(tmp_path)
+    segments = _encoded(task, sizes=(1, 2, 3, 6))
+    got: dict[str, list] = {}
+
+    def iterate(name: str) -> None:
+        got[name] = [seg for _ in range(50) for seg in segments]
+
+    def index() -> None:
+        got["index"] = [segments[i] for _ in range(50) for i in range(len(segments))]
+
+    threads = [threading.Thread(target=iterate, args=(n,)) for n in ("a", "b")]
+    threads.append(threading.Thread(target=index))
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert got["a"] == got["b"] == got["index"] == list(task.segments) * 50
