@@ -63,9 +63,8 @@ def file_lines(
     A summary is one segment's table line (`format.table_line`), and each item of `summaries`
     one or more of them joined (the read stage emits a batch's lines together): a file's line is
     its first segment's with the windows summed, as the summary dicts merged gave it. Only a
-    line per file is held: 100,000 clips' summaries as dicts took ~125 MB, and Beam's
-    side-input cache walked every object of them (benchmarks/RESULTS.md, "100,000 clips beside
-    1,000").
+    line per file is held: summaries as dicts took much more memory, and Beam's side-input
+    cache walked every object of them (docs/performance.md).
     """
     by_index: dict[int, bytes] = {}
     rates = set()

@@ -77,8 +77,8 @@ _AHEAD_CHUNKS = 4  # chunks decoded / in the feature pool ahead of the writer (8
 # more (and its last rows): TFT runs its analysis graph once per batch; a clip is one row.
 ANALYSIS_BATCH_BYTES = 8 << 20  # 8 MiB
 # A read task checkpoints (`transforms.stages.task_commits`) at the first segment end past this many
-# bytes of records since the last: what a killed run loses at most (a 64 MiB piece is ~0.3 s of
-# reading here; a checkpoint costs a flush and a small JSON file).
+# bytes of records since the last: what a killed run loses at most (a fraction of a second of
+# reading; a checkpoint costs a flush and a small JSON file).
 CHECKPOINT_BYTES = 64 << 20  # 64 MiB
 # Computed rows wait (`transforms.stages.pending_rows`) until this many bytes of records are
 # pending, then go to the part writer together (and before a checkpoint, and at a task's end):

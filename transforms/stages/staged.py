@@ -1,8 +1,8 @@
 """The plan's per-file lists handed to the job through a file beside the output, not inlined.
 
 `beam.Create(tasks)` pickled every read task (each file's path, header, label, split) into the
-submitted pipeline, so the job grew with the corpus (pipeline.pb 393 KB at 1,000 clips, 552 KB
-at 20,000; Beam's advice is the same: no large ``Create``, the data belongs in storage). The
+submitted pipeline, so the job grew with the corpus (docs/performance.md; Beam's advice is the
+same: no large ``Create``, the data belongs in storage). The
 launcher now writes such a list once, ``<output_dir>/.tmp/plan/<name>-<sha256[:16]>.pickle``
 (`stage`), and the job holds only a `Staged` reference: the path, the list's SHA-256 and its
 length. The job's first step reads the file back (`load`): on the worker that runs it, through
@@ -20,7 +20,7 @@ the job names them.
 
 A runner that runs the job in the launcher's own process (the in-memory DirectRunner) does not
 read the file: `load` hands it the launcher's list itself (`stage` keeps it until `release`),
-not a second copy of every file's plan (~47 MB at 100,000 clips, benchmarks/RESULTS.md).
+not a second copy of every file's plan.
 """
 
 from __future__ import annotations
