@@ -43,7 +43,7 @@ from replay import format as fmt
 from replay.manifest import MAX_VALUES_PER_KEY
 from transforms.audio import features as feats
 from transforms.audio import labels
-from transforms.audio.dtypes import _NAMED_FILES
+from transforms.audio.dtypes import NAMED_FILES
 from transforms.audio.dtypes import resolve as resolve_signal_dtype
 from transforms.audio.wav import WavInfo
 from transforms.planning import annotation_plan
@@ -433,7 +433,7 @@ class HeaderSummary:
 
     Attributes:
       batches: each batch's planned rows (`transforms.planning.sharding.BatchRows`).
-      headers: (header, files with it, (index, path) of its first `_NAMED_FILES` files) of
+      headers: (header, files with it, (index, path) of its first `NAMED_FILES` files) of
         every distinct header (the signal dtype; a refusal names the first files).
       first_bad: (index, path, reason) of the first file refused (``--strict``), or None.
       first_header: (index, header) of the first file with a header (feature shapes), or None.
@@ -490,7 +490,7 @@ def summarize_headers(
         if f.info is None:
             continue
         count, named = headers.get(f.info, (0, []))
-        if len(named) < _NAMED_FILES:
+        if len(named) < NAMED_FILES:
             named.append((f.index, f.path))
         headers[f.info] = (count + 1, named)
         if first_header is None:
@@ -518,7 +518,7 @@ def merge_summaries(summaries: Iterable[HeaderSummary]) -> HeaderSummary:
         batches.extend(s.batches)
         for info, count, named in s.headers:
             seen, names = headers.get(info, (0, []))
-            headers[info] = (seen + count, sorted([*names, *named])[:_NAMED_FILES])
+            headers[info] = (seen + count, sorted([*names, *named])[:NAMED_FILES])
         for rate, n in s.frames:
             frames[rate] = frames.get(rate, 0) + n
         bad += [s.first_bad] if s.first_bad else []
@@ -608,7 +608,7 @@ def read_task(task_id: int, segments: Iterable[Segment]) -> ReadTask:
 class _SummaryHeaders(Collection[tuple[str, Any]]):
     """(path, header) of every file with a header, from a `HeaderSummary`'s headers, for
     `resolve_signal_dtype`: each header's first files by name, in index order, then one
-    unnamed entry per other file with that header (it names `_NAMED_FILES` of the files it
+    unnamed entry per other file with that header (it names `NAMED_FILES` of the files it
     refuses, the first in index order, and counts the others)."""
 
     def __init__(self, headers: Sequence[tuple[WavInfo, int, tuple[tuple[int, str], ...]]]):

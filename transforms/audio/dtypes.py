@@ -33,7 +33,7 @@ STORED_DTYPES = SIGNAL_DTYPES[1:]  # auto takes the first that holds every file
 _INT_BITS = {"int16": 16, "int32": 32}
 _FLOAT_INT_BITS = {"float32": 24, "float64": 53}  # integers of up to this many bits are exact
 _FLOAT_BITS = {"float32": 32, "float64": 64}
-_NAMED_FILES = 3  # files named in a refusal, then "and N more"
+NAMED_FILES = 3  # files named in a refusal, then "and N more"
 
 
 def integer_bits(info: wav.WavInfo) -> int:
@@ -60,8 +60,8 @@ def _named(files: Sequence[tuple[str, wav.WavInfo]]) -> str:
         f"{path} ({info.subtype} fits {' or '.join(holding(info)) or 'none'})"
         for path, info in files
     ]
-    more = len(shown) - _NAMED_FILES
-    return ", ".join(shown[:_NAMED_FILES]) + (f" and {more} more" if more > 0 else "")
+    more = len(shown) - NAMED_FILES
+    return ", ".join(shown[:NAMED_FILES]) + (f" and {more} more" if more > 0 else "")
 
 
 def resolve(requested: str, files: Collection[tuple[str, wav.WavInfo]]) -> str:
