@@ -291,12 +291,6 @@ def _row_order(e: ann.RowError) -> tuple[str, int]:
     return e.source, e.line or 0
 
 
-def manifest_fields(f: Any) -> dict[str, Any]:
-    """``{"annotation": <stats>}`` for a `files[]` entry of an annotated file, else {}."""
-    annotation = getattr(f, "annotation", None)
-    return {} if annotation is None else {"annotation": dict(annotation.summary)}
-
-
 def segment_tasks(tasks: Sequence[Any]) -> tuple[Any, ...]:
     """Read tasks whose annotated segments carry only their own rows (smaller to ship).
 

@@ -45,7 +45,6 @@ from apache_beam.io.filesystems import FileSystems
 from replay import format as fmt
 from replay.storage import is_url
 from transforms.audio import formats
-from transforms.planning import annotation_plan
 from transforms.planning.sharding import shard_of
 from transforms.planning.types import ReadTask, ReadWindowsConfig, Segment, Sharding
 from transforms.stages.examples import StoredEncoder
@@ -431,5 +430,6 @@ class ReadTaskFn(beam.DoFn):
             "subtype": info.subtype,
             "full_scale": info.full_scale,
             **formats.lossy_fields(info.subtype),  # Vorbis: lossy: true, lossy_reason
-            **annotation_plan.manifest_fields(f),  # --annotations: per-class statistics
+            # --annotations: the file's per-class statistics
+            **({} if f.annotation is None else {"annotation": dict(f.annotation.summary)}),
         }
