@@ -47,7 +47,7 @@ OURS = tuple(str(ROOT / d) + os.sep for d in ("pipelines", "transforms", "runner
 
 
 def _module(filename: str) -> str | None:
-    """``pipelines/plan.py`` for a file of ours, else None."""
+    """``pipelines/plan/sizing.py`` for a file of ours, else None."""
     if not filename.startswith(OURS):
         return None
     return os.path.relpath(filename, ROOT)

@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import concurrent.futures
 import contextlib
+import dataclasses
 import json
 import os
 import shutil
@@ -129,7 +130,7 @@ def child(pattern: str, out: str) -> dict:
         inputs = plan.scan_headers(labelled)
         step(HEADERS)
         dtype = plan.check_inputs(config, inputs)
-        sharding = plan.dataclasses.replace(
+        sharding = dataclasses.replace(
             sharding, classes=tuple(sorted({f.label for f in inputs if f.label}))
         )
         output_dir = config.output_dir.rstrip("/")
@@ -151,7 +152,7 @@ def child(pattern: str, out: str) -> dict:
         stamped = planned
         reused = start_output_dir(planned, resuming=False)
         step("start_output_dir (fingerprint, dir, file)")
-        planned = plan.dataclasses.replace(planned, input_stamps=())
+        planned = dataclasses.replace(planned, input_stamps=())
         p = beam.Pipeline(options=options)
         staged = job.stage_plan(planned, reused.tasks)
         step("stage_plan (tasks + errors written)")
@@ -189,7 +190,7 @@ def child_in_job(pattern: str, out: str, *, match_only: bool = False) -> dict:
     import transforms.stages.publish  # noqa: F401 - TFT
     from pipelines import job, plan
     from pipelines.config import RecordConfig
-    from pipelines.job_plan import PlanInJob
+    from pipelines.plan.in_job import PlanInJob
     from pipelines.record import RecordOptions
     from pipelines.resume import fingerprint as fp
     from pipelines.resume.output_dir import job_fingerprint, prepare_output_dir

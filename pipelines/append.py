@@ -165,7 +165,7 @@ def plan_append(config: RecordConfig) -> AppendPlan | None:
         the records' layout, a changed input (without ``--append_changed skip``), or nothing
         new (without ``--resume``).
     """
-    from pipelines.inputs import match_stamped
+    from pipelines.plan.reads import match_stamped
     from transforms.planning.sharding import pattern_base
 
     out = config.output_dir.rstrip("/") or "/"

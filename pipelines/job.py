@@ -10,7 +10,7 @@ Stages (each a Beam step with its own counters), planned in `pipelines.plan`:
    files to splits and cut the rows into read tasks (a single task when the runner runs tasks
    one at a time: the in-memory DirectRunner); bad files are listed up front. A plain run
    lists and labels in the launcher and reads the headers and plans in the job's first step
-   (`pipelines.job_plan`); ``--annotations``, ``--append``, ``--resume`` of an unfinished
+   (`pipelines.plan.in_job`); ``--annotations``, ``--append``, ``--resume`` of an unfinished
    run and a Python ``shard_func`` plan in the launcher (`pipelines.plan`), with the same
    functions.
 2. ``ReadWindows``: decode, window, compute features and encode records per task; records
@@ -45,8 +45,6 @@ from apache_beam.io.filesystems import FileSystems
 
 import runners
 from pipelines.config import RecordConfig, UsageError
-from pipelines.inputs import RUN_MARKER, output_dir_state
-from pipelines.job_plan import PLANNED_AUDIO_MS, PlanArgs, PlanInJob
 from pipelines.plan import (
     Continuation,
     RecordPlan,
@@ -58,6 +56,8 @@ from pipelines.plan import (
     read_headers,
     size_tasks,
 )
+from pipelines.plan.in_job import PLANNED_AUDIO_MS, PlanArgs, PlanInJob
+from pipelines.plan.reads import RUN_MARKER, output_dir_state
 from pipelines.result import RecordResult
 from pipelines.resume import fingerprint as fp
 from pipelines.resume import reuse
@@ -95,7 +95,7 @@ def build_pipeline(
 
     `staged`: the read tasks (with ``--resume``, what they reuse of the committed work) and the
     errors planning found, as `stage_plan` wrote them for the job. Or `planning`: the job's
-    plan step (`pipelines.job_plan`), whose tasks, refusals and (ReadWindowsConfig, Sharding) the
+    plan step (`pipelines.plan.in_job`), whose tasks, refusals and (ReadWindowsConfig, Sharding) the
     stages take; `plan` then holds what the launcher knows (no tasks, no shard counts, the
     signal dtype as given). `prior_moments` (``--append_transform refresh``): the dataset's
     stored {feature: Moments}, added to this job's in the z-score statistics (not in the
@@ -221,7 +221,7 @@ def run_job(
     """Plans, runs the pipeline and returns what it produced.
 
     A plain run whose inputs are on an object store is planned in the job
-    (`pipelines.job_plan`: the launcher reads no header but the first, where each header read
+    (`pipelines.plan.in_job`: the launcher reads no header but the first, where each header read
     is a request); local inputs, ``--annotations``, ``--append``, ``--resume`` of an unfinished
     run and a `shard_func` are planned in the launcher (`pipelines.plan`). Local inputs stay
     there: planned in the job, a run of many small local files peaks at about the memory of one
@@ -414,7 +414,7 @@ def _run_planned_in_job(
     options: JobOptions,
     argv: list[str],
 ) -> RecordResult:
-    """A plain record run planned in the job (`pipelines.job_plan`): the launcher makes no
+    """A plain record run planned in the job (`pipelines.plan.in_job`): the launcher makes no
     request a file (the listing, the labels, one header for the feature shapes).
 
     Raises:

@@ -8,7 +8,7 @@ paths and sizes as JSON lists, the times as the base64 of their little-endian fl
 exact and without a float's text), the package version, and a digest of what planning derived
 from them (labels, splits, classes, signal dtype, shard counts and the read tasks' cut, which
 also covers a changed label CSV, class list or annotation table). A run planned in the job
-(`pipelines.job_plan`) holds only what the launcher derives without reading headers (labels,
+(`pipelines.plan.in_job`) holds only what the launcher derives without reading headers (labels,
 splits, refusals for their label, classes: `listing_digest`, a column at a time) and says so
 (``"planned_in": "job"``): the rest is a function of the stamped files. ``--resume`` compares it
 with the new plan's and refuses in one line naming the first difference (`first_difference`):

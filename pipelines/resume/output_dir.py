@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from pipelines.config import UsageError
-from pipelines.inputs import RUN_MARKER, output_dir_state
+from pipelines.plan.reads import RUN_MARKER, output_dir_state
 from pipelines.resume import fingerprint as fp
 from pipelines.resume import reuse
 from replay import format as fmt

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pipelines.config import RecordConfig
-from pipelines.inputs import match_inputs
+from pipelines.plan.reads import match_inputs
 from pipelines.result import RecordResult
 from pipelines.resume.fingerprint import option_difference
 from replay import format as fmt

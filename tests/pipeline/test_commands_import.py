@@ -45,7 +45,7 @@ def test_command_imports_no_beam(sample_dataset, module):
         "import pipelines.verify, pipelines.inspect",
         "import pipelines, pipelines.result; pipelines.RecordResult",
         # planning: options, the plan and its types (Beam's FileSystems load when first used)
-        "import pipelines.config, pipelines.plan, pipelines.inputs",
+        "import pipelines.config, pipelines.plan, pipelines.plan.reads",
         "import transforms.planning.types, transforms.planning.sharding",
         "import transforms.planning.layout, transforms.planning.compression",
     ],

@@ -91,7 +91,8 @@ def test_staged_sdist_holds_every_package_the_workers_import(translated):
     for module in (
         "setup.py",
         "pipelines/record.py",
-        "pipelines/plan.py",
+        "pipelines/plan/__init__.py",
+        "pipelines/plan/in_job.py",
         "transforms/stages/read_windows.py",
         "transforms/audio/features.py",
         "transforms/stages/write_shards.py",

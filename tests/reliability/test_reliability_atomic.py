@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from pipelines import record, verify
-from pipelines.inputs import RUN_MARKER, output_dir_state
+from pipelines.plan.reads import RUN_MARKER, output_dir_state
 from pipelines.resume.output_dir import prepare_output_dir
 from replay import IncompleteDatasetError, load_info
 from tests.support.pause_points import PHASES

@@ -9,7 +9,7 @@ so), read the rest, and give the uninterrupted run's shards, schemas, manifest (
 option or an added, removed or touched input is refused in one line naming it, and leaves the
 directory as it was. A finished dataset with ``--resume`` is left untouched. With rounded
 stored features (``--feature_dtype float16``) nothing is reused, and the dataset is the same.
-A run planned in the job (`pipelines.job_plan`), killed after a checkpoint or a committed task,
+A run planned in the job (`pipelines.plan.in_job`), killed after a checkpoint or a committed task,
 resumes to the same dataset too.
 """
 

@@ -1,6 +1,6 @@
 """``--resume`` (issue 30) in the other execution modes: the DirectRunner's multi_processing
 workers, the portable runner (a job service and our worker pool), a Flink session cluster, and
-a dataset on an object store (gs://, the emulator of tests/pipeline/test_inputs_gcs.py).
+a dataset on an object store (gs://, the emulator of tests/pipeline/test_reads_gcs.py).
 
 Each test records an uninterrupted reference run, then a run killed once a read task has
 committed and before the job can finish, then resumes it: the dataset must equal the reference
@@ -283,7 +283,7 @@ def test_flink_job_cancelled_after_a_commit_resumes_byte_identical(flink_cluster
 
 @pytest.fixture
 def gcs(tmp_path):
-    """tests/pipeline/test_inputs_gcs.py's emulator (fake-gcs-server behind its fronts), with bucket
+    """tests/pipeline/test_reads_gcs.py's emulator (fake-gcs-server behind its fronts), with bucket
     ``out``; no request may leave 127.0.0.1."""
     from tests.support.gcs_server import running_gcs_server
 

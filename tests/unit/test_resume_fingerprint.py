@@ -179,7 +179,7 @@ def _stored(plan):
 def test_match_stamped_gives_each_files_size_and_modification_time(tmp_path):
     import os
 
-    from pipelines.inputs import match_stamped
+    from pipelines.plan.reads import match_stamped
 
     pattern = _corpus(tmp_path / "in")
     (tmp_path / "in" / "x.flac").write_bytes(b"not audio")  # braces: both kinds, one sorted list

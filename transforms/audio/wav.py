@@ -88,7 +88,7 @@ class WavDecodeError(ValueError):
 @dataclasses.dataclass(frozen=True, slots=True)
 class WavInfo:
     """What an audio file holds (slotted and pickled as its values: planning keeps one per
-    file; equal headers share one, `pipelines.inputs.scan_headers`).
+    file; equal headers share one, `pipelines.plan.reads.scan_headers`).
 
     Attributes:
       sample_rate: frames per second.

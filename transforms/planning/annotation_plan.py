@@ -1,6 +1,6 @@
 """Planning a record run with ``--annotations``: tables -> events -> every file's windows.
 
-At planning (launcher side, after the WAV headers are read; `pipelines.inputs` reads the tables,
+At planning (launcher side, after the WAV headers are read; `pipelines.plan.reads` reads the tables,
 `annotate` hands them over), `plan_annotations` matches the events to
 the input files, checks them against each file's duration and channels, and fixes every file's
 windows with their labels (`FileAnnotation`): the grid windows (without the background ones

@@ -15,7 +15,7 @@ Reading is planned here too: the index-ordered rows (window counts come from the
 at planning) are cut into `ReadTask`s of similar size, long files into several segments, for
 every file at once (`plan_segments`, `plan_tasks`) or batch by batch with the same cuts
 (`batch_rows` per batch, `rows_before` over the batches, then `plan_segments(before=...)` and
-`cut_segments` per batch: the record job's plan step, `pipelines.job_plan`). And
+`cut_segments` per batch: the record job's plan step, `pipelines.plan.in_job`). And
 the shard count (`plan_num_shards`: one per 128 MiB of estimated output) and the splits TFT's
 statistics come from (`analyzed_splits`). The data these rules fill in: `transforms.planning.types`.
 """

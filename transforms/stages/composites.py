@@ -63,7 +63,7 @@ def _count_refused(error: dict) -> dict:
 class PlannedErrors(beam.PTransform):
     """The errors found at planning (files refused, bad annotation rows) -> {"path", "reason"}
     dicts: staged by the launcher (`transforms.stages.staged`), or the files refused by the
-    job's plan step (a PCollection of their dicts, `pipelines.job_plan`)."""
+    job's plan step (a PCollection of their dicts, `pipelines.plan.in_job`)."""
 
     def __init__(self, errors: staged.Staged | beam.PCollection) -> None:
         super().__init__()
@@ -94,7 +94,7 @@ class ReadWindows(beam.PTransform):
     earlier run committed of it (`ReadTask.resumed`): their outputs come from them and their
     parts, in this stage; their rows do not go to the analysis (their moments do).
 
-    Planned in the job (`pipelines.job_plan`), `tasks` is their PCollection and `planned` the
+    Planned in the job (`pipelines.plan.in_job`), `tasks` is their PCollection and `planned` the
     plan step's (ReadWindowsConfig, Sharding) singleton: its signal dtype and the shard counts
     come from it, `config` and `sharding` give the rest (`spread`: more than one task).
     """

@@ -5,7 +5,7 @@ tensorflow-transform's own `tft_beam.WriteTransformFn` renames two temporary dir
 place. On GCS a directory rename is TensorFlow's `GcsFileSystem::RenameFile`: it first asks
 whether the source is a directory and treats *any* failure of that question, a transient 503
 included, as "it is a file", renames the directory as one object, gets 404 Not Found, which is
-not retried, and the job fails in its last stage (found by test_inputs_gcs.py's injected
+not retried, and the job fails in its last stage (found by test_reads_gcs.py's injected
 faults). Copying each file is made of requests TensorFlow's retrying file system retries one by
 one, and a copy can be repeated, so a retried bundle starts over safely.
 

@@ -13,7 +13,7 @@ Encoding stays pickle, as Beam's fallback did, so a task that crosses a stage or
 boundary (several tasks are reshuffled) travels as before. `transforms.stages.composites` registers
 it for `ReadTask` and types the staged tasks' PCollection with it.
 
-A task the record job plans itself (`pipelines.job_plan`) is grouped from pieces, each a
+A task the record job plans itself (`pipelines.plan.in_job`) is grouped from pieces, each a
 batch's segments of it: `encode_segments` pickles a piece once where it is cut, and the task's
 `segments` are an `EncodedSegments`, the pieces' bytes in order, decoded as they are read (a
 piece at a time). The task of a runner that runs one task (every file's segment) is so held

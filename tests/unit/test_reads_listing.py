@@ -1,4 +1,4 @@
-"""`pipelines.inputs.match_stamped`'s local listing (`local_stamps`): Beam's very result for
+"""`pipelines.plan.reads.match_stamped`'s local listing (`local_stamps`): Beam's very result for
 local patterns, from a real tree (nested folders, files the pattern does not match, a symlink to
 a file, a broken one, a symlinked folder, names with glob characters)."""
 
@@ -9,8 +9,8 @@ import os
 import pytest
 from apache_beam.io.filesystems import FileSystems
 
-from pipelines import inputs
 from pipelines.config import UsageError
+from pipelines.plan import reads
 
 
 def _tree(root):
@@ -63,21 +63,21 @@ def _beam(pattern):
 def test_local_stamps_are_beams_match(tmp_path, pattern):
     root = _tree(tmp_path / "in")
     full = f"{root}/{pattern}"
-    assert sorted(inputs.local_stamps(full)) == _beam(full)
-    assert inputs.match_stamped(full) == _beam(full)
+    assert sorted(reads.local_stamps(full)) == _beam(full)
+    assert reads.match_stamped(full) == _beam(full)
 
 
 def test_a_relative_pattern_is_listed_as_beam_lists_it(tmp_path, monkeypatch):
     _tree(tmp_path / "in")
     monkeypatch.chdir(tmp_path)
     for pattern in ("in/*/*.wav", "*.wav", "in/**"):
-        assert sorted(inputs.local_stamps(pattern)) == _beam(pattern)
+        assert sorted(reads.local_stamps(pattern)) == _beam(pattern)
 
 
 def test_braces_and_an_empty_match(tmp_path):
     root = _tree(tmp_path / "in")
-    both = inputs.match_stamped(f"{root}/a/*.{{wav,flac}}")
+    both = reads.match_stamped(f"{root}/a/*.{{wav,flac}}")
     assert both == sorted(_beam(f"{root}/a/*.wav") + _beam(f"{root}/a/*.flac"))
-    assert inputs.match_stamped(f"{root}/zz/*.wav") == []
+    assert reads.match_stamped(f"{root}/zz/*.wav") == []
     with pytest.raises(UsageError, match="cannot list files"):
-        inputs.match_stamped("nosuchscheme://bucket/*.wav")
+        reads.match_stamped("nosuchscheme://bucket/*.wav")

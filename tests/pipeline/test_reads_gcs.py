@@ -474,7 +474,7 @@ import sys
 from apache_beam.io.filesystems import FileSystems
 from pipelines import job
 from pipelines.config import RecordConfig
-from pipelines.inputs import output_dir_state, scan_headers
+from pipelines.plan.reads import output_dir_state, scan_headers
 from pipelines.plan import list_inputs
 from runners.internals import JobOptions
 argv = ["--no_auth"]

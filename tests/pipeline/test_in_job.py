@@ -1,4 +1,4 @@
-"""A plain record run is planned in the job (`pipelines.job_plan`, issue 42): the same bytes as
+"""A plain record run is planned in the job (`pipelines.plan.in_job`, issue 42): the same bytes as
 the launcher's plan, and the launcher's one-line refusals.
 
 - Both paths (`pipelines.job.run_job` with ``plan_in_job`` True / False) write the same files:
@@ -184,9 +184,9 @@ def test_the_plan_step_refuses_feature_shapes_other_than_the_launchers(tmp_path)
     import dataclasses
 
     from pipelines.config import RecordConfig, UsageError
-    from pipelines.inputs import scan_headers
-    from pipelines.job_plan import PlanArgs, plan_step, summarize
     from pipelines.plan import TaskCut, launcher_windows_config, list_inputs
+    from pipelines.plan.in_job import PlanArgs, plan_step, summarize
+    from pipelines.plan.reads import scan_headers
 
     clips = _clips(tmp_path / "clips", 8)
     config = RecordConfig(
@@ -282,8 +282,8 @@ def test_planned_batch_by_batch_the_tasks_are_the_launchers(tmp_path, options, s
     ``--max_elements`` cutting inside a batch, splits: the same read config, shard counts,
     read tasks (ids and segments) and refused files as `plan_headers` on every file."""
     from pipelines.config import RecordConfig
-    from pipelines.inputs import scan_headers
     from pipelines.plan import list_inputs, plan_headers
+    from pipelines.plan.reads import scan_headers
 
     clips = _mixed(tmp_path / "clips")
     config = RecordConfig(
@@ -316,8 +316,8 @@ def test_planned_batch_by_batch_a_refusal_is_the_launchers_line(tmp_path):
     """``--signal_dtype int16`` on 24-bit files spread over batches, ``--strict`` with bad files
     in later batches: the same one line (the first files named, the others counted)."""
     from pipelines.config import RecordConfig, UsageError
-    from pipelines.inputs import scan_headers
     from pipelines.plan import list_inputs, plan_headers
+    from pipelines.plan.reads import scan_headers
 
     clips = _mixed(tmp_path / "clips")
     base = {"input_pattern": f"{clips}/*/*.wav", "output_dir": str(tmp_path / "ds")}
@@ -342,9 +342,9 @@ def test_the_plan_step_with_small_header_batches_gives_the_launchers_tasks(tmp_p
     from apache_beam.testing.util import assert_that, equal_to
 
     from pipelines.config import RecordConfig
-    from pipelines.inputs import scan_headers
-    from pipelines.job_plan import PlanArgs, PlanInJob
     from pipelines.plan import list_inputs, plan_headers
+    from pipelines.plan.in_job import PlanArgs, PlanInJob
+    from pipelines.plan.reads import scan_headers
     from transforms.stages import staged
 
     clips = _mixed(tmp_path / "clips")
@@ -385,8 +385,8 @@ def test_a_version_1_record_of_a_run_planned_in_the_job_still_resumes(tmp_path):
 
     from pipelines import job
     from pipelines.config import RecordConfig, UsageError
-    from pipelines.inputs import RUN_MARKER
     from pipelines.plan import list_inputs, one_task, plan_record
+    from pipelines.plan.reads import RUN_MARKER
 
     clips = _clips(tmp_path / "clips", 8)
     out = tmp_path / "ds"

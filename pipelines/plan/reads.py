@@ -1,9 +1,9 @@
 """Planning's I/O: class lists, label CSVs, audio headers, annotation tables, listing inputs and
 the output dir.
 
-Everything `pipelines.plan` learns from storage goes through here (Beam's FileSystems: local,
-gs://, s3://..., imported on first use, so importing planning imports no Beam); the planning
-steps themselves stay pure.
+Everything planning (`pipelines.plan`) learns from storage goes through here (Beam's
+FileSystems: local, gs://, s3://..., imported on first use, so importing planning imports no
+Beam); the planning steps themselves stay pure.
 """
 
 from __future__ import annotations

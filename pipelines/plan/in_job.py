@@ -1,14 +1,15 @@
 """The record job's plan step: every file's header read where the work runs, then the plan.
 
 A plain record run (`pipelines.job`) lists and labels its inputs in the launcher
-(`pipelines.plan.list_inputs`: no request a file) and stages them (`transforms.stages.staged`);
-the job then reads their headers in parallel and plans batch by batch, with the pure functions
-the launcher's plan is made of (`pipelines.plan.summarize_headers`, `plan_summary`,
-`cut_batch`: `plan_headers`' checks, shard counts and read tasks), so both paths cut the same
+(`pipelines.plan.listing.list_inputs`: no request a file) and stages them
+(`transforms.stages.staged`); the job then reads their headers in parallel and plans batch by
+batch, with the pure functions the launcher's plan is made of (`pipelines.plan.batches`:
+`summarize_headers`, `plan_summary`, `cut_batch`: `plan_headers`' checks, shard counts and
+read tasks), so both paths cut the same
 read tasks and write the same bytes; no step holds every file as objects: a read task keeps
 its segments as the plan step's pickled pieces, decoded as the task reads them
 (`transforms.stages.task_coder.EncodedSegments`; the one task of a runner that runs one task,
-`pipelines.plan.one_task`, has every file's segment)::
+`pipelines.plan.sizing.one_task`, has every file's segment)::
 
     staged inputs -> batches of files -> Reshuffle -> ReadHeaders -> Summarize (per batch)
         -> AllSummaries (one, no per-file list) -> Plan: how each batch cuts its rows (TaskCut),
@@ -33,10 +34,8 @@ from typing import Any
 import apache_beam as beam
 
 from pipelines.config import RecordConfig, UsageError
-from pipelines.inputs import scan_headers
-from pipelines.plan import (
+from pipelines.plan.batches import (
     HeaderSummary,
-    ScannedInputs,
     TaskCut,
     cut_batch,
     merge_summaries,
@@ -44,6 +43,8 @@ from pipelines.plan import (
     summarize_headers,
     summary_audio_ms,
 )
+from pipelines.plan.reads import scan_headers
+from pipelines.plan.types import ScannedInputs
 from transforms.planning.types import InputFile, ReadTask
 from transforms.stages import staged
 from transforms.stages.task_coder import EncodedPiece, EncodedSegments, encode_segments
@@ -65,15 +66,15 @@ def batches(inputs: staged.Staged, *, size: int = HEADER_BATCH) -> Iterator[list
 
 
 def read_headers(files: list[InputFile]) -> list[InputFile]:
-    """`files` with their headers read (`pipelines.inputs.scan_headers`: equal headers share one
+    """`files` with their headers read (`pipelines.plan.reads.scan_headers`: equal headers share one
     object, a file that cannot be read gets its `error`)."""
     beam.metrics.Metrics.counter("record", "headers_read").inc(len(files))
     return list(scan_headers(files))
 
 
 class MergeSummaries(beam.CombineFn):
-    """Batches' `HeaderSummary`s -> the summary of them all (`pipelines.plan.merge_summaries`,
-    every `_MERGE_EVERY` summaries added)."""
+    """Batches' `HeaderSummary`s -> the summary of them all
+    (`pipelines.plan.batches.merge_summaries`, every `_MERGE_EVERY` summaries added)."""
 
     def create_accumulator(self) -> list[HeaderSummary]:
         return []
@@ -102,7 +103,7 @@ class PlanArgs:
       config: the run's options.
       listed: `list_inputs`' result without its inputs and stamps (classes, sharding, ...).
       cpu_count: the launcher's cores (read tasks per core, as the launcher plans them).
-      single_task: the runner runs tasks one at a time (`pipelines.plan.one_task`).
+      single_task: the runner runs tasks one at a time (`pipelines.plan.sizing.one_task`).
       compute_threads: the read stage's feature threads (`runners.compute_threads`).
       feature_shapes: the launcher's feature shapes (from ``--sample_rate`` or its first
         readable header), which TFT's analysis was built with: the plan step's must be equal.
@@ -152,7 +153,7 @@ def plan_step(summary: HeaderSummary, args: PlanArgs) -> Iterator[Any]:
 
 def cut_step(files: list[InputFile], cut: TaskCut, args: PlanArgs) -> Iterator[Any]:
     """A batch of files with their headers read -> (task id, its segments of the batch) for
-    each task the batch has rows of (`pipelines.plan.cut_batch`: one element per task and batch,
+    each task the batch has rows of (`cut_batch`: one element per task and batch,
     pickled with the batch's shared headers) and its refused files (tagged ``errors``)."""
     for f in files:
         if f.error:
@@ -165,8 +166,8 @@ def cut_step(files: list[InputFile], cut: TaskCut, args: PlanArgs) -> Iterator[A
 
 def to_task(keyed: tuple[int, Iterable[EncodedPiece]]) -> ReadTask:
     """(task id, its pieces from each batch) -> the read task: its segments in (file index, row
-    start) order, as `pipelines.plan.read_task` orders them (a batch's pieces are in that order
-    and batches do not overlap), kept encoded (`task_coder.EncodedSegments`)."""
+    start) order, as `pipelines.plan.batches.read_task` orders them (a batch's pieces are in
+    that order and batches do not overlap), kept encoded (`task_coder.EncodedSegments`)."""
     beam.metrics.Metrics.counter("record", "read_tasks").inc()
     task_id, pieces = keyed
     return ReadTask(task_id, EncodedSegments(pieces))

@@ -1,0 +1,242 @@
+"""Inputs, labels and splits: match the files, label them, read their headers (`scan_inputs`).
+
+`list_inputs` makes no request a file (the class list file, the listing, the label CSV; the
+reads are in `pipelines.plan.reads`); `label_inputs` gives each matched file its index, label
+and split (pure); `read_headers` reads every header, resolves the signal dtype, checks the
+output directory and reads the annotation tables. `launcher_windows_config` is the read
+configuration a run planned in the job knows in the launcher (one header read at most).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import operator
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from pipelines.config import RecordConfig, UsageError, require
+from pipelines.plan.checks import check_inputs, check_output_dir
+from pipelines.plan.reads import (
+    match_stamped,
+    output_dir_state,
+    read_annotation_tables,
+    read_classes_file,
+    read_csv_labels,
+    scan_headers,
+)
+from pipelines.plan.sizing import feature_shapes, windows_config
+from pipelines.plan.types import Continuation, ScannedInputs
+from replay import format as fmt
+from transforms.audio import labels
+from transforms.planning import annotation_plan
+from transforms.planning.sharding import pattern_base, split_of
+from transforms.planning.types import InputFile, ReadWindowsConfig, Sharding
+
+
+def scan_inputs(
+    config: RecordConfig,
+    *,
+    shard_func: Callable[[dict], int] | None = None,
+    continuation: Continuation | None = None,
+) -> ScannedInputs:
+    """Matches the inputs, reads their labels and headers, checks the output directory.
+
+    `list_inputs`, then `read_headers`: all of planning's I/O.
+    """
+    listed = list_inputs(config, shard_func=shard_func, continuation=continuation)
+    return read_headers(config, listed)
+
+
+def list_inputs(
+    config: RecordConfig,
+    *,
+    shard_func: Callable[[dict], int] | None = None,
+    continuation: Continuation | None = None,
+) -> ScannedInputs:
+    """Matches the inputs and labels them: no request a file (the class list file, the
+    listing, the label CSV).
+
+    With a `continuation` (``--append``) the inputs the dataset holds are left out, the others
+    are numbered after its own and split by its rule. The result's inputs have no header and
+    its `signal_dtype` is empty (`read_headers` reads and resolves them).
+
+    Raises:
+      UsageError: no input, an unreadable class list or label CSV.
+    """
+    try:
+        fixed_classes = labels.parse_classes(config.classes, read_text=read_classes_file)
+    except ValueError as e:
+        raise UsageError(str(e)) from e
+    stamps = tuple(match_stamped(config.input_pattern))
+    if continuation is not None:
+        stamps = tuple(s for s in stamps if s[0] not in continuation.known)
+    require(bool(stamps), f"--input_pattern {config.input_pattern!r} matches no file")
+    _, csv_path = labels.parse_label_source(config.label_source)
+    csv_labels = read_csv_labels(csv_path) if csv_path else None
+    sharding = Sharding(
+        shard_by=config.shard_by,
+        splits=config.split_weights,
+        split_base=(
+            pattern_base(config.input_pattern) if continuation is None else continuation.split_base
+        ),
+        elements_per_shard=config.elements_per_shard,
+        max_elements=config.max_elements,
+        shard_func=shard_func,
+    )
+    labelled = label_inputs(
+        stamps,
+        config,
+        csv_labels=csv_labels,
+        fixed_classes=fixed_classes,
+        sharding=sharding,
+        first_index=0 if continuation is None else continuation.first_index,
+    )
+    # (label, error), each once
+    pairs = set(zip(map(_LABEL, labelled), map(_ERROR, labelled), strict=True))
+    classes = labels.run_classes((label for label, error in pairs if error is None), fixed_classes)
+    sharding = dataclasses.replace(
+        sharding, classes=tuple(sorted({label for label, _ in pairs if label}))
+    )
+    return ScannedInputs(
+        output_dir=config.output_dir.rstrip("/") or "/",
+        inputs=tuple(labelled),
+        classes=classes,
+        sharding=sharding,
+        signal_dtype="",
+        stamps=stamps,
+        fixed_classes=fixed_classes,
+    )
+
+
+def label_inputs(
+    matched: Sequence[tuple[str, int] | tuple[str, int, float]],
+    config: RecordConfig,
+    *,
+    csv_labels: Mapping[str, str] | None,
+    fixed_classes: tuple[str, ...] | None,
+    sharding: Sharding,
+    first_index: int = 0,
+) -> list[InputFile]:
+    """(path, size[, modification time]) -> `InputFile`s with index (from `first_index`),
+    label and split (pure).
+
+    Class ids come from every usable label, known here: never from the data. A file without a
+    label, or whose label is outside ``--classes`` (unless ``--unknown_class keep``), gets its
+    `error`. With ``--annotations`` the labels come from the tables later: every label is "".
+    """
+    kind, _ = labels.parse_label_source(config.label_source)
+    if matched and set(map(len, matched)) == {3}:  # (path, size, time) each: as columns
+        paths, sizes, times = map(list, zip(*matched, strict=True))
+        modified = times if set(map(type, times)) == {float} else list(map(float, times))
+    else:
+        paths = [stamp[0] for stamp in matched]
+        sizes = [stamp[1] for stamp in matched]
+        modified = [float(stamp[2]) if len(stamp) > 2 else 0.0 for stamp in matched]
+    indexes = range(first_index, first_index + len(paths))
+    one_split = None if sharding.splits else fmt.ALL_SPLIT  # else hashed from each path
+    splits = itertools.repeat(one_split) if one_split else [split_of(p, sharding) for p in paths]
+    if config.annotations:  # the tables label the files
+        return list(
+            map(
+                InputFile,
+                indexes,
+                paths,
+                sizes,
+                itertools.repeat(""),
+                splits,
+                *_NO_HEADER,
+                modified,
+            )
+        )
+    keep_unknown = config.unknown_class == "keep"
+    # a label or LabelError -> (the one string of the label, why it is not a class or None):
+    # one string per label (a dirname label is a new slice of each path) in the plan and the
+    # pickled read tasks
+    cells: dict[Any, tuple[str | None, str | None]] = {}
+    found = labels.label_paths(paths, kind=kind, csv_labels=csv_labels)
+    for label in dict.fromkeys(found):
+        if isinstance(label, labels.LabelError):
+            cells[label] = (None, str(label).split(": ", 1)[-1])
+        else:
+            refusal = labels.class_error(label, fixed_classes, keep_unknown=keep_unknown)
+            cells[label] = (sys.intern(label), refusal)
+    labelled = list(map(cells.__getitem__, found))
+    return list(
+        map(
+            InputFile,
+            indexes,
+            paths,
+            sizes,
+            map(operator.itemgetter(0), labelled),
+            splits,
+            itertools.repeat(None),  # info
+            map(operator.itemgetter(1), labelled),  # error
+            itertools.repeat(None),  # annotation
+            modified,
+        )
+    )
+
+
+_LABEL = operator.attrgetter("label")
+_ERROR = operator.attrgetter("error")
+_NO_HEADER = (itertools.repeat(None), itertools.repeat(None), itertools.repeat(None))
+
+
+def read_headers(config: RecordConfig, listed: ScannedInputs) -> ScannedInputs:
+    """`listed` (`list_inputs`) with every file's header read and the signal dtype resolved;
+    checks the output directory and reads the annotation tables.
+
+    Raises:
+      UsageError: no dtype for every file, a bad file with ``--strict``, an output directory
+        we may not replace, bad tables.
+    """
+    inputs = scan_headers(list(listed.inputs))
+    dtype = check_inputs(config, inputs)
+    check_output_dir(config, listed.output_dir, output_dir_state(listed.output_dir))
+    scanned = dataclasses.replace(listed, inputs=inputs, signal_dtype=dtype)
+    annotated = config.annotation_config
+    if annotated is None:
+        return scanned
+    try:  # every file's windows and labels, from the tables
+        events, table_errors = read_annotation_tables(annotated)
+        inputs, notes = annotation_plan.annotate(
+            inputs,
+            annotated,
+            events,
+            table_errors,
+            window=config.window,
+            split_channels=config.channel_mode == "split",
+            sample_rate=config.sample_rate,
+            fixed_classes=listed.fixed_classes,
+            split_base=listed.sharding.split_base,
+            strict=config.strict,
+        )
+    except ValueError as e:
+        raise UsageError(str(e)) from e
+    return dataclasses.replace(
+        scanned,
+        inputs=inputs,
+        classes=notes.classes,
+        max_events=notes.max_events,
+        annotation_errors=notes.errors,
+    )
+
+
+def launcher_windows_config(config: RecordConfig, listed: ScannedInputs) -> ReadWindowsConfig:
+    """The read configuration the launcher can know without reading every header: the
+    feature shapes at ``--sample_rate`` or the first readable file's rate (a header read per
+    file tried, in index order, until one reads); the signal dtype is ``--signal_dtype`` as
+    given (the plan step resolves ``auto``)."""
+    first: tuple[InputFile, ...] = ()
+    if config.feature_names and not config.sample_rate:
+        for f in listed.inputs:
+            if f.error is None:
+                (headed,) = scan_headers([f])
+                if headed.info is not None:
+                    first = (headed,)
+                    break
+    shapes = feature_shapes(config, first)
+    scanned = dataclasses.replace(listed, signal_dtype=config.signal_dtype)
+    return windows_config(config, scanned, shapes)
