@@ -107,7 +107,7 @@ def plan_headers(
     """The plan of `listed` (`list_inputs`) once its files' headers are read (`inputs`, in
     index order): the signal dtype, shard counts and read tasks, as `read_headers` and
     `size_tasks` make them (pure; `one_task` when `single_task`). The record job's plan step
-    (`pipelines.job_plan`) makes the same plan batch by batch, without every file in one list
+    (`pipelines.plan.in_job`) makes the same plan batch by batch, without every file in one list
     (`summarize_headers`, `merge_summaries`, `plan_summary`, `cut_batch`, `read_task`).
 
     Raises:
