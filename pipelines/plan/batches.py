@@ -39,8 +39,9 @@ class HeaderSummary:
 
     Attributes:
       batches: each batch's planned rows (`transforms.planning.sharding.BatchRows`).
-      headers: (header, files with it, (index, path) of its first `NAMED_FILES` files) of
-        every distinct header (the signal dtype; a refusal names the first files).
+      headers: (format, files with it, (index, path) of its first `NAMED_FILES` files) of
+        every distinct format: a header without its length (`_format`), all the signal-dtype
+        rule reads (a refusal names the first files), so files of any lengths share one.
       first_bad: (index, path, reason) of the first file refused (``--strict``), or None.
       first_header: (index, header) of the first file with a header (feature shapes), or None.
       frames: (sample rate, frames) of the files with a header (their seconds of audio).
@@ -95,10 +96,11 @@ def summarize_headers(
     for f in files:
         if f.info is None:
             continue
-        count, named = headers.get(f.info, (0, []))
+        key = _format(f.info)
+        count, named = headers.get(key, (0, []))
         if len(named) < NAMED_FILES:
             named.append((f.index, f.path))
-        headers[f.info] = (count + 1, named)
+        headers[key] = (count + 1, named)
         if first_header is None:
             first_header = (f.index, f.info)
         if f.error is None and f.info.sample_rate:
@@ -209,6 +211,11 @@ def read_task(task_id: int, segments: Iterable[Segment]) -> ReadTask:
     """The read task of `segments` (`cut_batch`'s pieces of one task id, in any order)."""
     ordered = sorted(segments, key=lambda seg: (seg.file.index, seg.row_start))
     return ReadTask(task_id, tuple(ordered))
+
+
+def _format(info: WavInfo) -> WavInfo:
+    """`info` without its length: one entry a format, however many lengths the files have."""
+    return info if info.num_frames == 0 else dataclasses.replace(info, num_frames=0)
 
 
 class _SummaryHeaders(Collection[tuple[str, Any]]):

@@ -334,6 +334,33 @@ def test_planned_batch_by_batch_a_refusal_is_the_launchers_line(tmp_path):
         assert "and 1 more" in str(job.value) or options.get("strict")
 
 
+def test_a_batch_summary_holds_one_entry_a_format_whatever_the_lengths(tmp_path):
+    """30 files of 5 lengths in two formats (16- and 24-bit): each summary, and their merge,
+    holds one header entry a format, not one a length (a corpus of arbitrary lengths would
+    otherwise give one a file), with every file counted."""
+    from pipelines.config import RecordConfig
+    from pipelines.plan import list_inputs, merge_summaries, summarize_headers
+    from pipelines.plan.reads import scan_headers
+
+    clips = _mixed(tmp_path / "clips")
+    config = RecordConfig(
+        input_pattern=f"{clips}/*/*.wav",
+        output_dir=str(tmp_path / "ds"),
+        win_len=1000,
+        label_source="dirname",
+    )
+    listed = list_inputs(config)
+    headed = scan_headers(list(listed.inputs))
+    assert len({f.info for f in headed if f.info}) > 2  # lengths make more distinct headers
+    summary = merge_summaries(summarize_headers(config, listed, headed[i : i + 4]) for i in (0, 4))
+    whole = merge_summaries(
+        [summarize_headers(config, listed, headed[i : i + 4]) for i in range(0, len(headed), 4)]
+    )
+    assert len(summary.headers) <= 2
+    assert sorted(h[0].subtype for h in whole.headers) == ["PCM_16", "PCM_24"]
+    assert sum(count for _, count, _ in whole.headers) == sum(f.info is not None for f in headed)
+
+
 def test_the_plan_step_with_small_header_batches_gives_the_launchers_tasks(tmp_path):
     """`PlanInJob` in a Beam pipeline with batches of 3 files: the read tasks, the refused files
     and the (ReadWindowsConfig, Sharding) are `plan_headers`' own."""
