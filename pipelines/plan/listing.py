@@ -138,41 +138,33 @@ def label_inputs(
     one_split = None if sharding.splits else fmt.ALL_SPLIT  # else hashed from each path
     splits = itertools.repeat(one_split) if one_split else [split_of(p, sharding) for p in paths]
     if config.annotations:  # the tables label the files
-        return list(
-            map(
-                InputFile,
-                indexes,
-                paths,
-                sizes,
-                itertools.repeat(""),
-                splits,
-                *_NO_HEADER,
-                modified,
-            )
-        )
-    keep_unknown = config.unknown_class == "keep"
-    # a label or LabelError -> (the one string of the label, why it is not a class or None):
-    # one string per label (a dirname label is a new slice of each path) in the plan and the
-    # pickled read tasks
-    cells: dict[Any, tuple[str | None, str | None]] = {}
-    found = labels.label_paths(paths, kind=kind, csv_labels=csv_labels)
-    for label in dict.fromkeys(found):
-        if isinstance(label, labels.LabelError):
-            cells[label] = (None, str(label).split(": ", 1)[-1])
-        else:
-            refusal = labels.class_error(label, fixed_classes, keep_unknown=keep_unknown)
-            cells[label] = (sys.intern(label), refusal)
-    labelled = list(map(cells.__getitem__, found))
+        label_column, error_column = itertools.repeat(""), itertools.repeat(None)
+    else:
+        keep_unknown = config.unknown_class == "keep"
+        # a label or LabelError -> (the one string of the label, why it is not a class or
+        # None): one string per label (a dirname label is a new slice of each path) in the
+        # plan and the pickled read tasks
+        cells: dict[Any, tuple[str | None, str | None]] = {}
+        found = labels.label_paths(paths, kind=kind, csv_labels=csv_labels)
+        for label in dict.fromkeys(found):
+            if isinstance(label, labels.LabelError):
+                cells[label] = (None, str(label).split(": ", 1)[-1])
+            else:
+                refusal = labels.class_error(label, fixed_classes, keep_unknown=keep_unknown)
+                cells[label] = (sys.intern(label), refusal)
+        labelled = list(map(cells.__getitem__, found))
+        label_column = map(operator.itemgetter(0), labelled)
+        error_column = map(operator.itemgetter(1), labelled)
     return list(
         map(
             InputFile,
             indexes,
             paths,
             sizes,
-            map(operator.itemgetter(0), labelled),
+            label_column,
             splits,
             itertools.repeat(None),  # info
-            map(operator.itemgetter(1), labelled),  # error
+            error_column,
             itertools.repeat(None),  # annotation
             modified,
         )
@@ -181,7 +173,6 @@ def label_inputs(
 
 _LABEL = operator.attrgetter("label")
 _ERROR = operator.attrgetter("error")
-_NO_HEADER = (itertools.repeat(None), itertools.repeat(None), itertools.repeat(None))
 
 
 def read_headers(config: RecordConfig, listed: ScannedInputs) -> ScannedInputs:
