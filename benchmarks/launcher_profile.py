@@ -24,7 +24,6 @@ after them is timed too (about what the collector leaves to the job).
 from __future__ import annotations
 
 import argparse
-import concurrent.futures
 import contextlib
 import dataclasses
 import json
@@ -192,11 +191,9 @@ def child_in_job(pattern: str, out: str, *, match_only: bool = False) -> dict:
     from pipelines.config import RecordConfig
     from pipelines.plan.in_job import PlanInJob
     from pipelines.record import RecordOptions
-    from pipelines.resume import fingerprint as fp
     from pipelines.resume.output_dir import job_fingerprint, prepare_output_dir
     from runners import internals
     from runners.internals import JobOptions
-    from transforms.stages import atomic
     from transforms.stages import staged as staged_lists
 
     gc.collect()
@@ -241,21 +238,11 @@ def child_in_job(pattern: str, out: str, *, match_only: bool = False) -> dict:
         step("inputs pickled")
         prepare_output_dir(planned)
         step("prepare_output_dir")
-        with concurrent.futures.ThreadPoolExecutor(2) as pool:  # as _run_planned_in_job does
-            written = [
-                pool.submit(
-                    atomic.write_atomically,
-                    f"{out}/{fp.FINGERPRINT_FILE}",
-                    fp.json_pieces(fingerprint),
-                ),
-                pool.submit(staged_lists.write, inputs, data),
-            ]
+        with job.written_while_built(out, fingerprint, inputs, data):  # as the job does
             p = beam.Pipeline(options=options)
             job.build_pipeline(p, planned, planning=planning)
             step("build_pipeline (files written meanwhile)")
-            for done in written:
-                done.result()
-            step("writes joined")
+        step("writes joined")
     staged_lists.release(inputs)
     return {
         "files": len(listed.inputs),

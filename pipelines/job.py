@@ -29,6 +29,7 @@ its records and parts, then reads the rest.
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import dataclasses
 import functools
 import json
@@ -37,7 +38,7 @@ import operator
 import os
 import re
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import apache_beam as beam
@@ -406,6 +407,29 @@ class _LaunchInJob:
         return listed
 
 
+@contextlib.contextmanager
+def written_while_built(
+    out: str, fingerprint: Mapping[str, Any], inputs: staged_lists.Staged, data: bytes
+) -> Iterator[None]:
+    """Writes a run's resume fingerprint and its staged inputs (`data`, from
+    `staged.pickled`) in two threads while the body builds the job: on an object store each
+    write is requests to wait on, and the fingerprint's text is made a piece at a time as it is
+    written. On leaving, both are written (or their error is raised)."""
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        written = [
+            pool.submit(
+                atomic.write_atomically,
+                f"{out}/{fp.FINGERPRINT_FILE}",
+                fp.json_pieces(fingerprint),
+            ),
+            pool.submit(staged_lists.write, inputs, data),
+        ]
+        del fingerprint, data  # the writers hold them until written
+        yield
+        for done in written:
+            done.result()
+
+
 def _run_planned_in_job(
     config: RecordConfig,
     launch: _LaunchInJob,
@@ -432,25 +456,12 @@ def _run_planned_in_job(
         planning = PlanInJob(inputs, args)
         del listed, args  # the job holds the staged inputs, not the launcher
         prepare_output_dir(plan)
-        # both files are written while the job is built (on an object store each write is
-        # requests to wait on; the fingerprint's text is made a piece at a time as it is
-        # written); the fingerprint is there before the job starts
-        try:
-            with concurrent.futures.ThreadPoolExecutor(2) as pool:
-                written = [
-                    pool.submit(
-                        atomic.write_atomically,
-                        f"{out}/{fp.FINGERPRINT_FILE}",
-                        fp.json_pieces(fingerprint),
-                    ),
-                    pool.submit(staged_lists.write, inputs, data),
-                ]
+        try:  # the fingerprint is there before the job starts
+            with written_while_built(out, fingerprint, inputs, data):
                 del fingerprint, data
                 start = time.monotonic()
                 p = beam.Pipeline(options=options)
                 build_pipeline(p, plan, planning=planning)
-                for done in written:
-                    done.result()
         except BaseException:
             staged_lists.release(inputs)
             raise
