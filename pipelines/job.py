@@ -271,7 +271,7 @@ def run_job(
         state = output_dir_state(listed.output_dir)
         resuming = config.resume and state == "ours"
         in_job = is_url(config.input_pattern) if plan_in_job is None else plan_in_job
-        if in_job and not resuming and not _translation_only(options):
+        if in_job and not resuming:
             launch = _LaunchInJob(listed)
             del listed  # the job's launch holds the listing until its pipeline is built
             return _run_planned_in_job(config, launch, state, options=options, argv=argv)
@@ -329,15 +329,6 @@ def run_job(
         reused_tasks=reused.whole_tasks,
         reused_windows=reused.windows,
     )
-
-
-def _translation_only(options: JobOptions) -> bool:
-    """`runners.translation_only` before the runner is configured (an unknown runner: False,
-    `runners.configure` then says so)."""
-    try:
-        return runners.translation_only(options)
-    except runners.RunnerError:
-        return False
 
 
 def launcher_plan(
@@ -449,6 +440,8 @@ def _run_planned_in_job(
     out = listed.output_dir
     with internals.collector_paused():  # the launcher's steps; the job runs with it on
         plan, args = launcher_plan(config, listed, state, options=options, argv=argv)
+        if runners.translation_only(options):  # Dataflow template: the job description only
+            return _describe_job(plan, listed, args, options=options)
         cut = {"cpu_count": args.cpu_count, "single_task": args.single_task}
         fingerprint = job_fingerprint(plan.params, listed, cut=cut)
         total_files = len(listed.inputs)
@@ -487,6 +480,21 @@ def _run_planned_in_job(
     seconds = job_counters.get(PLANNED_AUDIO_MS, 0) / 1000  # failed while read: counted too
     summary = summarize(plan, elapsed, counters=job_counters, audio_seconds=seconds)
     return dataclasses.replace(summary, total_tasks=job_counters.get("read_tasks", 0))
+
+
+def _describe_job(
+    plan: RecordPlan, listed: ScannedInputs, args: PlanArgs, *, options: JobOptions
+) -> RecordResult:
+    """The job description of a run planned in the job (a Dataflow template): its inputs
+    staged for the job's plan step, the output directory otherwise untouched, nothing run."""
+    inputs = staged_lists.stage(listed.output_dir, "inputs", listed.inputs)
+    try:
+        p = beam.Pipeline(options=options)
+        build_pipeline(p, plan, planning=PlanInJob(inputs, args))
+        p.run()
+    finally:
+        staged_lists.release(inputs)
+    return RecordResult.job_description_only(plan.output_dir)
 
 
 _SIZE = operator.attrgetter("size_bytes")  # of an InputFile
