@@ -7,7 +7,9 @@ SDK workers from ``python -m runners.worker_pool``. Shards, schema and manifest 
 ``created_utc``) must be byte-identical to an in-memory DirectRunner run of the same input.
 On the session cluster a
 TaskManager is killed (SIGKILL) in the middle of the job: Flink restarts the job on the other
-TaskManager and the dataset must still be exact.
+TaskManager and the dataset must still be exact. On the Spark cluster the job is also run
+planned in the job (`run_job(plan_in_job=True)`): its plan step reads the headers on the
+separate SDK workers.
 """
 
 from __future__ import annotations
@@ -98,6 +100,41 @@ def test_spark_standalone_cluster_gives_the_direct_runners_dataset(
     )
     text = _finish(job)
     assert "recorded 18 windows from 6 files (0 failed) into 2 " in text
+    assert_same_dataset(out, reference)
+
+
+# the record job of `pipelines.record`'s command line, planned in the job whatever its inputs
+PLANNED_IN_JOB = """
+import sys
+from apache_beam.options.pipeline_options import PipelineOptions
+from pipelines import job
+from pipelines.config import RecordConfig
+from pipelines.record import RecordOptions
+argv = sys.argv[1:]
+config = RecordConfig.from_namespace(PipelineOptions(argv).view_as(RecordOptions))
+result = job.run_job(config, beam_argv=argv, plan_in_job=True)
+print("planned in the job:", result.num_examples, "windows from", result.num_files, "files")
+"""
+
+
+def test_spark_cluster_plans_in_the_job_and_gives_the_direct_runners_dataset(
+    spark_cluster, worker_pool, reference, tmp_path
+):
+    # the job's plan step on separate SDK workers: they read the launcher's staged listing from
+    # the output directory and the headers themselves
+    out, log = tmp_path / "out", tmp_path / "record.log"
+    engine = ("--runner", "SparkRunner", "--spark_master_url", spark_cluster.url)
+    engine += ("--spark_job_server_jar", str(jobserver.jar_path("spark")))
+    external = ("--environment_type", "EXTERNAL")
+    external += ("--environment_config", f"127.0.0.1:{worker_pool}")
+    job = clusters.Process(
+        "record job planned in the job",
+        [sys.executable, "-c", PLANNED_IN_JOB, *_argv(out), *engine, *external],
+        log,
+        env=spark_cluster.env,
+    )
+    text = _finish(job)
+    assert "planned in the job: 18 windows from 6 files" in text, text[-2000:]
     assert_same_dataset(out, reference)
 
 
