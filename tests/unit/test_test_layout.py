@@ -40,10 +40,6 @@ COVERED_ELSEWHERE = {
     "runners/threads.py": "tests/pipeline/test_runners.py",
     # the worker set-up staged to Dataflow: the offline job translation stages it
     "runners/worker_setup.py": "tests/pipeline/test_dataflow.py",
-    # the tf.signal graph of the features: checked against the numpy path it must equal (the
-    # paths agree, the saved serving module, blocking, shapes) with that file's waveforms and
-    # tolerances; test_features_real.py: both paths on real recordings
-    "transforms/audio/features_tf.py": "tests/unit/test_features.py",
 }
 
 
