@@ -14,8 +14,8 @@ import pytest
 import soundfile as sf
 
 from replay import format as fmt
+from tests.support.annotation_tables import audacity_table, brute_labels, raven_table
 from tests.support.record_helpers import load_manifest, read_records, record
-from tests.unit.test_annotations import _audacity, _brute_labels, _raven
 from transforms.audio import annotation_windows as aw
 from transforms.audio import annotations as ann
 from transforms.audio.annotation_stats import merge_summaries
@@ -49,10 +49,10 @@ def _corpus(root: Path, truth) -> None:
         sf.write(root / "audio" / path, noise, RATE, subtype="PCM_16")
     tables = root / "tables"
     tables.mkdir()
-    raven = _raven(truth["site1/long_a.wav"], audio=None)
+    raven = raven_table(truth["site1/long_a.wav"], audio=None)
     raven += "99\tSpectrogram 1\t1\t5.0\t4.0\t10\t20\ttug\n"  # end before start
     (tables / "long_a.Table.1.selections.txt").write_text(raven)
-    audacity = _audacity(truth["site1/long_b.wav"]) + "29.5\t31.0\tgrunt\n"  # past the end
+    audacity = audacity_table(truth["site1/long_b.wav"]) + "29.5\t31.0\tgrunt\n"  # past the end
     (tables / "long_b.txt").write_text(audacity)
     rows = [f"{a / RATE!r},{b / RATE!r},{label}" for a, b, label in truth["site2/long_c.wav"]]
     csv = "path,start_s,end_s,label\n" + "".join(f"site2/long_c.wav,{r}\n" for r in rows)
@@ -96,7 +96,7 @@ def test_grid_windows_labelled_by_the_rule_in_all_three_formats(tmp_path):
         rows = by_file[str(tmp_path / "audio" / path)]
         starts = [r["win_start_idx"] for r in rows]
         assert starts == list(range(0, frames - WIN + 1, HOP))  # every grid window, once
-        want = _brute_labels(starts, frames, truth[path])
+        want = brute_labels(starts, frames, truth[path])
         for r, labels in zip(rows, want, strict=True):
             names = sorted(labels) or ["background"]
             np.testing.assert_array_equal(r["labels"], [c in names for c in m["classes"]])
@@ -249,7 +249,7 @@ def test_drop_background_records_only_labelled_windows(tmp_path):
         grid = list(range(0, frames - WIN + 1, HOP))
         labelled = [
             s
-            for s, labels in zip(grid, _brute_labels(grid, frames, truth[path]), strict=True)
+            for s, labels in zip(grid, brute_labels(grid, frames, truth[path]), strict=True)
             if labels
         ]
         rows = by_file.get(str(tmp_path / "audio" / path), [])

@@ -1,4 +1,6 @@
-"""Tests of transforms.audio.features against an independent float64 reference and tf.signal."""
+"""Tests of transforms.audio.features against an independent float64 reference and tf.signal.
+The tf.signal graph of the same features (`transforms.audio.features_tf`) against this numpy
+path: test_features_tf.py."""
 
 from __future__ import annotations
 
@@ -7,43 +9,16 @@ import dataclasses
 import numpy as np
 import pytest
 
+from tests.support.feature_cases import (
+    CASES,
+    CONFIG,
+    SR,
+    WIN_LEN,
+    assert_close,
+    make_waveforms,
+)
 from transforms.audio import features, features_tf
 from transforms.audio.features import FEATURE_NAMES, FeatureConfig
-
-SR = 16000
-WIN_LEN = 1600  # 100 ms: 8 frames of 400 every 160, enough for the loops of the reference
-CONFIG = FeatureConfig(names=FEATURE_NAMES)
-# Odd sizes everywhere: other sample rate, fft_length > frame_length, edges inside the band.
-ODD_CONFIG = FeatureConfig(
-    names=("mfcc", "spectrogram"),
-    frame_length=300,
-    frame_step=128,
-    fft_length=400,
-    num_mel_bins=40,
-    lower_edge_hz=0.0,
-    upper_edge_hz=7000.0,
-    num_mfccs=20,
-    log_offset=1e-3,
-)
-ODD_SR = 22050
-ODD_WIN_LEN = 2205
-
-
-def _waveforms(n: int, win_len: int, sample_rate: int, seed: int = 0) -> np.ndarray:
-    """float32 [n >= 3, win_len]: tones + noise at random levels; window 1 silent, 2 clipped."""
-    rng = np.random.default_rng(seed)
-    t = np.arange(win_len) / sample_rate
-    x = np.stack(
-        [
-            rng.uniform(0.05, 0.5) * np.sin(2 * np.pi * rng.uniform(50, 4000) * t)
-            + rng.uniform(0.001, 0.1) * rng.standard_normal(win_len)
-            for _ in range(n)
-        ]
-    )
-    x[1] = 0.0
-    x[2] = np.clip(x[2] * 50, -1.0, 1.0 - 2**-15)
-    return x.astype(np.float32)
-
 
 # --- the independent reference: float64 loops over the textbook formulas -----------------------
 
@@ -96,47 +71,10 @@ def _reference(waveforms: np.ndarray, sample_rate: int, cfg: FeatureConfig) -> d
     return {"spectrogram": spec, "log_mel": log_mel, "mfcc": mfcc}
 
 
-def _assert_close(
-    actual: dict, expected: dict, *, num_mel_bins: int, rtol: float, log_atol: float
-) -> None:
-    """Assert |actual - expected| <= rtol * |expected| + floor for every feature.
-
-    The absolute floors (assert_allclose's atol, here per frame where that is what is justified):
-    spectrogram: float32 FFT rounding is relative to the frame's energy, not to each bin (bins
-      in the Hann sidelobes are ~1e-6 of the peak), so the floor is rtol * the frame's largest
-      bin (0 for a silent frame, which must then be exactly 0).
-    log_mel: near log(x) = 0 a relative tolerance is meaningless; an absolute error e in the log
-      domain is a relative error e of the mel energy, so the floor is log_atol.
-    mfcc: a DCT-II row of M = num_mel_bins weights of size sqrt(2 / M) turns log_mel errors of
-      at most log_atol into at most sqrt(2 / M) * M * log_atol = sqrt(2 M) * log_atol.
-    """
-    assert list(actual) == list(expected)
-    for name, want in expected.items():
-        got, want = actual[name], np.asarray(want, dtype=np.float64)
-        assert got.dtype == np.float32 and got.shape == want.shape, name
-        if name == "spectrogram":
-            floor = rtol * np.abs(want).max(axis=-1, keepdims=True)
-        else:
-            floor = log_atol * (np.sqrt(2 * num_mel_bins) if name == "mfcc" else 1.0)
-        error = np.abs(got - want)
-        excess = error > rtol * np.abs(want) + floor
-        assert not excess.any(), (
-            f"{name}: {excess.sum()} of {excess.size} values off; worst at "
-            f"{np.unravel_index(np.argmax(error), error.shape)}: {got.flat[np.argmax(error)]} vs "
-            f"{want.flat[np.argmax(error)]}"
-        )
-
-
-CASES = {
-    "default": (CONFIG, SR, WIN_LEN),
-    "odd": (ODD_CONFIG, ODD_SR, ODD_WIN_LEN),
-}
-
-
 @pytest.fixture(scope="module", params=list(CASES))
 def case(request) -> tuple[FeatureConfig, int, np.ndarray]:
     cfg, sample_rate, win_len = CASES[request.param]
-    return cfg, sample_rate, _waveforms(7, win_len, sample_rate)
+    return cfg, sample_rate, make_waveforms(7, win_len, sample_rate)
 
 
 def test_compute_features_matches_independent_reference(case) -> None:
@@ -144,41 +82,7 @@ def test_compute_features_matches_independent_reference(case) -> None:
     got = features.compute_features(waveforms, sample_rate=sample_rate, config=cfg)
     ref = _reference(waveforms, sample_rate, cfg)
     want = {name: ref[name] for name in cfg.names}
-    _assert_close(got, want, num_mel_bins=cfg.num_mel_bins, rtol=1e-4, log_atol=1e-4)
-
-
-def test_numpy_and_tf_paths_agree(case) -> None:
-    cfg, sample_rate, waveforms = case
-    numpy_out = features.compute_features_numpy(waveforms, sample_rate=sample_rate, config=cfg)
-    tf_out = features_tf.compute_features_tf(waveforms, sample_rate=sample_rate, config=cfg)
-    _assert_close(numpy_out, tf_out, num_mel_bins=cfg.num_mel_bins, rtol=1e-5, log_atol=1e-5)
-
-
-def test_saved_feature_module_matches_compute_features(case, tmp_path) -> None:
-    """Train/serve skew: the exported graph, re-loaded, computes what the pipeline stored."""
-    import tensorflow as tf
-
-    cfg, sample_rate, waveforms = case
-    win_len = waveforms.shape[1]
-    module = features_tf.tf_feature_module(cfg, win_len=win_len, sample_rate=sample_rate)
-    tf.saved_model.save(module, str(tmp_path), signatures={"serving_default": module.__call__})
-    loaded = tf.saved_model.load(str(tmp_path))
-    want = features.compute_features(waveforms, sample_rate=sample_rate, config=cfg)
-
-    got = {name: t.numpy() for name, t in loaded(tf.constant(waveforms)).items()}
-    _assert_close(
-        {n: got[n] for n in cfg.names},
-        want,
-        num_mel_bins=cfg.num_mel_bins,
-        rtol=1e-5,
-        log_atol=1e-5,
-    )
-    served = loaded.signatures["serving_default"](waveforms=tf.constant(waveforms))
-    assert sorted(served) == sorted(cfg.names)
-    np.testing.assert_array_equal(served[cfg.names[0]].numpy(), got[cfg.names[0]])
-    empty = loaded(tf.zeros([0, win_len]))
-    shapes = features.feature_shapes(cfg, win_len=win_len, sample_rate=sample_rate)
-    assert {n: tuple(t.shape) for n, t in empty.items()} == {n: (0, *s) for n, s in shapes.items()}
+    assert_close(got, want, num_mel_bins=cfg.num_mel_bins, rtol=1e-4, log_atol=1e-4)
 
 
 def test_mel_matrix_matches_tf_signal() -> None:
@@ -206,7 +110,7 @@ def test_mel_matrix_matches_tf_signal() -> None:
 @pytest.mark.parametrize("compute", ["compute_features_numpy", "compute_features_tf"])
 def test_blocking_is_invisible(compute, monkeypatch) -> None:
     """Chunks larger than one block (with a partial last block) give the same features."""
-    waveforms = _waveforms(7, WIN_LEN, SR, seed=1)
+    waveforms = make_waveforms(7, WIN_LEN, SR, seed=1)
     fn = getattr(features_tf if compute == "compute_features_tf" else features, compute)
     whole = fn(waveforms, sample_rate=SR, config=CONFIG)
     monkeypatch.setattr(features, "_BLOCK_FRAMES", 3 * 8)  # 3 windows of 8 frames a block
@@ -224,7 +128,7 @@ def test_a_windows_features_do_not_depend_on_the_windows_computed_with_it() -> N
     byte-identical. (A BLAS matrix product rounds a row depending on the call's row count and
     the row's place: 826 of 1,000 clips' log_mel differed between two runners on an AMD EPYC.)
     """
-    waveforms = _waveforms(70, WIN_LEN, SR, seed=4)
+    waveforms = make_waveforms(70, WIN_LEN, SR, seed=4)
     whole = features.compute_features_numpy(waveforms, sample_rate=SR, config=CONFIG)
     for start, stop in [(0, 1), (1, 2), (5, 6), (69, 70), (0, 3), (3, 20), (17, 50), (1, 70)]:
         part = features.compute_features_numpy(waveforms[start:stop], sample_rate=SR, config=CONFIG)
@@ -237,7 +141,7 @@ def test_shapes_match_feature_shapes(cfg, sample_rate, win_len) -> None:
     shapes = features.feature_shapes(cfg, win_len=win_len, sample_rate=sample_rate)
     assert list(shapes) == list(cfg.names)
     for n in (0, 3):
-        waveforms = _waveforms(max(n, 3), win_len, sample_rate)[:n]
+        waveforms = make_waveforms(max(n, 3), win_len, sample_rate)[:n]
         for fn in (features.compute_features_numpy, features_tf.compute_features_tf):
             out = fn(waveforms, sample_rate=sample_rate, config=cfg)
             assert list(out) == list(cfg.names)
@@ -253,7 +157,9 @@ def test_feature_shapes_values() -> None:
     assert FeatureConfig(names="mfcc").names == ("mfcc",)
     assert features.feature_shapes(only, win_len=1600, sample_rate=SR) == {"log_mel": (4, 64)}
     assert (
-        features.compute_features(_waveforms(3, 1600, SR), sample_rate=SR, config=FeatureConfig())
+        features.compute_features(
+            make_waveforms(3, 1600, SR), sample_rate=SR, config=FeatureConfig()
+        )
         == {}
     )
 

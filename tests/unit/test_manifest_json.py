@@ -1,16 +1,16 @@
 """manifest.json, the source tables and shard file names as the format says, pinned as text.
 
 The record job's pure manifest builder (`finalize.build_manifest`), table encoding
-(`format.table_bytes`) and shard writer (`write_shards.write_shard`) are compared with JSON text,
-JSON Lines and file names written out here, and the reader (`replay.load_info`) is given that
-same literal text: a renamed key, a changed order or a shard name of another shape fails here,
-on either side. Format versions 2 to 4's manifest texts (version 2: files and errors inside it)
-are read still.
+(`format.table_bytes`) and shard file names (`format.shard_filename`) are compared with JSON
+text, JSON Lines and file names written out here, and the reader (`replay.load_info`) is given
+that same literal text: a renamed key, a changed order or a shard name of another shape fails
+here, on either side. Format versions 2 to 4's manifest texts (version 2: files and errors
+inside it) are read still. The file and entry the shard writer makes are pinned in
+test_write_shards.py.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 
 import pytest
@@ -18,10 +18,8 @@ import pytest
 from replay import format as fmt
 from replay import load_info
 from transforms.planning.layout import RecordLayout
-from transforms.planning.types import ShardSpec
-from transforms.stages.finalize import build_manifest, error_lines, file_lines, write_table
+from transforms.stages.finalize import build_manifest, error_lines, file_lines
 from transforms.stages.moments import Moments
-from transforms.stages.write_shards import write_shard
 
 # What finalize writes for a run with --splits train=60,test=40, --feature_dtype float16, one
 # 2x3 log_mel feature and its z-score (key order as written: json keeps it).
@@ -209,38 +207,6 @@ def test_build_manifest_gives_the_pinned_json_text():
     assert json.dumps(manifest) == json.dumps(json.loads(MANIFEST_TEXT))
 
 
-def test_file_lines_merge_a_files_segments_and_leave_failed_files_out():
-    """A long file's segments are one line (its first segment's, windows summed, keys in their
-    order), a failed file has none, lines come by index, rates once each."""
-    a = {"path": "in/a.wav", "index": 0, "num_windows": 4, "sample_rate": 16000, "x": 0.5}
-    b = {"path": "in/b.wav", "index": 1, "num_windows": 2, "sample_rate": 8000}
-    bad = {"path": "in/c.wav", "index": 2, "num_windows": 1, "sample_rate": 22050}
-    segments = [b, {**a, "num_windows": 3}, bad, a, {**a, "num_windows": 0}]
-    lines, rates = file_lines([fmt.table_line(s) for s in segments], failed={"in/c.wav"})
-    assert lines == [fmt.table_line({**a, "num_windows": 7}), fmt.table_line(b)]
-    assert rates == [8000, 16000]
-    assert error_lines([{"path": "z", "reason": "1"}, {"path": "y"}, {"path": "z"}]) == [
-        b'{"path":"y"}\n',
-        b'{"path":"z","reason":"1"}\n',
-    ]
-
-
-def test_write_table_writes_the_lines_and_gives_their_digest(tmp_path, monkeypatch):
-    """The table written in blocks is the lines joined, its digest `format.table_digest`'s;
-    nothing is left under .tmp/."""
-    import transforms.stages.finalize as finalize
-
-    monkeypatch.setattr(finalize, "TABLE_BLOCK_LINES", 2)  # several blocks
-    (tmp_path / ".tmp").mkdir()
-    lines = [fmt.table_line({"path": f"in/{i}.wav", "index": i}) for i in range(5)]
-    digest = write_table(str(tmp_path), "files.jsonl", lines)
-    data = (tmp_path / "files.jsonl").read_bytes()
-    assert data == b"".join(lines) == fmt.table_bytes(json.loads(x) for x in lines)
-    assert digest == fmt.table_digest(data)
-    assert list((tmp_path / ".tmp").iterdir()) == []
-    assert write_table(str(tmp_path), "errors.jsonl", []) == fmt.table_digest(b"")
-
-
 @pytest.mark.parametrize(
     ("split", "index", "count", "compression", "name"),
     [
@@ -263,37 +229,6 @@ def test_shard_file_names_are_pinned(split, index, count, compression, name):
         "index": index,
         "num_shards": count,
     }
-
-
-def test_write_shard_writes_the_pinned_name_and_entry(tmp_path):
-    """Pins the file an (empty) shard is written to and the manifest entry returned for it."""
-    (tmp_path / ".tmp").mkdir()
-    spec = ShardSpec(output_dir=str(tmp_path), name="birds")
-    entry = write_shard(
-        spec=spec,
-        split="train",
-        shard=1,
-        num_shards=2,
-        ranges=[],
-        num_records=0,
-        compression="NONE",
-    )
-    assert entry == {
-        "split": "train",
-        "shard": 1,
-        "filename": "birds-train.tfrecord-00001-of-00002",
-        "num_examples": 0,
-        "num_bytes": 0,
-        "offsets": {"num_bytes": 0, "sha256": hashlib.sha256(b"").hexdigest()},
-    }
-    assert sorted(p.name for p in tmp_path.iterdir()) == [
-        ".tmp",
-        "birds-train.tfrecord-00001-of-00002",
-        "offsets",
-    ]
-    assert [p.name for p in (tmp_path / "offsets").iterdir()] == [
-        "birds-train.tfrecord-00001-of-00002.offsets"
-    ]
 
 
 @pytest.mark.parametrize("version", [5, 4, 3, 2])

@@ -1,6 +1,7 @@
-"""Every module of `replay` and `runners` has its tests where ``tests/**/test_<module>*.py``
-finds them (docs/testing.md, "Where a module's tests are"), or is named below with the test file
-that covers it and why it has none of its own."""
+"""Every module of the packages below has its tests where ``tests/**/test_<module>*.py`` finds
+them (docs/testing.md, "Where a module's tests are"), or is named below with the test file that
+covers it and why it has none of its own. A module's stem is its file's, in a subpackage too
+(`pipelines/resume/reuse.py`: ``test_reuse*.py``); ``__init__.py`` is not a module here."""
 
 from __future__ import annotations
 
@@ -9,9 +10,17 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("replay", "runners")
-# Modules without a test file of their own: each covered by the named test file, which exercises
-# it only through the modules that use it.
+PACKAGES = (
+    "replay",
+    "runners",
+    "pipelines",
+    "pipelines/resume",
+    "pipelines/tools",
+    "transforms/audio",
+    "transforms/stages",
+)
+# Modules without a test file of their own: each covered by the named test file (the comment
+# says how, and why a file of its own would only repeat it).
 COVERED_ELSEWHERE = {
     # exception classes: raised and matched by every reader test
     "replay/errors.py": "tests/pipeline/test_reader.py",
@@ -52,6 +61,11 @@ def test_a_module_has_a_test_file_named_after_it_or_is_listed(module):
         assert (ROOT / COVERED_ELSEWHERE[module]).is_file(), COVERED_ELSEWHERE[module]
     else:
         assert named, f"{module}: no tests/**/test_{stem}*.py (or list it in COVERED_ELSEWHERE)"
+
+
+def test_every_package_is_one():
+    for package in PACKAGES:
+        assert (ROOT / package / "__init__.py").is_file(), package
 
 
 def test_every_listed_module_exists():

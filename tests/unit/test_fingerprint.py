@@ -13,7 +13,7 @@ import json
 import pytest
 
 from pipelines.config import RecordConfig, UsageError
-from pipelines.resume import fingerprint, reuse
+from pipelines.resume import fingerprint
 
 STAMPS = [("in/b.wav", 20, 2.0), ("in/a.wav", 10, 1.0)]
 
@@ -96,35 +96,10 @@ def test_an_annotation_edit_past_numpys_repr_cut_changes_the_plan():
     assert fingerprint.derived(_annotated_plan(events.copy())) == old
 
 
-def test_the_launcher_and_the_stage_agree_on_commit_records():
-    from transforms.stages import record_parts
-    from transforms.stages import task_commits as stage
-
-    assert (reuse.COMMITS_DIR, reuse.COMMIT_VERSION) == (stage.COMMITS_DIR, stage.COMMIT_VERSION)
-    assert reuse.PARTS_DIR == record_parts.PARTS_DIR  # the launcher checks records' part paths
-
-
-def test_bad_table_rows_are_the_errors_of_annotation_tables():
-    errors = [
-        {"path": "in/a.wav", "reason": "not a WAV"},
-        {"path": "t/x.csv:3", "reason": "no label"},
-        {"path": "t/y.csv", "reason": "no header"},
-        {"path": "t/z.csv:4", "reason": "not a table of this run"},
-    ]
-    assert reuse.bad_table_rows(errors, ["t/x.csv", "t/y.csv"]) == 2
-
-
 def test_options_compare_as_json_values():
     assert fingerprint.option_difference({"features": ["a"]}, {"features": ("a",)}) is None
     said = fingerprint.option_difference({"win_len": 1}, {"win_len": 2})
     assert said == "option --win_len changed (1 -> 2)"
-
-
-def test_only_the_jobs_own_outputs_are_known():
-    known = reuse.job_outputs("ds", {"train": 2})
-    names = ["manifest.json", "ds-train.tfrecord-00001-of-00002.gz", "transform_fn/"]
-    names += ["manifest.json.tmp-0123abcd", ".tmp", "notes.txt", "ds-train.tfrecord-00002-of-00002"]
-    assert reuse.unknown_entries(names, known) == ["ds-train.tfrecord-00002-of-00002", "notes.txt"]
 
 
 def test_a_changed_shard_func_changes_the_digest():
