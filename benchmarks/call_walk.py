@@ -19,7 +19,7 @@ each carrying call into a module of this repository, the caller is the nearest f
 the standard library; the call *enters* its
 module when the caller's module is another one of ours (a call from Beam or another library,
 e.g. Beam invoking a DoFn, enters nothing), and *crosses* a folder when the caller's folder
-(``pipelines``, ``transforms/stages``, ``transforms/planning``, ...) is another one. Printed:
+(``pipelines``, ``transforms/stages``, ``transforms/spec``, ...) is another one. Printed:
 entries per module and crossings per folder pair, as JSON with ``--json``.
 
 This is a measurement of the code's structure (docs/code-layout.md), not of its speed.
@@ -135,7 +135,7 @@ def walk(plan_in: str) -> dict[str, dict]:
     from pipelines.config import RecordConfig
     from pipelines.job import run_job
     from pipelines.record import RecordOptions
-    from transforms.planning.types import ReadTask
+    from transforms.spec.types import ReadTask
 
     out = tempfile.mkdtemp(prefix="call-walk-")
     try:

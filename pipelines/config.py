@@ -28,10 +28,10 @@ from transforms.audio import annotations as ann
 from transforms.audio import dtypes, labels
 from transforms.audio import features as feats
 from transforms.audio.windows import WindowConfig
-from transforms.planning import sharding
-from transforms.planning.annotation_plan import EVENT_WINDOWS, AnnotationConfig
-from transforms.planning.compression import COMPRESSIONS
-from transforms.planning.types import CHANNEL_MODES
+from transforms.spec import sharding
+from transforms.spec.annotation_plan import EVENT_WINDOWS, AnnotationConfig
+from transforms.spec.compression import COMPRESSIONS
+from transforms.spec.types import CHANNEL_MODES
 
 REQUIRED = ("input_pattern", "output_dir")  # the options without a default
 APPEND_TRANSFORMS = fmt.APPEND_TRANSFORMS  # --append_transform

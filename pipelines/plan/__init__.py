@@ -63,8 +63,8 @@ from pipelines.plan.sizing import (
     stored_row_bytes,
 )
 from pipelines.plan.types import Continuation, RecordPlan, ScannedInputs
-from transforms.planning.sharding import pattern_base
-from transforms.planning.types import Sharding
+from transforms.spec.sharding import pattern_base
+from transforms.spec.types import Sharding
 
 __all__ = [
     "MIN_TASK_ROWS",

@@ -30,9 +30,9 @@ from pipelines.plan.sizing import feature_shapes, windows_config
 from pipelines.plan.types import Continuation, ScannedInputs
 from replay import format as fmt
 from transforms.audio import labels
-from transforms.planning import annotation_plan
-from transforms.planning.sharding import pattern_base, split_of
-from transforms.planning.types import InputFile, ReadWindowsConfig, Sharding
+from transforms.spec import annotation_plan
+from transforms.spec.sharding import pattern_base, split_of
+from transforms.spec.types import InputFile, ReadWindowsConfig, Sharding
 
 
 def scan_inputs(

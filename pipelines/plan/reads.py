@@ -21,8 +21,8 @@ from replay import format as fmt
 from replay.storage import is_url
 from transforms.audio import annotations as ann
 from transforms.audio import formats, labels, wav
-from transforms.planning.annotation_plan import AnnotationConfig
-from transforms.planning.types import InputFile
+from transforms.spec.annotation_plan import AnnotationConfig
+from transforms.spec.types import InputFile
 
 RUN_MARKER = ".audiorecords-run"  # written first into the output dir: "this folder is ours"
 HEADER_THREADS = 16  # parallel header reads at planning (remote stores: latency-bound)

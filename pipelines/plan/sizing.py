@@ -1,10 +1,10 @@
 """Tasks and shards: feature shapes, shard counts per split and read tasks (`size_tasks`, pure).
 
 From the scanned inputs: each file's planned rows (`transforms.stages.file_rows`), the rows
-kept per split, the shard counts (`transforms.planning.sharding`, about one shard per 128 MiB
+kept per split, the shard counts (`transforms.spec.sharding`, about one shard per 128 MiB
 of estimated output, `stored_row_bytes`), the rows of a read task (`TASK_BYTES`,
 `TASKS_PER_CORE`, `MIN_TASK_ROWS`) and the read tasks; the stored layout is
-`transforms.planning.layout`. `one_task` puts every segment in one task for a runner that runs
+`transforms.spec.layout`. `one_task` puts every segment in one task for a runner that runs
 tasks one at a time; `plan_headers` is the whole plan of listed inputs once their headers are
 read.
 """
@@ -22,9 +22,9 @@ from pipelines.plan.types import RecordPlan, ScannedInputs
 from replay.manifest import MAX_VALUES_PER_KEY
 from transforms.audio import features as feats
 from transforms.audio.wav import WavInfo
-from transforms.planning import annotation_plan
-from transforms.planning.layout import RecordLayout
-from transforms.planning.sharding import (
+from transforms.spec import annotation_plan
+from transforms.spec.layout import RecordLayout
+from transforms.spec.sharding import (
     merge_tasks,
     plan_num_shards,
     plan_segments,
@@ -32,7 +32,7 @@ from transforms.planning.sharding import (
     split_rows,
     split_shard_counts,
 )
-from transforms.planning.types import InputFile, ReadWindowsConfig, Sharding
+from transforms.spec.types import InputFile, ReadWindowsConfig, Sharding
 from transforms.stages.file_rows import planned_rows
 
 TASK_BYTES = 32 << 20  # 32 MiB of stored elements per read task, at most ...

@@ -14,7 +14,7 @@ from pipelines import record, record_dataset
 from pipelines.plan import UsageError, plan_record
 from tests.support import wavgen
 from tests.support.record_helpers import load_manifest, read_records
-from transforms.planning.sharding import analyzed_splits
+from transforms.spec.sharding import analyzed_splits
 
 WIN = 4000
 SPLITS = "train=50,test=50"

@@ -20,7 +20,7 @@ from transforms.audio import annotation_windows as aw
 from transforms.audio import annotations as ann
 from transforms.audio.annotation_stats import merge_summaries
 from transforms.audio.windows import WindowConfig
-from transforms.planning import annotation_plan as ap
+from transforms.spec import annotation_plan as ap
 
 RATE, WIN, HOP = 8000, 8000, 4000
 CLASSES = ("grunt", "tug", "whale")

@@ -17,8 +17,8 @@ import pytest
 
 from replay import format as fmt
 from replay import load_info
-from transforms.planning.layout import RecordLayout
-from transforms.planning.types import ShardSpec
+from transforms.spec.layout import RecordLayout
+from transforms.spec.types import ShardSpec
 from transforms.stages.finalize import build_manifest, error_lines, file_lines, write_table
 from transforms.stages.moments import Moments
 from transforms.stages.write_shards import write_shard

@@ -20,8 +20,8 @@ from pipelines.plan import (
     size_tasks,
 )
 from tests.support import wavgen
-from transforms.planning import sharding as shard_plan
-from transforms.planning.types import Sharding
+from transforms.spec import sharding as shard_plan
+from transforms.spec.types import Sharding
 
 WIN = 1000
 

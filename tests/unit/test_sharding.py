@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from transforms.planning import sharding as shard_plan
-from transforms.planning.types import ReadTask, Segment, Sharding
+from transforms.spec import sharding as shard_plan
+from transforms.spec.types import ReadTask, Segment, Sharding
 
 ROOT = Path(__file__).resolve().parents[2]
 

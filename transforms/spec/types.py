@@ -2,7 +2,7 @@
 
 `pipelines.plan` builds them before any work; the Beam stages (`transforms.stages`) read them.
 No Beam here, and no logic beyond a derived property or two: the rules that fill them in are in
-`transforms.planning.sharding` and `pipelines.plan`.
+`transforms.spec.sharding` and `pipelines.plan`.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from replay import format as fmt
 from transforms.audio import features as feats
 from transforms.audio import wav
 from transforms.audio.windows import WindowConfig
-from transforms.planning.layout import RecordLayout
+from transforms.spec.layout import RecordLayout
 
 CHANNEL_MODES = ("first", "mean", "split")
 

@@ -17,7 +17,7 @@ every file at once (`plan_segments`, `plan_tasks`) or batch by batch with the sa
 (`batch_rows` per batch, `rows_before` over the batches, then `plan_segments(before=...)` and
 `cut_segments` per batch: the record job's plan step, `pipelines.plan.in_job`). And
 the shard count (`plan_num_shards`: one per 128 MiB of estimated output) and the splits TFT's
-statistics come from (`analyzed_splits`). The data these rules fill in: `transforms.planning.types`.
+statistics come from (`analyzed_splits`). The data these rules fill in: `transforms.spec.types`.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from operator import itemgetter
 from typing import Any
 
 from replay import format as fmt
-from transforms.planning.types import InputFile, ReadTask, Segment, Sharding
+from transforms.spec.types import InputFile, ReadTask, Segment, Sharding
 
 SHARD_BY = ("hash", "file", "class")
 _SPLIT_NAME = re.compile(r"^[A-Za-z0-9_]+$")

@@ -41,7 +41,7 @@ from transforms.audio import annotation_windows as aw
 from transforms.audio import annotations as ann
 from transforms.audio.annotation_stats import Row, file_summary
 from transforms.audio.windows import WindowConfig, window_starts
-from transforms.planning.types import FileAnnotation, InputFile
+from transforms.spec.types import FileAnnotation, InputFile
 
 EVENT_WINDOWS = ("grid", "centered")
 MULTI_LABEL_JOIN = "+"
