@@ -16,11 +16,11 @@ A call *carries* the object when one of the callee's parameters is the object or
 steps deep; numbers, strings and None are not followed: equal values are not the object); the
 object's own methods (``self``) do not count: they are the object's, not a step of its way. For
 each carrying call into a module of this repository, the caller is the nearest frame outside
-the standard library; the call *enters* its
-module when the caller's module is another one of ours (a call from Beam or another library,
-e.g. Beam invoking a DoFn, enters nothing), and *crosses* a folder when the caller's folder
-(``pipelines``, ``transforms/stages``, ``transforms/planning``, ...) is another one. Printed:
-entries per module and crossings per folder pair, as JSON with ``--json``.
+the standard library; the call *enters* its module when the caller's module is another one of
+ours (a call from Beam or another library, e.g. Beam invoking a DoFn, enters nothing), and
+*crosses* a folder when the caller's folder (``pipelines``, ``pipelines/plan``,
+``transforms/stages``, ``transforms/spec``, ...) is another one. Printed: entries per module and
+crossings per folder pair, as JSON with ``--json``.
 
 This is a measurement of the code's structure (docs/code-layout.md), not of its speed.
 """
@@ -135,7 +135,7 @@ def walk(plan_in: str) -> dict[str, dict]:
     from pipelines.config import RecordConfig
     from pipelines.job import run_job
     from pipelines.record import RecordOptions
-    from transforms.planning.types import ReadTask
+    from transforms.spec.types import ReadTask
 
     out = tempfile.mkdtemp(prefix="call-walk-")
     try:

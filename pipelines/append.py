@@ -166,7 +166,7 @@ def plan_append(config: RecordConfig) -> AppendPlan | None:
         new (without ``--resume``).
     """
     from pipelines.plan.reads import match_stamped
-    from transforms.planning.sharding import pattern_base
+    from pipelines.plan.splits import pattern_base
 
     out = config.output_dir.rstrip("/") or "/"
     if out.startswith("gs://"):

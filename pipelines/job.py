@@ -67,7 +67,7 @@ from replay import format as fmt
 from replay.storage import is_url
 from runners import internals
 from runners.internals import JobOptions
-from transforms.planning.types import ReadTask, ShardSpec
+from transforms.spec.types import ReadTask, ShardSpec
 from transforms.stages import atomic
 from transforms.stages import staged as staged_lists
 from transforms.stages.composites import (

@@ -9,13 +9,22 @@ read tasks, a pure function of the two). The modules, in reading order:
 - `types`: `ScannedInputs`, `RecordPlan`, `Continuation` (the dataset ``--append`` adds to);
 - `reads`: planning's I/O: listing, headers, class and label files, annotation tables, the
   output directory's state;
+- `splits`: which split a file goes to (a stable hash of its path);
 - `listing`: inputs -> labels and splits (`list_inputs`, no request a file), then their headers
   (`read_headers`); the two together are `scan_inputs`;
 - `checks`: the signal dtype that holds every file, ``--strict``, the output directory;
-- `sizing`: tasks -> shards: feature shapes, the read configuration and stored layout, rows per
-  file, shard counts, rows per read task (`size_tasks`, `one_task`, `plan_headers`);
+- `tasks`: the index-ordered rows ranked within their split and cut into read tasks;
+- `shard_counts`: how many shards each split gets;
+- `sizing`: tasks -> shards -> layout, put together: feature shapes, the read configuration and
+  stored layout, rows per file, shard counts, rows per read task (`size_tasks`, `one_task`,
+  `plan_headers`);
+- `annotated`: with ``--annotations``, the tables' events -> every file's windows and labels
+  (`listing` calls it once the headers are read);
 - `batches`: the same plan made batch by batch, without every file in one list;
 - `in_job`: the record job's plan step (Beam), built of `batches`.
+
+What the plan hands the Beam stages (its types, the layout, the rules the workers apply) is in
+`transforms.spec`.
 
 This module is `plan_record` (the three steps at once) and the names callers import from
 `pipelines.plan`; importing it imports no Beam (`in_job` is imported by itself).
@@ -62,9 +71,9 @@ from pipelines.plan.sizing import (
     size_tasks,
     stored_row_bytes,
 )
+from pipelines.plan.splits import pattern_base
 from pipelines.plan.types import Continuation, RecordPlan, ScannedInputs
-from transforms.planning.sharding import pattern_base
-from transforms.planning.types import Sharding
+from transforms.spec.types import Sharding
 
 __all__ = [
     "MIN_TASK_ROWS",

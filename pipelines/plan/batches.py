@@ -18,10 +18,7 @@ from typing import Any
 from pipelines.config import RecordConfig
 from pipelines.plan.checks import checked_dtype
 from pipelines.plan.sizing import rows_counter, shapes_at, sized, windows_config
-from pipelines.plan.types import ScannedInputs
-from transforms.audio.dtypes import NAMED_FILES
-from transforms.audio.wav import WavInfo
-from transforms.planning.sharding import (
+from pipelines.plan.tasks import (
     BatchRows,
     RowsBefore,
     batch_rows,
@@ -29,7 +26,10 @@ from transforms.planning.sharding import (
     plan_segments,
     rows_before,
 )
-from transforms.planning.types import InputFile, ReadTask, ReadWindowsConfig, Segment, Sharding
+from pipelines.plan.types import ScannedInputs
+from transforms.audio.dtypes import NAMED_FILES
+from transforms.audio.wav import WavInfo
+from transforms.spec.types import InputFile, ReadTask, ReadWindowsConfig, Segment, Sharding
 
 
 @dataclasses.dataclass(frozen=True)
@@ -38,7 +38,7 @@ class HeaderSummary:
     (`summarize_headers`, `merge_summaries`): no per-file list.
 
     Attributes:
-      batches: each batch's planned rows (`transforms.planning.sharding.BatchRows`).
+      batches: each batch's planned rows (`pipelines.plan.tasks.BatchRows`).
       headers: (format, files with it, (index, path) of its first `NAMED_FILES` files) of
         every distinct format: a header without its length (`_format`), all the signal-dtype
         rule reads (a refusal names the first files), so files of any lengths share one.

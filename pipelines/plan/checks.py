@@ -12,7 +12,7 @@ from typing import Any
 from pipelines.config import RecordConfig, UsageError, require
 from transforms.audio.dtypes import resolve as resolve_signal_dtype
 from transforms.audio.wav import WavInfo
-from transforms.planning.types import InputFile
+from transforms.spec.types import InputFile
 
 
 def check_inputs(config: RecordConfig, inputs: tuple[InputFile, ...]) -> str:

@@ -45,7 +45,7 @@ from pipelines.plan.batches import (
 )
 from pipelines.plan.reads import scan_headers
 from pipelines.plan.types import ScannedInputs
-from transforms.planning.types import InputFile, ReadTask
+from transforms.spec.types import InputFile, ReadTask
 from transforms.stages import staged
 from transforms.stages.task_coder import EncodedPiece, EncodedSegments, encode_segments
 

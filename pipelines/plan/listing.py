@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from pipelines.config import RecordConfig, UsageError, require
+from pipelines.plan import annotated
 from pipelines.plan.checks import check_inputs, check_output_dir
 from pipelines.plan.reads import (
     match_stamped,
@@ -27,12 +28,11 @@ from pipelines.plan.reads import (
     scan_headers,
 )
 from pipelines.plan.sizing import feature_shapes, windows_config
+from pipelines.plan.splits import pattern_base, split_of
 from pipelines.plan.types import Continuation, ScannedInputs
 from replay import format as fmt
 from transforms.audio import labels
-from transforms.planning import annotation_plan
-from transforms.planning.sharding import pattern_base, split_of
-from transforms.planning.types import InputFile, ReadWindowsConfig, Sharding
+from transforms.spec.types import InputFile, ReadWindowsConfig, Sharding
 
 
 def scan_inputs(
@@ -187,14 +187,14 @@ def read_headers(config: RecordConfig, listed: ScannedInputs) -> ScannedInputs:
     dtype = check_inputs(config, inputs)
     check_output_dir(config, listed.output_dir, output_dir_state(listed.output_dir))
     scanned = dataclasses.replace(listed, inputs=inputs, signal_dtype=dtype)
-    annotated = config.annotation_config
-    if annotated is None:
+    annotation_config = config.annotation_config
+    if annotation_config is None:
         return scanned
     try:  # every file's windows and labels, from the tables
-        events, table_errors = read_annotation_tables(annotated)
-        inputs, notes = annotation_plan.annotate(
+        events, table_errors = read_annotation_tables(annotation_config)
+        inputs, notes = annotated.annotate(
             inputs,
-            annotated,
+            annotation_config,
             events,
             table_errors,
             window=config.window,

@@ -16,13 +16,12 @@ import os
 import re
 from typing import Any
 
-from pipelines.config import UsageError
+from pipelines.config import AnnotationConfig, UsageError
 from replay import format as fmt
 from replay.storage import is_url
 from transforms.audio import annotations as ann
 from transforms.audio import formats, labels, wav
-from transforms.planning.annotation_plan import AnnotationConfig
-from transforms.planning.types import InputFile
+from transforms.spec.types import InputFile
 
 RUN_MARKER = ".audiorecords-run"  # written first into the output dir: "this folder is ours"
 HEADER_THREADS = 16  # parallel header reads at planning (remote stores: latency-bound)

@@ -1,12 +1,12 @@
 """Tasks and shards: feature shapes, shard counts per split and read tasks (`size_tasks`, pure).
 
 From the scanned inputs: each file's planned rows (`transforms.stages.file_rows`), the rows
-kept per split, the shard counts (`transforms.planning.sharding`, about one shard per 128 MiB
+kept per split, the shard counts (`pipelines.plan.shard_counts`, about one shard per 128 MiB
 of estimated output, `stored_row_bytes`), the rows of a read task (`TASK_BYTES`,
-`TASKS_PER_CORE`, `MIN_TASK_ROWS`) and the read tasks; the stored layout is
-`transforms.planning.layout`. `one_task` puts every segment in one task for a runner that runs
-tasks one at a time; `plan_headers` is the whole plan of listed inputs once their headers are
-read.
+`TASKS_PER_CORE`, `MIN_TASK_ROWS`) and the read tasks (`pipelines.plan.tasks`); the stored
+layout is `transforms.spec.layout`. `one_task` puts every segment in one task for a runner that
+runs tasks one at a time; `plan_headers` is the whole plan of listed inputs once their headers
+are read.
 """
 
 from __future__ import annotations
@@ -17,22 +17,16 @@ import math
 from collections.abc import Callable, Mapping
 
 from pipelines.config import RecordConfig, UsageError, require
+from pipelines.plan import annotated
 from pipelines.plan.checks import check_inputs
+from pipelines.plan.shard_counts import plan_num_shards, split_rows, split_shard_counts
+from pipelines.plan.tasks import merge_tasks, plan_segments, plan_tasks
 from pipelines.plan.types import RecordPlan, ScannedInputs
 from replay.manifest import MAX_VALUES_PER_KEY
 from transforms.audio import features as feats
 from transforms.audio.wav import WavInfo
-from transforms.planning import annotation_plan
-from transforms.planning.layout import RecordLayout
-from transforms.planning.sharding import (
-    merge_tasks,
-    plan_num_shards,
-    plan_segments,
-    plan_tasks,
-    split_rows,
-    split_shard_counts,
-)
-from transforms.planning.types import InputFile, ReadWindowsConfig, Sharding
+from transforms.spec.layout import RecordLayout
+from transforms.spec.types import InputFile, ReadWindowsConfig, Sharding
 from transforms.stages.file_rows import planned_rows
 
 TASK_BYTES = 32 << 20  # 32 MiB of stored elements per read task, at most ...
@@ -74,7 +68,7 @@ def size_tasks(config: RecordConfig, scanned: ScannedInputs, *, cpu_count: int) 
         read=read_config,
         compression=config.compression_name,
         sharding=sharding,
-        tasks=annotation_plan.segment_tasks(tasks),
+        tasks=annotated.segment_tasks(tasks),
         input_bytes=sum(f.size_bytes for f in inputs),
         params=json.loads(json.dumps(config.params())),
         classes=scanned.classes,

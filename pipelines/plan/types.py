@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from replay import format as fmt
-from transforms.planning.types import InputFile, ReadTask, ReadWindowsConfig, Sharding
+from transforms.spec.types import InputFile, ReadTask, ReadWindowsConfig, Sharding
 
 
 @dataclasses.dataclass(frozen=True)

@@ -11,19 +11,19 @@ import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from pipelines import record, record_dataset
+from pipelines.config import parse_analyze_splits
 from pipelines.plan import UsageError, plan_record
 from tests.support import wavgen
 from tests.support.record_helpers import load_manifest, read_records
-from transforms.planning.sharding import analyzed_splits
 
 WIN = 4000
 SPLITS = "train=50,test=50"
 
 
-def test_analyzed_splits_rule():
-    assert analyzed_splits(None, split_names=("all",)) == ("all",)
-    assert analyzed_splits(None, split_names=("train", "test")) == ("train",)
-    assert analyzed_splits("test, train", split_names=("train", "test")) == ("test", "train")
+def test_parse_analyze_splits_rule():
+    assert parse_analyze_splits(None, split_names=("all",)) == ("all",)
+    assert parse_analyze_splits(None, split_names=("train", "test")) == ("train",)
+    assert parse_analyze_splits("test, train", split_names=("train", "test")) == ("test", "train")
     for value, names, reason in [
         ("train", ("all",), "needs --splits"),
         (None, ("a", "b"), "no split named 'train'"),
@@ -31,7 +31,7 @@ def test_analyzed_splits_rule():
         ("train,train", ("train", "test"), "listed twice"),
     ]:
         with pytest.raises(ValueError, match=reason):
-            analyzed_splits(value, split_names=names)
+            parse_analyze_splits(value, split_names=names)
 
 
 def _corpus(directory: Path) -> str:

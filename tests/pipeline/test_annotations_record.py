@@ -13,14 +13,8 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from replay import format as fmt
 from tests.support.annotation_tables import audacity_table, brute_labels, raven_table
 from tests.support.record_helpers import load_manifest, read_records, record
-from transforms.audio import annotation_windows as aw
-from transforms.audio import annotations as ann
-from transforms.audio.annotation_stats import merge_summaries
-from transforms.audio.windows import WindowConfig
-from transforms.planning import annotation_plan as ap
 
 RATE, WIN, HOP = 8000, 8000, 4000
 CLASSES = ("grunt", "tug", "whale")
@@ -147,54 +141,6 @@ def test_centred_event_windows_and_seeded_background(tmp_path):
         assert len(rows) == len({round((a + b) / 2) for a, b, _ in truth[path]}) + 3
 
 
-def test_split_channels_and_drop_background_plan():
-    """Channel-specific events label only their channel's rows; drop keeps a window any labels."""
-    events = [
-        ann.Event("st.wav", 1.0, 2.0, "tug", channel=1, source="t.csv", line=2),
-        ann.Event("st.wav", 3.0, 4.0, "whale", source="t.csv", line=3),
-    ]
-    config = ap.AnnotationConfig(pattern="t.csv", rule=aw.LabelRule(drop_background=True))
-    plan = ap.plan_annotations(
-        [("/d/st.wav", 6 * RATE, RATE, 2)],
-        events,
-        [],
-        config=config,
-        window=WindowConfig(win_len=WIN),
-        split_channels=True,
-    )
-    assert plan.classes == ("tug", "whale") and plan.max_events == 1
-    fa = plan.files["/d/st.wav"]
-    assert fa.starts.tolist() == [RATE, 3 * RATE] and fa.channels == 2
-    # rows (window, channel): tug only on channel 1; whale (no channel) on both
-    assert fa.classes == ("background", "tug", "whale", "whale")
-    np.testing.assert_array_equal(fa.labels, [[0, 0], [1, 0], [0, 1], [0, 1]])
-    cols = ap.annotation_columns(fa, np.array([3 * RATE, RATE]), np.array([1, 1]))
-    assert cols[fmt.LABELS_KEY][0].tolist() == [0, 1, 1, 0]
-    assert cols[fmt.NUM_EVENTS_KEY][0].tolist() == [1, 1]
-    assert fa.summary == {
-        "events": {"tug": 1, "whale": 1},
-        "event_seconds": {
-            "tug": {"total": 1.0, "min": 1.0, "max": 1.0},
-            "whale": {"total": 1.0, "min": 1.0, "max": 1.0},
-        },
-        "windows": {"background": 1, "tug": 1, "whale": 2},
-        "windows_with_events": {"tug": 1, "whale": 2},
-        "windows_without_events": {"background": 1},
-        "near_misses": {},
-    }
-    merged = merge_summaries([fa.summary, fa.summary])
-    assert merged["windows"] == {"background": 2, "tug": 2, "whale": 4}
-    assert merged["event_seconds"]["tug"] == {"total": 2.0, "min": 1.0, "max": 1.0}
-    held = fa.rows(2, 4)  # what a read task of rows [2, 4) carries: window 3 * RATE only
-    assert (held.row_offset, held.classes) == (2, ("whale", "whale"))
-    cols = ap.annotation_columns(held, np.array([3 * RATE, 3 * RATE]), np.array([0, 1]))
-    assert cols["class"][0].tolist() == [b"whale", b"whale"]
-    with pytest.raises(ValueError, match="outside the rows"):
-        ap.annotation_columns(held, np.array([RATE]), np.array([0]))
-    with pytest.raises(ValueError, match="not one of the planned windows"):
-        ap.annotation_columns(fa, np.array([5]), np.array([0]))
-
-
 def test_annotation_options_are_checked_up_front(tmp_path, capsys):
     from tests.support.record_helpers import SAMPLE_DIR, cli_error
 
@@ -211,23 +157,6 @@ def test_annotation_options_are_checked_up_front(tmp_path, capsys):
     assert "--min_label_fraction" in cli_error(
         capsys, *base, "--annotations", str(table), "--min_label_fraction", "0"
     )
-
-
-def test_near_misses_counted():
-    """An event mostly in one window labels it; the next window touches it: a near miss."""
-    events = [ann.Event("x.wav", 0.9, 1.05, "tug", source="t.csv", line=2)]
-    plan = ap.plan_annotations(
-        [("/d/x.wav", 3 * RATE, RATE, 1)],
-        events,
-        [],
-        config=ap.AnnotationConfig(pattern="t.csv"),
-        window=WindowConfig(win_len=WIN),
-        split_channels=False,
-    )
-    summary = plan.files["/d/x.wav"].summary
-    assert summary["windows"] == {"background": 2, "tug": 1}
-    assert summary["near_misses"] == {"tug": 1}
-    assert summary["windows_with_events"] == {"background": 1, "tug": 1}
 
 
 @pytest.mark.slow

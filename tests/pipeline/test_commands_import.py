@@ -2,7 +2,7 @@
 verify "does not import Beam"; inspect reads the manifest without Beam): each command runs in a
 new interpreter on a real recorded dataset, then reports which of Beam and tensorflow-transform it
 loaded. Nor do the modules that hold no Beam code: `runners.quiet`, the record result, and
-planning (`pipelines.config`, `pipelines.plan` and the plan's types, `transforms.planning`).
+planning (`pipelines.config`, `pipelines.plan`) and what it hands the stages (`transforms.spec`).
 """
 
 from __future__ import annotations
@@ -46,8 +46,11 @@ def test_command_imports_no_beam(sample_dataset, module):
         "import pipelines, pipelines.result; pipelines.RecordResult",
         # planning: options, the plan and its types (Beam's FileSystems load when first used)
         "import pipelines.config, pipelines.plan, pipelines.plan.reads",
-        "import transforms.planning.types, transforms.planning.sharding",
-        "import transforms.planning.layout, transforms.planning.compression",
+        "import pipelines.plan.splits, pipelines.plan.tasks, pipelines.plan.shard_counts",
+        "import pipelines.plan.annotated",
+        "import transforms.spec.types, transforms.spec.sharding",
+        "import transforms.spec.layout, transforms.spec.compression",
+        "import transforms.spec.annotation_columns",
     ],
 )
 def test_importing_imports_no_beam(imports):

@@ -169,7 +169,7 @@ def test_staged_sdist_holds_every_package_the_workers_import(translated):
         "transforms/stages/read_windows.py",
         "transforms/audio/features.py",
         "transforms/stages/write_shards.py",
-        "transforms/planning/types.py",
+        "transforms/spec/types.py",
         "replay/format.py",
         "runners/worker_setup.py",
         "runners/threads.py",

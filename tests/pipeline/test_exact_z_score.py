@@ -13,7 +13,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from transforms.planning.layout import RecordLayout
+from transforms.spec.layout import RecordLayout
 from transforms.stages import finalize
 from transforms.stages.moments import Moments
 from transforms.stages.preprocessing import preprocessing_fn

@@ -23,8 +23,8 @@ import soundfile as sf
 from pipelines import record_dataset
 from tests.support import wavgen
 from tests.support.record_helpers import raw_manifest, without_times
-from transforms.planning.sharding import shard_of
-from transforms.planning.types import Sharding
+from transforms.spec.sharding import shard_of
+from transforms.spec.types import Sharding
 from transforms.stages import file_rows, read_windows
 
 NUM_SHARDS = 3

@@ -93,7 +93,7 @@ def test_read_tasks_read_back_from_their_columns_as_the_same_objects(tmp_path):
     import numpy as np
 
     from transforms.audio import wav
-    from transforms.planning.types import FileAnnotation, InputFile, ReadTask, Segment
+    from transforms.spec.types import FileAnnotation, InputFile, ReadTask, Segment
 
     info = wav.WavInfo(16000, 1, 48000, "PCM_16", "int16", 2.0**15)
     annotation = FileAnnotation(
@@ -132,7 +132,7 @@ def test_input_files_read_back_from_their_columns(tmp_path):
     """The labelled inputs of a run planned in the job are staged as columns, their paths as
     one string: they read back equal, a label still one string, and paths holding the string's
     separator as a list."""
-    from transforms.planning.types import InputFile
+    from transforms.spec.types import InputFile
 
     files = [
         InputFile(i, f"/d/{c}/{i}.wav", 100 + i, c, "train", None, None, None, 1.5 + i)

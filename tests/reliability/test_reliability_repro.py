@@ -50,7 +50,7 @@ def test_two_worker_processes_give_the_one_worker_statistics_bit_for_bit(tmp_pat
     mean/var and transform_fn/'s statistics (the constants its graph captures) are the same bits
     in both modes, as are the shards, schema and tables (saved_model.pb itself differs: it names
     the run's temp dir and the process's traced-function counters)."""
-    from transforms.planning.layout import RecordLayout
+    from transforms.spec.layout import RecordLayout
     from transforms.stages.finalize import read_z_score_statistics
 
     pattern = _clips_corpus(tmp_path / "in")

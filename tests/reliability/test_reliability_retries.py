@@ -48,7 +48,7 @@ from tests.support.reliability import (
     reference_run,
     shard_files,
 )
-from transforms.planning.types import ShardSpec
+from transforms.spec.types import ShardSpec
 from transforms.stages import read_windows
 
 pytestmark = pytest.mark.slow

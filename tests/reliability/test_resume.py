@@ -30,7 +30,7 @@ from pipelines.config import UsageError
 from tests.support import wavgen
 from tests.support.pause_points import ANALYSIS_BATCH_BYTES_ENV, CHECKPOINT_BYTES_ENV
 from tests.support.reliability import ROOT, assert_same_dataset, cli, kill, wait_until_paused
-from transforms.planning.layout import RecordLayout
+from transforms.spec.layout import RecordLayout
 from transforms.stages import read_windows
 from transforms.stages.finalize import read_z_score_statistics
 

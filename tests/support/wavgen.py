@@ -413,3 +413,13 @@ def two_class_corpus(directory: Path, *, files: int, num_frames: int) -> str:
             directory / f"f{i}_{'ab'[i % 2]}.wav", samples, sample_rate=16000, subtype="PCM_16"
         )
     return str(directory / "*.wav")
+
+
+def plan_corpus(directory: Path) -> Path:
+    """Three 16 kHz PCM_16 WAVs (classes dog and cat from the name: ``a_1_dog.wav`` 8000,
+    ``b_2_cat.wav`` 5000, ``c_3_dog.wav`` 3000 frames) and a broken ``d_4_cat.wav`` in
+    `directory`, which is returned: what the planning tests plan."""
+    for name, frames in (("a_1_dog", 8000), ("b_2_cat", 5000), ("c_3_dog", 3000)):
+        write_wav(directory / f"{name}.wav", synth(frames), sample_rate=16000, subtype="PCM_16")
+    (directory / "d_4_cat.wav").write_bytes(b"RIFF, but no audio")
+    return directory

@@ -9,7 +9,7 @@ import apache_beam as beam
 import numpy as np
 import pyarrow as pa
 
-from transforms.planning.layout import RecordLayout
+from transforms.spec.layout import RecordLayout
 from transforms.stages import composites
 from transforms.stages.arrow_coder import RecordBatchCoder
 

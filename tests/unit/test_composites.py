@@ -17,7 +17,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 _CODERS = """
 import pyarrow as pa
 from apache_beam.coders import registry
-from transforms.planning.types import ReadTask
+from transforms.spec.types import ReadTask
 
 def coders():
     return tuple(type(registry.get_coder(t)).__name__ for t in (pa.RecordBatch, ReadTask))

@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from transforms.planning.compression import choose_compression
+from transforms.spec.compression import choose_compression
 
 
 def test_auto_compresses_only_data_that_halves():

@@ -9,7 +9,7 @@ import json
 import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from pipelines.config import RecordConfig, UsageError
+from pipelines.config import RecordConfig, UsageError, parse_splits
 from pipelines.plan import UsageError as PlanUsageError
 from pipelines.record import RecordOptions, help_parser
 
@@ -157,3 +157,15 @@ def test_every_option_has_one_flag_with_the_configs_default_and_help():
         assert flag in text, flag
         assert parsed[field.name] == getattr(RecordConfig(**BASE), field.name) or field.name in BASE
     assert "--runner" in text  # the epilog points to Beam's options
+
+
+def test_parse_splits_normalises_and_rejects_bad_specs():
+    assert parse_splits("train=80,validation=10,test=10") == (
+        ("train", 0.8),
+        ("validation", 0.1),
+        ("test", 0.1),
+    )
+    assert parse_splits(None) == ()
+    for bad in ("train", "train=0", "a=1,a=2", "all=1", "x/y=1", "t=abc"):
+        with pytest.raises(ValueError, match="--splits"):
+            parse_splits(bad)

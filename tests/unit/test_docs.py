@@ -59,7 +59,7 @@ def test_code_layout_names_existing_files_and_every_module():
     layout = _layout()
     expected = {
         "pipelines", "pipelines/plan", "pipelines/resume", "pipelines/tools", "transforms/audio",
-        "transforms/planning", "transforms/stages", "runners",
+        "transforms/spec", "transforms/stages", "runners",
         "replay", "tests", "tests/unit", "tests/pipeline", "tests/reliability", "tests/engines",
         "tests/support", "benchmarks", "fuzz", "data",
     }  # fmt: skip

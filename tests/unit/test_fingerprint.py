@@ -60,7 +60,7 @@ def _annotated_plan(events):
 
     import numpy as np
 
-    from transforms.planning.types import FileAnnotation
+    from transforms.spec.types import FileAnnotation
 
     n = len(events)
     annotation = FileAnnotation(

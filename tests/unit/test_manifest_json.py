@@ -17,7 +17,7 @@ import pytest
 
 from replay import format as fmt
 from replay import load_info
-from transforms.planning.layout import RecordLayout
+from transforms.spec.layout import RecordLayout
 from transforms.stages.finalize import build_manifest, error_lines, file_lines
 from transforms.stages.moments import Moments
 

@@ -229,7 +229,7 @@ def test_with_sample_rate_the_read_stage_packs_every_rate_together(tmp_path):
 
 
 def test_the_read_stage_never_packs_an_annotated_files_chunk(tmp_path):
-    from transforms.planning.types import FileAnnotation
+    from transforms.spec.types import FileAnnotation
 
     fn, _, chunks = _mixed_rates_fn(tmp_path / "in", sample_rate=16000)
     f = chunks[1]["f"]

@@ -20,7 +20,7 @@ from pipelines.config import RecordConfig
 from pipelines.plan import one_task, plan_record
 from tests.support import wavgen
 from transforms.audio import wav
-from transforms.planning.types import InputFile, ReadTask, Segment
+from transforms.spec.types import InputFile, ReadTask, Segment
 from transforms.stages.file_rows import rows_to_batch
 from transforms.stages.pending_rows import (
     BatchedPartWriter,

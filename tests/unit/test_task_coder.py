@@ -12,7 +12,7 @@ import apache_beam as beam
 from pipelines.config import RecordConfig
 from pipelines.plan import one_task, plan_record
 from tests.support import wavgen
-from transforms.planning.types import ReadTask
+from transforms.spec.types import ReadTask
 from transforms.stages import composites, staged
 from transforms.stages.task_coder import (
     EncodedSegments,

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from replay import format as fmt
-from transforms.planning.layout import RecordLayout
+from transforms.spec.layout import RecordLayout
 from transforms.stages import task_commits
 from transforms.stages.moments import Moments, row_sums
 
@@ -110,7 +110,7 @@ def test_samples_are_read_back_only_as_far_as_the_last_sampled_row(tmp_path, mon
 def test_task_records_keep_each_pieces_moments_and_the_commit_the_whole_tasks(tmp_path):
     import json
 
-    from transforms.planning.types import ReadTask
+    from transforms.spec.types import ReadTask
     from transforms.stages.record_parts import PartWriter
 
     def batch(values: np.ndarray) -> tuple[dict, int]:  # as the read stage hands them
@@ -153,7 +153,7 @@ def test_commit_records_hold_relative_part_paths_resolved_in_the_resumed_dir(tmp
     import shutil
 
     from pipelines.resume.reuse import plan_reuse
-    from transforms.planning.types import ReadTask
+    from transforms.spec.types import ReadTask
     from transforms.stages.record_parts import PartWriter
 
     task = ReadTask(0, segments=(None,))  # one segment (reuse looks at its count only)
@@ -261,7 +261,7 @@ def _part_file(tmp_path, rel: str, size: int) -> None:
 
 def test_records_naming_another_tasks_part_or_malformed_are_not_reused(tmp_path):
     from pipelines.resume.reuse import plan_reuse
-    from transforms.planning.types import ReadTask
+    from transforms.spec.types import ReadTask
 
     task = ReadTask(1, segments=(None, None))
     mine = ".tmp/parts/train/00000/000001.records.tmp-0123abcd"
@@ -349,7 +349,7 @@ def test_a_record_of_another_version_is_not_reused(tmp_path):
     """A commit record's ``version`` is checked: an older slice's record (another layout of its
     lists, another meaning of its moments) is never reused, its task is read again."""
     from pipelines.resume.reuse import plan_reuse
-    from transforms.planning.types import ReadTask
+    from transforms.spec.types import ReadTask
 
     task = ReadTask(1, segments=(None, None))
     own = ".tmp/parts/train/00000/000001.records.tmp-0123abcd"
@@ -374,7 +374,7 @@ def test_a_record_naming_a_part_of_another_directory_is_not_reused(tmp_path):
     that only ends like one (``../other/.tmp/parts/...``) names another directory's file, which
     a continued task would cut and append to."""
     from pipelines.resume.reuse import plan_reuse
-    from transforms.planning.types import ReadTask
+    from transforms.spec.types import ReadTask
 
     out, other = tmp_path / "out", tmp_path / "other"
     task = ReadTask(1, segments=(None, None))
@@ -394,7 +394,7 @@ def test_a_checkpoint_whose_part_was_cut_short_is_not_reused(tmp_path):
     than its record names: that checkpoint and those after it are read again (stale), the ones
     whose bytes are all there are reused."""
     from pipelines.resume.reuse import plan_reuse
-    from transforms.planning.types import ReadTask
+    from transforms.spec.types import ReadTask
 
     task = ReadTask(1, segments=(None, None, None))
     part = ".tmp/parts/train/00000/000001.records.tmp-0123abcd"
@@ -421,7 +421,7 @@ def test_a_checkpoint_holds_the_errors_of_its_own_segments(tmp_path):
     import json
 
     from transforms.audio.wav import WavInfo
-    from transforms.planning.types import InputFile, ReadTask, Segment
+    from transforms.spec.types import InputFile, ReadTask, Segment
     from transforms.stages.record_parts import PartWriter
 
     info = WavInfo(16000, 1, 64, "PCM_16", "int16", 32768.0)

@@ -17,7 +17,7 @@ import pytest
 from pipelines.config import RecordConfig
 from pipelines.plan import one_task, plan_record
 from tests.support import wavgen
-from transforms.planning.compression import AUTO_SAMPLE_SIZE
+from transforms.spec.compression import AUTO_SAMPLE_SIZE
 from transforms.stages import read_windows
 from transforms.stages.moments import features_from_json, total
 from transforms.stages.progress import ProgressFile

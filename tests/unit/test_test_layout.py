@@ -14,9 +14,11 @@ PACKAGES = (
     "replay",
     "runners",
     "pipelines",
+    "pipelines/plan",
     "pipelines/resume",
     "pipelines/tools",
     "transforms/audio",
+    "transforms/spec",
     "transforms/stages",
 )
 # Modules without a test file of their own: each covered by the named test file (the comment
@@ -40,6 +42,16 @@ COVERED_ELSEWHERE = {
     "runners/threads.py": "tests/pipeline/test_runners.py",
     # the worker set-up staged to Dataflow: the offline job translation stages it
     "runners/worker_setup.py": "tests/pipeline/test_dataflow.py",
+    # planning's own frozen data (ScannedInputs, RecordPlan, Continuation): what the listing
+    # tests make and read back
+    "pipelines/plan/types.py": "tests/unit/test_listing.py",
+    # the plan made batch by batch: the job's plan step against the launcher's plan, tasks,
+    # shard counts and refusals
+    "pipelines/plan/batches.py": "tests/pipeline/test_in_job.py",
+    # the frozen types the stages receive: staged, pickled as columns and read back equal
+    "transforms/spec/types.py": "tests/pipeline/test_staged_plan.py",
+    # the elements' keys and feature shapes: the Arrow schema and coder made from a layout
+    "transforms/spec/layout.py": "tests/unit/test_arrow_coder.py",
 }
 
 

@@ -12,7 +12,7 @@ import hashlib
 import pytest
 
 from replay import format as fmt
-from transforms.planning.types import ShardSpec
+from transforms.spec.types import ShardSpec
 from transforms.stages import record_parts
 from transforms.stages.write_shards import write_shard
 

@@ -20,9 +20,9 @@ import apache_beam as beam
 import pyarrow as pa
 
 from transforms.audio import features as feats
-from transforms.planning.compression import AUTO_SAMPLE_SIZE, choose_compression
-from transforms.planning.layout import RecordLayout
-from transforms.planning.types import ReadTask, ReadWindowsConfig, Sharding, ShardSpec
+from transforms.spec.compression import AUTO_SAMPLE_SIZE, choose_compression
+from transforms.spec.layout import RecordLayout
+from transforms.spec.types import ReadTask, ReadWindowsConfig, Sharding, ShardSpec
 from transforms.stages import finalize, read_windows, staged, write_shards
 from transforms.stages.arrow_coder import RecordBatchCoder
 from transforms.stages.preprocessing import preprocessing_fn

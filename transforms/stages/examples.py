@@ -28,7 +28,7 @@ import numpy as np
 import pyarrow as pa
 
 from replay import format as fmt
-from transforms.planning.layout import RecordLayout
+from transforms.spec.layout import RecordLayout
 from transforms.stages.file_rows import FLOAT16_MAX, bytes_rows, float16_overflow, list_column
 
 _LEN = 2  # wire type: length-delimited

@@ -21,8 +21,8 @@ from transforms.audio import dtypes, wav
 from transforms.audio import features as feats
 from transforms.audio.annotation_windows import cut_at
 from transforms.audio.windows import frame_blocks, num_windows
-from transforms.planning.annotation_plan import annotation_columns
-from transforms.planning.types import InputFile, ReadWindowsConfig
+from transforms.spec.annotation_columns import annotation_columns
+from transforms.spec.types import InputFile, ReadWindowsConfig
 
 _CHUNK_BYTES = 8 << 20  # 8 MiB of samples per chunk of windows (one RecordBatch)
 _MAX_CHUNK_WINDOWS = 1024

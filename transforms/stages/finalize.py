@@ -21,8 +21,8 @@ from typing import Any
 from replay import format as fmt
 from transforms.audio import features as feats
 from transforms.audio import features_tf
-from transforms.planning.layout import RecordLayout
-from transforms.planning.types import ShardSpec
+from transforms.spec.layout import RecordLayout
+from transforms.spec.types import ShardSpec
 from transforms.stages import atomic
 from transforms.stages.moments import to_json as moments_json
 from transforms.stages.preprocessing import CLASS_VOCABULARY, element_schema, z_score_scope

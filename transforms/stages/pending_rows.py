@@ -12,7 +12,7 @@ Batching does not change a byte: each part receives the same records in the same
 the same runs, as chunk-by-chunk writes give it (a shard's records are the subsequence of the
 task's rows routed to it, whatever the hand-offs); the moments are exact integer sums
 (`transforms.stages.moments`), the same however the rows are grouped; the counters are totals.
-`route_chunk` gives each row the shard `transforms.planning.sharding.shard_of` gives it,
+`route_chunk` gives each row the shard `transforms.spec.sharding.shard_of` gives it,
 from the chunk's own row keys (no Arrow column is read): it runs in the compute pool, where a
 pack's rows are computed, so that a chunk whose routing fails is that file's error alone.
 """
@@ -25,8 +25,8 @@ from concurrent.futures import Executor
 
 import numpy as np
 
-from transforms.planning.sharding import shard_of
-from transforms.planning.types import ReadTask, Segment, Sharding
+from transforms.spec.sharding import shard_of
+from transforms.spec.types import ReadTask, Segment, Sharding
 from transforms.stages.record_parts import FRAME_BYTES, PartWriter
 from transforms.stages.task_commits import continued_parts
 

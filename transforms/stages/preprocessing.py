@@ -1,6 +1,6 @@
 """The tensorflow-transform side: `preprocessing_fn` and the stored records' schema.
 
-Only ``class`` and the raw features are tensors TFT sees (`transforms.planning.layout.RecordLayout`
+Only ``class`` and the raw features are tensors TFT sees (`transforms.spec.layout.RecordLayout`
 fixes the columns and their shapes, `RecordLayout.analysis_schema` what the analysis receives):
 the signal and the other keys never cross into it.
 

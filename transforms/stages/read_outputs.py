@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import pyarrow as pa
 
 from replay import format as fmt
-from transforms.planning.types import Segment
+from transforms.spec.types import Segment
 
 
 class Batcher:

@@ -14,7 +14,7 @@ computes features and encodes the stored Examples once per chunk (in the compute
   named it), so a retried task rewrites identical parts, and concatenated into shards by the
   write stage); rows are routed to their shards in the compute pool and handed to the part
   writer in batches of consecutive chunks (`transforms.stages.pending_rows`), not per file;
-- emits the rows of the analysed splits (`transforms.planning.sharding.analyzed_splits`:
+- emits the rows of the analysed splits (`pipelines.config.parse_analyze_splits`:
   ``train`` by default when there are splits, so test windows never shape the statistics) as
   RecordBatches for tensorflow-transform's analysis (fused in this stage), and, when
   normalising, their exact moments (`transforms.stages.moments`), one ``{feature: Moments}``
@@ -45,8 +45,8 @@ from apache_beam.io.filesystems import FileSystems
 from replay import format as fmt
 from replay.storage import is_url
 from transforms.audio import formats
-from transforms.planning.sharding import shard_of
-from transforms.planning.types import ReadTask, ReadWindowsConfig, Segment, Sharding
+from transforms.spec.sharding import shard_of
+from transforms.spec.types import ReadTask, ReadWindowsConfig, Segment, Sharding
 from transforms.stages.examples import StoredEncoder
 from transforms.stages.file_rows import (
     chunk_rows,

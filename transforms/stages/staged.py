@@ -34,7 +34,7 @@ from operator import attrgetter
 from typing import Any
 
 from replay import storage
-from transforms.planning.types import InputFile, ReadTask, Segment
+from transforms.spec.types import InputFile, ReadTask, Segment
 from transforms.stages import atomic
 
 PLAN_DIR = ".tmp/plan"  # under the output directory; a run's .tmp is removed when it ends

@@ -33,7 +33,7 @@ from typing import Any
 
 import apache_beam as beam
 
-from transforms.planning.types import ReadTask, Segment
+from transforms.spec.types import ReadTask, Segment
 
 
 class ReadTaskCoder(beam.coders.Coder):

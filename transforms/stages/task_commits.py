@@ -40,9 +40,9 @@ import apache_beam as beam
 import pyarrow as pa
 
 from replay import format as fmt
-from transforms.planning.compression import AUTO_SAMPLE_SIZE
-from transforms.planning.layout import RecordLayout
-from transforms.planning.types import ReadTask, Segment
+from transforms.spec.compression import AUTO_SAMPLE_SIZE
+from transforms.spec.layout import RecordLayout
+from transforms.spec.types import ReadTask, Segment
 from transforms.stages import atomic, record_parts
 from transforms.stages.moments import (
     FeatureMoments,

@@ -25,8 +25,8 @@ import pyarrow as pa
 
 from replay import format as fmt
 from transforms.audio import wav
-from transforms.planning.compression import AUTO_SAMPLE_SIZE
-from transforms.planning.types import ReadTask, Segment
+from transforms.spec.compression import AUTO_SAMPLE_SIZE
+from transforms.spec.types import ReadTask, Segment
 from transforms.stages.pending_rows import HandedOff
 from transforms.stages.progress import ProgressFile
 from transforms.stages.read_outputs import Batcher, first_key, sample_bytes

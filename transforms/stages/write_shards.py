@@ -1,12 +1,12 @@
 """Write stage: a shard's part files (encoded records) -> one shard file.
 
-Planning (the shard count, the compression) is pure, in `transforms.planning`; `WriteShardFn`
-does the work. The read stage encoded every row (`transforms.stages.examples.StoredEncoder`)
-and routed it to its shard's part files (`transforms.stages.read_windows`,
-`transforms.stages.record_parts`); a shard is the concatenation of its parts in task order,
-i.e. sorted by (index, win_start_idx, channel), so two runs over the same input give
-byte-identical shards whatever the runner's bundling. Nothing is encoded or transformed here:
-an uncompressed shard is a byte copy of its parts.
+The shard counts are planned (`pipelines.plan.shard_counts`), the compression chosen by a pure
+rule (`transforms.spec.compression`); `WriteShardFn` does the work. The read stage encoded
+every row (`transforms.stages.examples.StoredEncoder`) and routed it to its shard's part files
+(`transforms.stages.read_windows`, `transforms.stages.record_parts`); a shard is the
+concatenation of its parts in task order, i.e. sorted by (index, win_start_idx, channel), so two
+runs over the same input give byte-identical shards whatever the runner's bundling. Nothing is
+encoded or transformed here: an uncompressed shard is a byte copy of its parts.
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from apache_beam.utils.windowed_value import WindowedValue
 
 from replay import format as fmt
 from replay.storage import is_url
-from transforms.planning.compression import COMPRESSION_LEVEL
-from transforms.planning.types import ShardSpec
+from transforms.spec.compression import COMPRESSION_LEVEL
+from transforms.spec.types import ShardSpec
 from transforms.stages import atomic, record_parts
 from transforms.stages.prefetch import ComputePool
 from transforms.stages.progress import ProgressFile

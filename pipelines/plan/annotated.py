@@ -1,13 +1,13 @@
 """Planning a record run with ``--annotations``: tables -> events -> every file's windows.
 
-At planning (launcher side, after the WAV headers are read; `pipelines.plan.reads` reads the tables,
-`annotate` hands them over), `plan_annotations` matches the events to
-the input files, checks them against each file's duration and channels, and fixes every file's
+At planning (launcher side, after the WAV headers are read; `pipelines.plan.reads` reads the
+tables, `annotate` hands them over), `plan_annotations` matches the events to the input files,
+checks them against each file's duration and channels, and fixes every file's
 windows with their labels (`FileAnnotation`): the grid windows (without the background ones
 under ``--drop_background``) or, with ``--event_windows centered``, one window centred on each
 event plus ``--background_per_file`` seeded background windows. The read stage then cuts exactly
 those windows (`transforms.audio.annotation_windows.cut_at`) and adds their columns
-(`annotation_columns`). Bad rows become manifest ``errors`` entries (``path`` =
+(`transforms.spec.annotation_columns`). Bad rows become manifest ``errors`` entries (``path`` =
 ``<table>:<line>``) and never stop the job; per-file statistics go to ``files[].annotation``
 (`transforms.audio.annotation_stats`).
 
@@ -34,52 +34,15 @@ from math import gcd
 from typing import Any
 
 import numpy as np
-import pyarrow as pa
 
-from replay import format as fmt
+from pipelines.config import AnnotationConfig
 from transforms.audio import annotation_windows as aw
 from transforms.audio import annotations as ann
 from transforms.audio.annotation_stats import Row, file_summary
 from transforms.audio.windows import WindowConfig, window_starts
-from transforms.planning.types import FileAnnotation, InputFile
+from transforms.spec.types import FileAnnotation, InputFile
 
-EVENT_WINDOWS = ("grid", "centered")
 MULTI_LABEL_JOIN = "+"
-
-
-@dataclasses.dataclass(frozen=True)
-class AnnotationConfig:
-    """The ``--annotations`` options.
-
-    Attributes:
-      pattern: glob of annotation tables.
-      fmt: table format (`transforms.audio.annotations.FORMATS`).
-      label_column: Raven label column (None: ``Annotation`` or the 8th column).
-      rule: the window label rule.
-      event_windows: ``grid`` (the usual windows) or ``centered`` (one per event).
-      background_per_file: background windows per file with ``centered``.
-      seed: seed of the background windows.
-    """
-
-    pattern: str
-    fmt: str = "auto"
-    label_column: str | None = None
-    rule: aw.LabelRule = aw.LabelRule()
-    event_windows: str = "grid"
-    background_per_file: int = 0
-    seed: int = 0
-
-    def __post_init__(self) -> None:
-        if self.fmt not in ann.FORMATS:
-            raise ValueError(f"--annotation_format must be one of {', '.join(ann.FORMATS)}")
-        if self.event_windows not in EVENT_WINDOWS:
-            raise ValueError(f"--event_windows must be one of {', '.join(EVENT_WINDOWS)}")
-        if self.background_per_file < 0:
-            raise ValueError("--background_per_file must be >= 0")
-        if self.background_per_file and self.event_windows != "centered":
-            raise ValueError("--background_per_file needs --event_windows centered")
-        if self.background_per_file and self.rule.drop_background:
-            raise ValueError("--background_per_file and --drop_background exclude each other")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -244,43 +207,6 @@ def _file_annotation(
         num_events=counts,
         summary=summary,
     )
-
-
-def annotation_columns(
-    annotation: FileAnnotation, starts: np.ndarray, channels: np.ndarray
-) -> dict[str, tuple[np.ndarray, int, pa.DataType]]:
-    """The ``class``, ``labels``, ``events`` and ``num_events`` columns of k rows of a file.
-
-    Args:
-      annotation: the file's planned annotation.
-      starts: int64 [k] window starts of the rows (each one of `annotation.starts`).
-      channels: int64 [k] their channels (0 unless ``--channel_mode split``).
-
-    Returns:
-      {key: (flat values, values per row, Arrow value type)}
-      (`transforms.stages.file_rows.list_column`).
-    """
-    window = np.searchsorted(annotation.starts, starts)
-    if np.any(window >= len(annotation.starts)) or np.any(annotation.starts[window] != starts):
-        raise ValueError("a row's window start is not one of the planned windows")
-    rows = window * annotation.channels + np.asarray(channels, np.int64) - annotation.row_offset
-    if len(rows) and (rows.min() < 0 or rows.max() >= len(annotation.classes)):
-        raise ValueError("a row outside the rows this annotation holds")
-    names = np.array([annotation.classes[r].encode() for r in rows], dtype=object)
-    return {
-        fmt.CLASS_KEY: (names, 1, pa.binary()),
-        fmt.LABELS_KEY: (
-            annotation.labels[rows].reshape(-1),
-            annotation.labels.shape[1],
-            pa.float32(),
-        ),
-        fmt.EVENTS_KEY: (
-            annotation.events[rows].reshape(-1),
-            annotation.events.shape[1] * 3,
-            pa.int64(),
-        ),
-        fmt.NUM_EVENTS_KEY: (annotation.num_events[rows], 1, pa.int64()),
-    }
 
 
 def _not_a_class(e: ann.Event) -> ann.RowError:

@@ -1,5 +1,5 @@
-"""Planning steps 2 and 3 on real WAV files, without running a pipeline: `scan_inputs` (labels,
-headers, output directory), its pure parts, and `size_tasks` (shapes, shard counts, tasks)."""
+"""Tasks and shards on real WAV files, without running a pipeline: `size_tasks` (feature shapes,
+shard counts, read tasks), `one_task`, and the checks that need the files' rate."""
 
 from __future__ import annotations
 
@@ -11,17 +11,13 @@ import pytest
 from pipelines.config import RecordConfig, UsageError
 from pipelines.plan import (
     MIN_TASK_ROWS,
-    check_inputs,
-    check_output_dir,
-    label_inputs,
     one_task,
     plan_record,
     scan_inputs,
+    shard_counts,
     size_tasks,
 )
 from tests.support import wavgen
-from transforms.planning import sharding as shard_plan
-from transforms.planning.types import Sharding
 
 WIN = 1000
 
@@ -29,88 +25,13 @@ WIN = 1000
 @pytest.fixture(scope="module")
 def inputs(tmp_path_factory):
     """Three 16-bit files (two classes, 8000 / 5000 / 3000 frames) and a broken one."""
-    d = tmp_path_factory.mktemp("in")
-    for name, frames in (("a_1_dog", 8000), ("b_2_cat", 5000), ("c_3_dog", 3000)):
-        samples = wavgen.synth(frames)
-        wavgen.write_wav(d / f"{name}.wav", samples, sample_rate=16000, subtype="PCM_16")
-    (d / "d_4_cat.wav").write_bytes(b"RIFF, but no audio")
-    return d
+    return wavgen.plan_corpus(tmp_path_factory.mktemp("in"))
 
 
 def _config(inputs, tmp_path, **options) -> RecordConfig:
     return RecordConfig(
         input_pattern=str(inputs / "*.wav"), output_dir=str(tmp_path / "out"), **options
     )
-
-
-def test_label_inputs_gives_index_label_split_and_class_errors():
-    """Pins each matched file's index, label and split (literals, not `split_of`'s answer) and
-    the error of a class outside ``--classes``."""
-    matched = [("d/a_x_dog.wav", 10), ("d/b_x_cat.wav", 20), ("d/c_x_owl.wav", 30)]
-    config = RecordConfig(input_pattern="d/*.wav", output_dir="o", splits="train=50,test=50")
-    sharding = Sharding(splits=config.split_weights, split_base="d/")
-    files = label_inputs(
-        matched, config, csv_labels=None, fixed_classes=("cat", "dog"), sharding=sharding
-    )
-    assert [(f.index, f.path, f.size_bytes, f.label) for f in files] == [
-        (0, "d/a_x_dog.wav", 10, "dog"),
-        (1, "d/b_x_cat.wav", 20, "cat"),
-        (2, "d/c_x_owl.wav", 30, "owl"),
-    ]
-    # Literals (blake2b unit hashes of the paths relative to "d/": 0.242, 0.710, 0.527)
-    assert [f.split for f in files] == ["train", "test", "test"]
-    assert [f.error is None for f in files] == [True, True, False]  # owl: not in --classes
-    keep = dataclasses.replace(config, unknown_class="keep")
-    kept = label_inputs(matched, keep, csv_labels=None, fixed_classes=("cat",), sharding=sharding)
-    assert all(f.error is None for f in kept)
-    annotated = dataclasses.replace(config, annotations="t/*.txt")
-    tabled = label_inputs(
-        matched, annotated, csv_labels=None, fixed_classes=None, sharding=sharding
-    )
-    assert [f.label for f in tabled] == ["", "", ""]  # labels come from the tables
-
-
-@pytest.mark.parametrize(
-    ("state", "overwrite", "message"),
-    [
-        ("missing", False, None),
-        ("empty", False, None),
-        ("ours", False, "exists; pass --overwrite to replace it"),
-        ("ours", True, None),
-        ("foreign", True, "not an audiorecords dataset; refusing to overwrite it"),
-    ],
-)
-def test_check_output_dir(state, overwrite, message):
-    config = RecordConfig(input_pattern="x", output_dir="o", overwrite=overwrite)
-    if message is None:
-        check_output_dir(config, "o", state)
-    else:
-        with pytest.raises(UsageError, match=message):
-            check_output_dir(config, "o", state)
-
-
-def test_scan_inputs_reads_labels_and_headers_and_lists_bad_files(inputs, tmp_path):
-    scanned = scan_inputs(_config(inputs, tmp_path))
-    assert [f.path.rsplit("/", 1)[-1] for f in scanned.inputs] == [
-        "a_1_dog.wav",
-        "b_2_cat.wav",
-        "c_3_dog.wav",
-        "d_4_cat.wav",
-    ]
-    assert [f.info.num_frames if f.info else None for f in scanned.inputs] == [
-        8000,
-        5000,
-        3000,
-        None,
-    ]
-    assert scanned.inputs[3].error and scanned.classes == ("cat", "dog")
-    assert scanned.signal_dtype == "int16" and scanned.output_dir == str(tmp_path / "out")
-    with pytest.raises(UsageError, match="^--strict: .*d_4_cat.wav: "):
-        check_inputs(_config(inputs, tmp_path, strict=True), scanned.inputs)
-    (tmp_path / "out").mkdir()
-    (tmp_path / "out" / "notes.txt").write_text("mine")
-    with pytest.raises(UsageError, match="not an audiorecords dataset"):
-        scan_inputs(_config(inputs, tmp_path, overwrite=True))
 
 
 def test_size_tasks_counts_windows_shards_and_tasks(inputs, tmp_path):
@@ -155,7 +76,7 @@ def test_default_shard_count_is_planned_windows_times_stored_bytes(inputs, tmp_p
     """docs/output-layout.md "Shard count": one shard per TARGET_SHARD_BYTES (128 MiB; 5,000 bytes
     here) of planned windows x the bytes each stores, so overlapping windows and --feature_dtype
     count."""
-    monkeypatch.setattr(shard_plan, "TARGET_SHARD_BYTES", 5_000)
+    monkeypatch.setattr(shard_counts, "TARGET_SHARD_BYTES", 5_000)
 
     def shards(**options) -> int:
         config = _config(inputs, tmp_path, win_len=WIN, **{"features": "none", **options})

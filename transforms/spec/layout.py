@@ -38,7 +38,7 @@ class RecordLayout:
         statistics in the manifest; not stored).
       with_channel: carry the ``channel`` key (``--channel_mode split``).
       num_label_classes: ``--annotations``: length of the multi-hot ``labels`` (0: no
-        annotation keys; see `transforms.planning.annotation_plan`).
+        annotation keys; see `pipelines.plan.annotated`).
       max_events: ``--annotations``: rows of ``events`` [max_events, 3].
       feature_dtype: how features are stored (``--feature_dtype``): float32, float16 or
         bfloat16 raw bytes, read back as float32.

@@ -2,7 +2,7 @@
 
 `pipelines.plan` builds them before any work; the Beam stages (`transforms.stages`) read them.
 No Beam here, and no logic beyond a derived property or two: the rules that fill them in are in
-`transforms.planning.sharding` and `pipelines.plan`.
+`pipelines.plan`.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from replay import format as fmt
 from transforms.audio import features as feats
 from transforms.audio import wav
 from transforms.audio.windows import WindowConfig
-from transforms.planning.layout import RecordLayout
+from transforms.spec.layout import RecordLayout
 
 CHANNEL_MODES = ("first", "mean", "split")
 
@@ -27,8 +27,8 @@ class FileAnnotation:
     """A file's planned windows and their label columns, rows in (window, channel) order.
 
     The row arrays may hold only rows [row_offset, row_offset + len(classes)) of the file: a
-    read task carries its segment's rows (`segment_tasks`), not the whole file's, while
-    `starts` always lists every window (8 bytes each).
+    read task carries its segment's rows (`pipelines.plan.annotated.segment_tasks`), not the
+    whole file's, while `starts` always lists every window (8 bytes each).
     """
 
     starts: np.ndarray  # int64 [n] sorted, unique window starts (output-rate samples)
@@ -79,7 +79,7 @@ class InputFile:
     split: str = fmt.ALL_SPLIT
     info: wav.WavInfo | None = None
     error: str | None = None  # the reason the file cannot be used (label or header problem)
-    # --annotations: the file's planned windows and label columns (annotation_plan)
+    # --annotations: the file's planned windows and label columns (pipelines.plan.annotated)
     annotation: FileAnnotation | None = dataclasses.field(default=None, compare=False, repr=False)
     modified: float = 0.0  # the listing's modification time (seconds since the epoch; 0: none)
 
