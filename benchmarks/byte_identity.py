@@ -19,7 +19,8 @@ only difference. Then:
    command), a generated annotated corpus (Audacity and CSV tables, grid and centred windows),
    the 10,240 clips with clips_bench's options and 2,000 of them with ``--splits``. Each output
    file's SHA-256 is compared, but for what legitimately differs between two runs of one
-   checkout (`RUN_SPECIFIC`): a JSON file's ``created_utc`` values, and the ``uuid`` field of a
+   checkout (`RUN_SPECIFIC`): a JSON file's ``created_utc`` values, an append directory's name
+   (a digest of the version's commits, ``created_utc`` included) and the ``uuid`` field of a
    SavedModel's ``fingerprint.pb`` (its other fields are compared). The command's standard
    output is compared with its timings masked (`TIMINGS`).
 2. **Tools** (`TOOL_CASES`): ``python -m pipelines.inspect`` (summary, ``--report``,
@@ -39,6 +40,12 @@ differ is compared again as a graph with TensorFlow's per-process counters taken
 (`graph_without_counters`): "names only" in the table when that is all that differs, as between
 runs with worker processes (docs/guarantees.md, item 5). Children inherit ``PYTHONHASHSEED``
 (unset: a random one per process, as a user's runs) unless `--hashseed` fixes it.
+
+Prints the tables (markdown) and exits 1 when a base / head pair is neither identical nor
+"names only", or a replay set neither identical nor "same elements". Work files go to a new
+directory under ``$AUDIORECORDS_BENCH_DIR`` (default /tmp/audiorecords-bench), deleted at the
+end unless ``--keep``; the 10,240 clips' outputs (~590 MB a run, two at a time) are deleted as
+soon as compared. About 10 minutes on 2 busy cores (``--control 1``: 15).
 """
 
 from __future__ import annotations
