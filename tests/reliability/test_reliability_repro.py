@@ -6,6 +6,8 @@ compare the same way (test_reliability_atomic, test_reliability_retries).
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from pipelines import record
@@ -71,3 +73,45 @@ def test_two_worker_processes_give_the_one_worker_statistics_bit_for_bit(tmp_pat
     assert (norm["mean"], norm["var"]) == stats["spectrogram"]
     vocabulary = (one / "transform_fn" / "assets" / "class").read_bytes()
     assert vocabulary == (two / "transform_fn" / "assets" / "class").read_bytes()
+
+
+def _fingerprint(saved_model: Path) -> dict:
+    import tensorflow as tf
+
+    fingerprint = tf.saved_model.experimental.read_fingerprint(str(saved_model))
+    return {
+        name: getattr(fingerprint, name)
+        for name in (
+            "saved_model_checksum",
+            "graph_def_program_hash",
+            "signature_def_hash",
+            "saved_object_graph_hash",
+            "checkpoint_hash",
+        )
+    }
+
+
+def test_saved_models_are_the_same_programs_from_one_or_two_worker_processes(
+    tmp_path, reliability_reference
+):
+    """Guarantee 5's SavedModels: transform_fn/ and feature_fn/ recorded into the same
+    directory by one process and by two worker processes hold the same program (TensorFlow's
+    fingerprint hashes of the graph with its function names regularised, the signatures, the
+    object graph and the variables) and the same variables and assets; only saved_model.pb's
+    bytes may differ (``saved_model_checksum``): TensorFlow names each traced function with a
+    counter of its process, and a worker traces after whatever it ran before."""
+    pattern, labels, _ = reliability_reference
+    out, one = tmp_path / "out", tmp_path / "one"
+    record.run(record_args(pattern, labels, out))
+    out.rename(one)  # the graph names the output directory: both runs write the same one
+    multi = ("--direct_running_mode", "multi_processing", "--direct_num_workers", "2")
+    record.run(record_args(pattern, labels, out, *multi))
+    assert_same_dataset(out, one)
+    for model in ("transform_fn", "feature_fn"):
+        got, want = _fingerprint(out / model), _fingerprint(one / model)
+        del got["saved_model_checksum"], want["saved_model_checksum"]
+        assert got == want, model
+        for path in sorted((one / model).rglob("*")):
+            if path.is_file() and path.name not in ("saved_model.pb", "fingerprint.pb"):
+                relative = path.relative_to(one)
+                assert (out / relative).read_bytes() == path.read_bytes(), relative
