@@ -21,6 +21,7 @@ from transforms.planning.layout import RecordLayout
 from transforms.planning.types import ShardSpec
 from transforms.stages.finalize import build_manifest, error_lines, file_lines, write_table
 from transforms.stages.moments import Moments
+from transforms.stages.task_commits import packed_lines
 from transforms.stages.write_shards import write_shard
 
 # What finalize writes for a run with --splits train=60,test=40, --feature_dtype float16, one
@@ -183,7 +184,7 @@ def test_build_manifest_gives_the_pinned_json_text():
         signal_dtype="int16", win_len=64, statistics={"log_mel": (-1.5, 0.25)}
     )
     # the read stage's summary lines and the errors, out of order: sorted by index / path
-    files, rates = file_lines([fmt.table_line(f) for f in FILES[::-1]], failed=())
+    files, rates = file_lines([packed_lines([fmt.table_line(f)]) for f in FILES[::-1]], failed=())
     errors = error_lines(ERRORS[::-1])
     assert rates == []  # these summaries name no sample rate
     table_bytes = {"files": b"".join(files), "errors": b"".join(errors)}
@@ -216,8 +217,9 @@ def test_file_lines_merge_a_files_segments_and_leave_failed_files_out():
     b = {"path": "in/b.wav", "index": 1, "num_windows": 2, "sample_rate": 8000}
     bad = {"path": "in/c.wav", "index": 2, "num_windows": 1, "sample_rate": 22050}
     segments = [b, {**a, "num_windows": 3}, bad, a, {**a, "num_windows": 0}]
-    lines, rates = file_lines([fmt.table_line(s) for s in segments], failed={"in/c.wav"})
-    assert lines == [fmt.table_line({**a, "num_windows": 7}), fmt.table_line(b)]
+    items = [packed_lines(map(fmt.table_line, part)) for part in (segments[:2], segments[2:])]
+    lines, rates = file_lines(items, failed={"in/c.wav"})
+    assert list(lines) == [fmt.table_line({**a, "num_windows": 7}), fmt.table_line(b)]
     assert rates == [8000, 16000]
     assert error_lines([{"path": "z", "reason": "1"}, {"path": "y"}, {"path": "z"}]) == [
         b'{"path":"y"}\n',
