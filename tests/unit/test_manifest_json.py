@@ -243,6 +243,28 @@ def test_write_table_writes_the_lines_and_gives_their_digest(tmp_path, monkeypat
     assert write_table(str(tmp_path), "errors.jsonl", []) == fmt.table_digest(b"")
 
 
+def test_the_files_table_of_packed_items_is_written_as_its_lines(tmp_path, monkeypatch):
+    """`file_lines` over items of several tasks' lines, each packed (`task_commits.
+    packed_lines`), out of index order and a long file's segments in different items: the table
+    `write_table` writes (blocks across items) is the lines by index, the segments merged."""
+    import transforms.stages.finalize as finalize
+
+    monkeypatch.setattr(finalize, "TABLE_BLOCK_LINES", 3)
+    summaries = [{"path": f"in/{i}.wav", "index": i, "num_windows": 1} for i in range(10)]
+    long = {"path": "in/long.wav", "index": 10, "num_windows": 5, "sample_rate": 8000}
+    items = [
+        packed_lines(map(fmt.table_line, [*summaries[5:], {**long, "num_windows": 2}])),
+        packed_lines(map(fmt.table_line, [{**long, "num_windows": 3}, *summaries[:5]])),
+    ]
+    lines, rates = file_lines(items, failed={"in/7.wav"})
+    expected = [fmt.table_line(s) for s in summaries if s["index"] != 7] + [fmt.table_line(long)]
+    assert len(lines) == 10 and lines[-1] == expected[-1] and lines[2:4] == expected[2:4]
+    (tmp_path / ".tmp").mkdir()
+    digest = write_table(str(tmp_path), "files.jsonl", lines)
+    assert (tmp_path / "files.jsonl").read_bytes() == b"".join(expected)
+    assert digest == fmt.table_digest(b"".join(expected)) and rates == [8000]
+
+
 @pytest.mark.parametrize(
     ("split", "index", "count", "compression", "name"),
     [
