@@ -149,28 +149,3 @@ def test_record_offsets_of_a_stream_cut_inside_a_record_are_an_error(tmp_path):
     (tmp_path / "cut").write_bytes(data[:-3])
     with pytest.raises(ValueError, match="end 3 bytes past"):
         record_parts.file_offsets(str(tmp_path / "cut"))
-
-
-def test_part_runs_are_the_runs_as_columns():
-    """`PartRuns`: a part's runs as columns read back as the (path, records, bytes) runs, by
-    index and slice, equal to the list it was made of, pickled as its columns; the byte ranges
-    and record counts of a part with them are those of the lists."""
-    import pickle
-
-    from transforms.stages.record_parts import PartRuns
-
-    runs = [["/in/a.wav", 2, 100], ["/in/ü b.wav", 1, 40], ["gs://b/c\0d.wav", 3, 90]]
-    columns = PartRuns(runs)
-    assert list(columns) == [tuple(r) for r in runs] and columns == runs and len(columns) == 3
-    assert columns[1] == ("/in/ü b.wav", 1, 40) and columns[-1] == tuple(runs[2])
-    assert columns[1:] == [tuple(r) for r in runs[1:]] and columns != runs[:2]
-    again = pickle.loads(pickle.dumps(columns))
-    assert again == runs and list(again) == list(columns)
-    assert PartRuns([]) == [] and list(PartRuns([])) == []
-    failed = {"/in/ü b.wav"}
-    as_lists = [{"path": "/p", "runs": runs}]
-    as_columns = [{"path": "/p", "runs": again}]
-    ranges = record_parts.kept_ranges
-    assert list(ranges(as_columns, failed)) == list(ranges(as_lists, failed))
-    counted = record_parts.kept_records
-    assert counted(as_columns, failed) == counted(as_lists, failed) == 5

@@ -19,7 +19,6 @@ Tests compare the bytes with ``tf.io.TFRecordWriter``'s and read the parts back 
 
 from __future__ import annotations
 
-import array
 import collections
 import contextlib
 import dataclasses
@@ -30,7 +29,7 @@ import shutil
 import struct
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Executor, Future
-from typing import Any, BinaryIO
+from typing import BinaryIO
 
 import google_crc32c
 from apache_beam.io.filesystems import FileSystems
@@ -284,64 +283,6 @@ def _link_or_copy(src: str, dst: str) -> None:
         tmp = atomic.temp_name(dst)
         shutil.copyfile(src, tmp)
         atomic.rename(tmp, dst)
-
-
-class PartRuns(Sequence):
-    """A part's runs (input path, records, framed bytes: one a file, in order) as columns: the
-    paths joined in one string with their ends, the counts and sizes as integer arrays. The
-    read stage hands a part's description to the write stage with these (through the runner,
-    which holds them until the shard is written): not a tuple and a path string a file. Items
-    are (path, records, bytes) tuples; equal to any sequence of equal runs; pickled as its
-    columns."""
-
-    def __init__(self, runs: Iterable[Sequence]) -> None:
-        paths: list[str] = []
-        self._ends, self._counts, self._sizes = (array.array("q") for _ in range(3))
-        end = 0
-        for path, count, size in runs:
-            paths.append(path)
-            end += len(path)
-            self._ends.append(end)
-            self._counts.append(count)
-            self._sizes.append(size)
-        self._text = "".join(paths)
-
-    def __len__(self) -> int:
-        return len(self._counts)
-
-    def __getitem__(self, i: Any) -> Any:
-        if isinstance(i, slice):
-            return [self[j] for j in range(*i.indices(len(self)))]
-        i = i + len(self) if i < 0 else i
-        if not 0 <= i < len(self):
-            raise IndexError(i)
-        start = self._ends[i - 1] if i else 0
-        return self._text[start : self._ends[i]], self._counts[i], self._sizes[i]
-
-    def __iter__(self) -> Iterator[tuple[str, int, int]]:
-        start, text = 0, self._text
-        for end, count, size in zip(self._ends, self._counts, self._sizes, strict=True):
-            yield text[start:end], count, size
-            start = end
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, Sequence) or isinstance(other, (str, bytes)):
-            return NotImplemented
-        return len(self) == len(other) and all(
-            a == tuple(b) for a, b in zip(self, other, strict=True)
-        )
-
-    __hash__ = None  # type: ignore[assignment]  # like the lists it stands for
-
-    def __reduce__(self) -> tuple[Any, tuple]:
-        return _part_runs, (self._text, self._ends, self._counts, self._sizes)
-
-
-def _part_runs(text: str, ends: array.array, counts: array.array, sizes: array.array) -> PartRuns:
-    """The `PartRuns` of its pickled columns."""
-    out = PartRuns(())
-    out._text, out._ends, out._counts, out._sizes = text, ends, counts, sizes
-    return out
 
 
 def kept_records(parts: Iterable[dict], failed: frozenset[str] | set[str]) -> int:

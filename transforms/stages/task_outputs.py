@@ -30,7 +30,6 @@ from transforms.planning.types import ReadTask, Segment
 from transforms.stages.pending_rows import HandedOff
 from transforms.stages.progress import ProgressFile
 from transforms.stages.read_outputs import Batcher, first_key, sample_bytes
-from transforms.stages.record_parts import PartRuns
 from transforms.stages.task_commits import (
     ERRORS_TAG,
     FILES_TAG,
@@ -159,7 +158,7 @@ class TaskOutputs:
 
     def commit(self, parts: list[dict]) -> Iterator:
         """Records the whole task (its `parts` committed); yields the moments since the last
-        checkpoint and the parts (their runs as `record_parts.PartRuns`)."""
+        checkpoint and the parts."""
         yield beam.pvalue.TaggedOutput(STATS_TAG, self._records.commit(parts=parts))
-        for part in parts:  # their runs as columns (`record_parts.PartRuns`)
-            yield beam.pvalue.TaggedOutput(PARTS_TAG, {**part, "runs": PartRuns(part["runs"])})
+        for part in parts:
+            yield beam.pvalue.TaggedOutput(PARTS_TAG, part)
