@@ -28,17 +28,19 @@ its records and parts, then reads the rest.
 
 from __future__ import annotations
 
+import array
 import concurrent.futures
 import contextlib
 import dataclasses
 import functools
+import hashlib
 import json
 import logging
 import operator
 import os
 import re
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from typing import Any
 
 import apache_beam as beam
@@ -67,7 +69,7 @@ from replay import format as fmt
 from replay.storage import is_url
 from runners import internals
 from runners.internals import JobOptions
-from transforms.spec.types import ReadTask, ShardSpec
+from transforms.spec.types import InputFile, ReadTask, ShardSpec
 from transforms.stages import atomic
 from transforms.stages import staged as staged_lists
 from transforms.stages.composites import (
@@ -82,6 +84,7 @@ from transforms.stages.composites import (
 )
 from transforms.stages.moments import total as total_moments
 from transforms.stages.progress import ProgressReporter
+from transforms.stages.task_coder import EncodedSegments, encode_segments
 
 
 def build_pipeline(
@@ -199,14 +202,17 @@ class StagedPlan:
         staged_lists.release(self.errors)
 
 
-def stage_plan(plan: RecordPlan, tasks: Sequence[ReadTask]) -> StagedPlan:
+def stage_plan(
+    plan: RecordPlan, tasks: Sequence[ReadTask], *, held: Sequence[ReadTask] | None = None
+) -> StagedPlan:
     """Writes `tasks` and the errors planning found beside the output (`transforms.stages.
     staged`), so that the submitted job holds references to them, not the lists: its size does
-    not grow with the number of files."""
+    not grow with the number of files. `held`: the tasks as a job in this process takes them
+    (`held_tasks`; None: `tasks`)."""
     refused = [({"path": f.path, "reason": f.error}, True) for f in plan.inputs if f.error]
     errors = refused + [(e, False) for e in plan.annotation_errors]
     return StagedPlan(
-        tasks=staged_lists.stage(plan.output_dir, "tasks", tasks),
+        tasks=staged_lists.stage(plan.output_dir, "tasks", tasks, held=held),
         errors=staged_lists.stage(plan.output_dir, "errors", errors),
     )
 
@@ -306,29 +312,84 @@ def run_job(
         reused = start_output_dir(
             plan, resuming=config.resume, listed=listed, single_task=single_task
         )
-        plan = dataclasses.replace(plan, input_stamps=())  # in the fingerprint now: not held
-        # the listing (files before their headers) and the stamps are not held while the job
-        # runs: the plan's inputs and tasks are what it and the result summary need
+        # the listing (files before their headers) and the stamps (in the fingerprint now) are
+        # not held while the job runs
         del listed, scanned
         start = time.monotonic()
         p = beam.Pipeline(options=options)
-        staged = stage_plan(plan, reused.tasks)
+        held = held_tasks(reused.tasks) if single_task else None
+        staged = stage_plan(plan, reused.tasks, held=held)
+        # nor the plan's files and tasks: the job takes the staged tasks (`held`: a piece of the
+        # one task's segments at a time), and the result summary these counts and seconds
+        seconds = PlannedSeconds(plan.inputs)
+        total_files, total_tasks = len(plan.inputs), len(plan.tasks)
+        reused_tasks, reused_windows = reused.whole_tasks, reused.windows
+        plan = dataclasses.replace(plan, inputs=(), tasks=(), input_stamps=())
+        del reused, held
         prior = None if continuation is None else continuation.prior_moments
         build_pipeline(p, plan, staged=staged, prior_moments=prior)
     try:
-        with ProgressReporter(plan.output_dir, total_files=len(plan.inputs)):
+        with ProgressReporter(plan.output_dir, total_files=total_files):
             result = p.run()
             result.wait_until_finish()
     finally:
         staged.release()
     elapsed = time.monotonic() - start
-    summary = summarize(plan, elapsed, counters=counters(result))
+    summary = summarize(plan, elapsed, counters=counters(result), planned_seconds=seconds)
     return dataclasses.replace(
         summary,
-        total_tasks=len(plan.tasks),
-        reused_tasks=reused.whole_tasks,
-        reused_windows=reused.windows,
+        total_tasks=total_tasks,
+        reused_tasks=reused_tasks,
+        reused_windows=reused_windows,
     )
+
+
+HELD_PIECE_SEGMENTS = 256  # segments pickled together in a task held by `held_tasks`
+
+
+def held_tasks(tasks: Sequence[ReadTask]) -> list[ReadTask]:
+    """`tasks` as a job in this process reads them (`stage_plan`'s `held`): each task's segments
+    pickled in pieces of HELD_PIECE_SEGMENTS (`task_coder.EncodedSegments`, decoded a piece at a
+    time as they are read), so that the one task of a runner that runs tasks one at a time is
+    not an object per segment and file while it runs. A task whose segments are not in (file
+    index, row start) order, the order its pieces keep, stays as it is."""
+    out = []
+    for task in tasks:
+        segments = task.segments
+        keys = [(seg.file.index, seg.row_start) for seg in segments]
+        if len(segments) <= HELD_PIECE_SEGMENTS or keys != sorted(keys):
+            out.append(task)
+            continue
+        pieces = [
+            encode_segments(segments[start : start + HELD_PIECE_SEGMENTS])
+            for start in range(0, len(segments), HELD_PIECE_SEGMENTS)
+        ]
+        out.append(dataclasses.replace(task, segments=EncodedSegments(pieces)))
+    return out
+
+
+class PlannedSeconds:
+    """The seconds of audio of a plan's files with a header, kept without the files (whose
+    summary of the run needs only those not failed): each one's path digest and seconds, in the
+    plan's order."""
+
+    def __init__(self, inputs: Sequence[InputFile]) -> None:
+        self._digests, self._seconds = array.array("Q"), array.array("d")
+        for f in inputs:
+            if f.info is not None and f.info.sample_rate:
+                self._digests.append(_path_digest(f.path))
+                self._seconds.append(f.info.num_frames / f.info.sample_rate)
+
+    def total(self, failed: Collection[str]) -> float:
+        """The seconds of the files not in `failed` (paths), summed in the plan's order."""
+        if not failed:
+            return sum(self._seconds)
+        gone = {_path_digest(path) for path in failed}
+        return sum(s for d, s in zip(self._digests, self._seconds, strict=True) if d not in gone)
+
+
+def _path_digest(path: str) -> int:
+    return int.from_bytes(hashlib.blake2b(path.encode("utf-8"), digest_size=8).digest(), "big")
 
 
 def launcher_plan(
@@ -574,13 +635,15 @@ def summarize(
     *,
     counters: dict[str, int],
     audio_seconds: float | None = None,
+    planned_seconds: PlannedSeconds | None = None,
 ) -> RecordResult:
     """Reads the written manifest and errors table, cleans temporary files, logs the counters.
 
     The files table is not read: its count is the manifest's ``num_files``, and the seconds of
     audio come from the plan's headers (or `audio_seconds`, planned in the job: the plan step's
-    counter, which also counts the files that fail while read), so the launcher's work here does
-    not grow with the number of files.
+    counter, which also counts the files that fail while read; or `planned_seconds`, the plan's
+    headers kept without its inputs), so the launcher's work here does not grow with the number
+    of files.
     """
     import tensorflow as tf
 
@@ -596,6 +659,8 @@ def summarize(
             tf.io.gfile.remove(path)
     failed = {e["path"] for e in errors}
     seconds = audio_seconds
+    if seconds is None and planned_seconds is not None:
+        seconds = planned_seconds.total(failed)
     if seconds is None:
         seconds = sum(  # of the files read: planned, and not failed while read
             f.info.num_frames / f.info.sample_rate

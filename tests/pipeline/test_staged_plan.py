@@ -166,3 +166,52 @@ def test_a_list_is_referenced_before_it_is_written(tmp_path):
         staged.load(ref)
     staged.write(ref, data)
     assert staged.load(ref) == items
+
+
+def test_the_one_task_is_held_in_pickled_pieces_equal_to_the_planned_one(tmp_path):
+    """`job.held_tasks`: a task of more than a piece of segments is handed to a job in the
+    launcher's process as pickled pieces (`task_coder.EncodedSegments`), equal to the planned
+    task, segment by segment; the staged file still holds the planned tasks; a task of fewer
+    segments or out of file order stays as planned."""
+    from transforms.audio import wav
+    from transforms.spec.types import InputFile, ReadTask, Segment
+    from transforms.stages.task_coder import EncodedSegments
+
+    info = wav.WavInfo(16000, 1, 48000, "PCM_16", "int16", 2.0**15)
+    n = job.HELD_PIECE_SEGMENTS * 2 + 3
+    files = [InputFile(i, f"/d/{i}.wav", 96044, "a", "train", info) for i in range(n)]
+    segments = tuple(Segment(f, 0, 3, 3 * i) for i, f in enumerate(files))
+    tasks = [ReadTask(0, segments)]
+    held = job.held_tasks(tasks)
+    assert isinstance(held[0].segments, EncodedSegments) and held == tasks
+    assert list(held[0].segments) == list(segments) and held[0].segments[n - 1] == segments[-1]
+    ref = staged.stage(str(tmp_path), "tasks", tasks, held=held)
+    assert staged.load(ref)[0].segments is held[0].segments  # in this process: the pieces
+    staged.release(ref)
+    from_file = staged.load(ref)  # another process: the planned tasks, from their columns
+    assert from_file == tasks and isinstance(from_file[0].segments, tuple)
+    few = [ReadTask(1, segments[:5])]
+    unordered = [ReadTask(2, segments[::-1])]
+    assert job.held_tasks(few)[0] is few[0] and job.held_tasks(unordered)[0] is unordered[0]
+
+
+def test_planned_seconds_sum_the_files_not_failed_as_the_plan_did():
+    """`job.PlannedSeconds`: the seconds of the files with a header and not failed, summed in
+    the plan's order (the same float as summed over the plan's files)."""
+    from transforms.audio import wav
+    from transforms.spec.types import InputFile
+
+    headers = [
+        wav.WavInfo(r, 1, n, "PCM_16", "int16", 2.0**15)
+        for r, n in [(16000, 16001), (44100, 7), (8000, 12345)]
+    ]
+    files = [InputFile(i, f"/d/{i}.wav", 100, "a", "train", headers[i % 3]) for i in range(15)]
+    files.append(InputFile(15, "/d/bad.wav", 1, "a", "train", None, "not a WAV"))
+    seconds = job.PlannedSeconds(files)
+    for failed in (set(), {"/d/1.wav", "/d/bad.wav"}, {f.path for f in files}):
+        expected = sum(
+            f.info.num_frames / f.info.sample_rate
+            for f in files
+            if f.info is not None and f.path not in failed
+        )
+        assert seconds.total(failed) == expected

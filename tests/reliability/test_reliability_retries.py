@@ -50,6 +50,7 @@ from tests.support.reliability import (
 )
 from transforms.spec.types import ShardSpec
 from transforms.stages import read_windows
+from transforms.stages.task_commits import unpacked_lines
 
 pytestmark = pytest.mark.slow
 LEGACY = "BundleBasedDirectRunner"
@@ -142,7 +143,7 @@ def test_read_and_write_stages_retried_write_the_reference_bytes(tmp_path, tmp_p
         )
         assert_that(outs.rows | beam.FlatMap(_analysed), equal_to(windows), label="windows")
         files = outs[read_windows.FILES_TAG] | beam.FlatMap(
-            lambda lines: [json.loads(line)["path"] for line in lines.splitlines()]
+            lambda item: [json.loads(line)["path"] for line in unpacked_lines(item).splitlines()]
         )
         assert_that(files, equal_to(paths), label="files")
         infos = (

@@ -1,6 +1,6 @@
 """The record job's finalisation (`transforms.stages.finalize`), its pure pieces: the files
-table's lines from the read stage's per-segment lines (a file's segments merged, failed files
-left out), the errors table's lines, and a table written in blocks with its digest. The
+table's lines from the read stage's per-segment lines, packed per task (a file's segments
+merged, failed files left out), the errors table's lines, and a table written in blocks with its digest. The
 manifest it builds is pinned as text in test_manifest_json.py."""
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ import json
 
 from replay import format as fmt
 from transforms.stages.finalize import error_lines, file_lines, write_table
+from transforms.stages.task_commits import packed_lines
 
 
 def test_file_lines_merge_a_files_segments_and_leave_failed_files_out():
@@ -18,8 +19,9 @@ def test_file_lines_merge_a_files_segments_and_leave_failed_files_out():
     b = {"path": "in/b.wav", "index": 1, "num_windows": 2, "sample_rate": 8000}
     bad = {"path": "in/c.wav", "index": 2, "num_windows": 1, "sample_rate": 22050}
     segments = [b, {**a, "num_windows": 3}, bad, a, {**a, "num_windows": 0}]
-    lines, rates = file_lines([fmt.table_line(s) for s in segments], failed={"in/c.wav"})
-    assert lines == [fmt.table_line({**a, "num_windows": 7}), fmt.table_line(b)]
+    items = [packed_lines(map(fmt.table_line, part)) for part in (segments[:2], segments[2:])]
+    lines, rates = file_lines(items, failed={"in/c.wav"})
+    assert list(lines) == [fmt.table_line({**a, "num_windows": 7}), fmt.table_line(b)]
     assert rates == [8000, 16000]
     assert error_lines([{"path": "z", "reason": "1"}, {"path": "y"}, {"path": "z"}]) == [
         b'{"path":"y"}\n',
@@ -41,3 +43,25 @@ def test_write_table_writes_the_lines_and_gives_their_digest(tmp_path, monkeypat
     assert digest == fmt.table_digest(data)
     assert list((tmp_path / ".tmp").iterdir()) == []
     assert write_table(str(tmp_path), "errors.jsonl", []) == fmt.table_digest(b"")
+
+
+def test_the_files_table_of_packed_items_is_written_as_its_lines(tmp_path, monkeypatch):
+    """`file_lines` over items of several tasks' lines, each packed (`task_commits.
+    packed_lines`), out of index order and a long file's segments in different items: the table
+    `write_table` writes (blocks across items) is the lines by index, the segments merged."""
+    import transforms.stages.finalize as finalize
+
+    monkeypatch.setattr(finalize, "TABLE_BLOCK_LINES", 3)
+    summaries = [{"path": f"in/{i}.wav", "index": i, "num_windows": 1} for i in range(10)]
+    long = {"path": "in/long.wav", "index": 10, "num_windows": 5, "sample_rate": 8000}
+    items = [
+        packed_lines(map(fmt.table_line, [*summaries[5:], {**long, "num_windows": 2}])),
+        packed_lines(map(fmt.table_line, [{**long, "num_windows": 3}, *summaries[:5]])),
+    ]
+    lines, rates = file_lines(items, failed={"in/7.wav"})
+    expected = [fmt.table_line(s) for s in summaries if s["index"] != 7] + [fmt.table_line(long)]
+    assert len(lines) == 10 and lines[-1] == expected[-1] and lines[2:4] == expected[2:4]
+    (tmp_path / ".tmp").mkdir()
+    digest = write_table(str(tmp_path), "files.jsonl", lines)
+    assert (tmp_path / "files.jsonl").read_bytes() == b"".join(expected)
+    assert digest == fmt.table_digest(b"".join(expected)) and rates == [8000]

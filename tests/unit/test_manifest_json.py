@@ -20,6 +20,7 @@ from replay import load_info
 from transforms.spec.layout import RecordLayout
 from transforms.stages.finalize import build_manifest, error_lines, file_lines
 from transforms.stages.moments import Moments
+from transforms.stages.task_commits import packed_lines
 
 # What finalize writes for a run with --splits train=60,test=40, --feature_dtype float16, one
 # 2x3 log_mel feature and its z-score (key order as written: json keeps it).
@@ -181,7 +182,7 @@ def test_build_manifest_gives_the_pinned_json_text():
         signal_dtype="int16", win_len=64, statistics={"log_mel": (-1.5, 0.25)}
     )
     # the read stage's summary lines and the errors, out of order: sorted by index / path
-    files, rates = file_lines([fmt.table_line(f) for f in FILES[::-1]], failed=())
+    files, rates = file_lines([packed_lines([fmt.table_line(f)]) for f in FILES[::-1]], failed=())
     errors = error_lines(ERRORS[::-1])
     assert rates == []  # these summaries name no sample rate
     table_bytes = {"files": b"".join(files), "errors": b"".join(errors)}

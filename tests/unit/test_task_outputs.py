@@ -28,6 +28,7 @@ from transforms.stages.task_commits import (
     SAMPLES_TAG,
     STATS_TAG,
     ReusedRecords,
+    unpacked_lines,
 )
 from transforms.stages.task_outputs import ReadCounters, TaskOutputs
 
@@ -89,7 +90,7 @@ def test_the_commit_record_lists_what_the_task_emitted(tmp_path, monkeypatch, ch
     (task,) = plan.tasks
     n = len(task.segments)
     whole = records.pop((0, n))
-    lines = b"".join(outputs[FILES_TAG]).decode().splitlines()
+    lines = b"".join(map(unpacked_lines, outputs[FILES_TAG])).decode().splitlines()
     assert [json.loads(line) for line in lines] == whole["files"] and len(lines) == n
     assert len(outputs[SAMPLES_TAG]) == len(whole["sampled"]) == min(n, AUTO_SAMPLE_SIZE)
     assert [p["rows"] for p in outputs[PARTS_TAG]] == [p["rows"] for p in whole["parts"]]

@@ -23,7 +23,8 @@ computes features and encodes the stored Examples once per chunk (in the compute
   format version 2);
 - emits small tagged records: written ``parts``, per-segment ``files`` summaries (the files
   table lines of their summary dicts, `replay.format.table_line`: bytes, the lines of a batch's
-  segments joined in one object for Beam to hold and for `Finalize`'s side input), ``errors``
+  segments joined and compressed in one object for Beam to hold and for `Finalize`'s side
+  input, `task_commits.packed_lines`), ``errors``
   (a file that fails to decode, with its reason), and ``samples`` to decide AUTO compression.
 
 Only these small records cross stage boundaries: the bulk data goes through files, so memory

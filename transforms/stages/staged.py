@@ -51,20 +51,26 @@ class Staged:
     count: int
 
 
-def stage(output_dir: str, name: str, items: Sequence[Any]) -> Staged:
+def stage(
+    output_dir: str, name: str, items: Sequence[Any], *, held: Sequence[Any] | None = None
+) -> Staged:
     """Writes `items` (picklable) for the job, atomically; the reference the job carries.
 
     Args:
       output_dir: the run's output directory (the file goes under its `PLAN_DIR`).
       name: what the list is (``tasks``, ``errors``): the file name's start.
       items: the list.
+      held: what `load` hands a job in this process instead of `items` (items equal to
+        theirs, held in less memory); None: `items`.
     """
-    staged, data = pickled(output_dir, name, items)
+    staged, data = pickled(output_dir, name, items, held=held)
     write(staged, data)
     return staged
 
 
-def pickled(output_dir: str, name: str, items: Sequence[Any]) -> tuple[Staged, bytes]:
+def pickled(
+    output_dir: str, name: str, items: Sequence[Any], *, held: Sequence[Any] | None = None
+) -> tuple[Staged, bytes]:
     """`stage` but the write: the reference the job carries and the bytes `write` writes (so
     that the job can be built while they are written). Arguments as `stage`'s."""
     items = list(items)
@@ -75,7 +81,7 @@ def pickled(output_dir: str, name: str, items: Sequence[Any]) -> tuple[Staged, b
     )
     digest = hashlib.sha256(data).hexdigest()
     path = f"{output_dir.rstrip('/')}/{PLAN_DIR}/{name}-{digest[:16]}.pickle"
-    _HELD[(path, digest)] = items
+    _HELD[(path, digest)] = items if held is None else list(held)
     return Staged(path=path, sha256=digest, count=len(items)), data
 
 

@@ -33,7 +33,8 @@ import array
 import itertools
 import json
 import math
-from collections.abc import Callable, Iterator, Mapping, Sequence
+import zlib
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import apache_beam as beam
@@ -62,6 +63,20 @@ JSON_PIECE_ITEMS = 1024  # a commit record is written this many list items at a 
 # the read stage's output tags (`read_windows` takes them from here)
 FILES_TAG, ERRORS_TAG, PARTS_TAG, SAMPLES_TAG = "files", "errors", "parts", "samples"
 STATS_TAG = "stats"
+# the ``files`` output's compression: the runner holds that output until `Finalize`, a copy of it
+# as its side input, and Finalize the items; table lines of one corpus repeat most of their bytes
+FILES_ZLIB_LEVEL = 1
+
+
+def packed_lines(lines: Iterable[bytes]) -> bytes:
+    """One item of the read stage's ``files`` output: files table lines (`format.table_line`),
+    joined and compressed (`unpacked_lines` gives them back)."""
+    return zlib.compress(b"".join(lines), FILES_ZLIB_LEVEL)
+
+
+def unpacked_lines(item: bytes) -> bytes:
+    """The table lines (``\\n`` ended, joined) of an item of the ``files`` output."""
+    return zlib.decompress(item)
 
 
 def commit_record_path(output_dir: str, task: int, start: int, stop: int) -> str:
@@ -279,8 +294,8 @@ class ReusedRecords:
         failed = len(record["errors"])
         self._progress.add(files=first, failed=failed, windows=windows, reused=windows)
         for start in range(0, len(files), JSON_PIECE_ITEMS):  # as the read stage emits them:
-            lines = map(fmt.table_line, files[start : start + JSON_PIECE_ITEMS])  # lines, joined
-            yield beam.pvalue.TaggedOutput(FILES_TAG, b"".join(lines))
+            lines = map(fmt.table_line, files[start : start + JSON_PIECE_ITEMS])  # lines, packed
+            yield beam.pvalue.TaggedOutput(FILES_TAG, packed_lines(lines))
         for e in record["errors"]:
             yield beam.pvalue.TaggedOutput(ERRORS_TAG, e)
         if record.get("continued"):

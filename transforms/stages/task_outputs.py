@@ -6,10 +6,10 @@ compression sample, and the analysed splits' rows into RecordBatches for tensorf
 analysis (`read_outputs.Batcher`); for each segment, its files table line or its error; for each
 hand-off of rows to the part files (`pending_rows.BatchedPartWriter`), the analysed rows'
 moments, the counters and the progress line, and the files table lines of the segments read
-since the last. It keeps the task's books for ``--resume`` (`resume.TaskRecords`: files, errors,
-sampled rows, counts and moments, and where the last checkpoint cut them) and writes them into
-the checkpoint and commit records; the records of a task an earlier run did are emitted here
-too (`task_commits.ReusedRecords`).
+since the last (compressed together: `task_commits.packed_lines`). It keeps the task's books for
+``--resume`` (`resume.TaskRecords`: files, errors, sampled rows, counts and moments, and where
+the last checkpoint cut them) and writes them into the checkpoint and commit records; the
+records of a task an earlier run did are emitted here too (`task_commits.ReusedRecords`).
 
 No Beam runner here: the outputs are yielded, tagged as the read stage's (`resume`'s tags),
 for the DoFn to hand to Beam; the counters are Beam metrics.
@@ -38,6 +38,7 @@ from transforms.stages.task_commits import (
     STATS_TAG,
     ReusedRecords,
     TaskRecords,
+    packed_lines,
 )
 
 
@@ -137,7 +138,7 @@ class TaskOutputs:
         self._counters.audio_frames.inc(counts["audio_frames"])
         self._progress.add(files=counts["files"], windows=counts["windows"], bytes=handed.bytes)
         if handed.lines:
-            yield beam.pvalue.TaggedOutput(FILES_TAG, b"".join(handed.lines))
+            yield beam.pvalue.TaggedOutput(FILES_TAG, packed_lines(handed.lines))
 
     def checkpoint_due(self, written: int, stop: int) -> bool:
         """Whether to checkpoint before segment `stop`, `written` bytes of records in all
