@@ -23,49 +23,8 @@ ROOT = Path(__file__).resolve().parents[2]
 STAGES = ("ReadWindows", "Analyze", "WriteTransformFn", "GroupByShard", "WriteShards", "Finalize")
 
 
-@pytest.fixture(scope="module")
-def translated(tmp_path_factory) -> Path:
-    from apache_beam.options.pipeline_options import PipelineOptions
-
-    import runners
-    from pipelines import record
-
-    root = tmp_path_factory.mktemp("dataflow")
-    (root / "staging").mkdir()
-    argv = [
-        "--input_pattern",
-        str(SAMPLE_DIR / "*.wav"),
-        "--output_dir",
-        str(root / "out"),
-        "--win_len",
-        "16000",
-        "--runner",
-        "DataflowRunner",
-        "--project",
-        "my-project",
-        "--region",
-        "europe-west1",
-        "--dataflow_endpoint",
-        "http://localhost:1",
-        "--no_auth",
-        "--temp_location",
-        str(root / "tmp"),
-        "--staging_location",
-        str(root / "staging"),
-        "--template_location",
-        str(root / "job.json"),
-        "--machine_type",
-        "n2-standard-4",
-        "--max_num_workers",
-        "20",
-    ]
-    assert runners.translation_only(PipelineOptions(argv))
-    assert record.main(argv) == 0  # the real CLI path: translate, do not wait, do not read
-    assert not (root / "out" / "manifest.json").exists()
-    return root
-
-
 def _argv(root: Path, inputs: str) -> list[str]:
+    """A record command line translated for Dataflow offline, into `root`."""
     return [
         "--input_pattern",
         inputs,
@@ -89,6 +48,23 @@ def _argv(root: Path, inputs: str) -> list[str]:
         "--template_location",
         str(root / "job.json"),
     ]
+
+
+@pytest.fixture(scope="module")
+def translated(tmp_path_factory) -> Path:
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    import runners
+    from pipelines import record
+
+    root = tmp_path_factory.mktemp("dataflow")
+    (root / "staging").mkdir()
+    argv = _argv(root, str(SAMPLE_DIR / "*.wav"))
+    argv += ["--machine_type", "n2-standard-4", "--max_num_workers", "20"]
+    assert runners.translation_only(PipelineOptions(argv))
+    assert record.main(argv) == 0  # the real CLI path: translate, do not wait, do not read
+    assert not (root / "out" / "manifest.json").exists()
+    return root
 
 
 def _stage_names(root: Path) -> set[str]:

@@ -1,7 +1,7 @@
 """The record job's finalisation (`transforms.stages.finalize`), its pure pieces: the files
 table's lines from the read stage's per-segment lines, packed per task (a file's segments
-merged, failed files left out), the errors table's lines, and a table written in blocks with its digest. The
-manifest it builds is pinned as text in test_manifest_json.py."""
+merged, failed files left out), the errors table's lines, and a table written in blocks with
+its digest. The manifest it builds is pinned as text in test_manifest_json.py."""
 
 from __future__ import annotations
 
