@@ -303,12 +303,8 @@ def run_job(
         read = dataclasses.replace(plan.read, compute_threads=threads)
         plan = dataclasses.replace(plan, read=read)
         if runners.translation_only(options):  # Dataflow template: the job description only
-            p = beam.Pipeline(options=options)
             staged = stage_plan(plan, plan.tasks)
-            build_pipeline(p, plan, staged=staged)
-            p.run()
-            staged.release()
-            return RecordResult.job_description_only(plan.output_dir)
+            return _describe_job(plan, options=options, release=staged.release, staged=staged)
         reused = start_output_dir(
             plan, resuming=config.resume, listed=listed, single_task=single_task
         )
@@ -502,7 +498,10 @@ def _run_planned_in_job(
     with internals.collector_paused():  # the launcher's steps; the job runs with it on
         plan, args = launcher_plan(config, listed, state, options=options, argv=argv)
         if runners.translation_only(options):  # Dataflow template: the job description only
-            return _describe_job(plan, listed, args, options=options)
+            inputs = staged_lists.stage(out, "inputs", listed.inputs)  # for the plan step
+            release = functools.partial(staged_lists.release, inputs)
+            planning = PlanInJob(inputs, args)
+            return _describe_job(plan, options=options, release=release, planning=planning)
         cut = {"cpu_count": args.cpu_count, "single_task": args.single_task}
         fingerprint = job_fingerprint(plan.params, listed, cut=cut)
         total_files = len(listed.inputs)
@@ -544,17 +543,22 @@ def _run_planned_in_job(
 
 
 def _describe_job(
-    plan: RecordPlan, listed: ScannedInputs, args: PlanArgs, *, options: JobOptions
+    plan: RecordPlan,
+    *,
+    options: JobOptions,
+    release: Callable[[], None],
+    staged: StagedPlan | None = None,
+    planning: PlanInJob | None = None,
 ) -> RecordResult:
-    """The job description of a run planned in the job (a Dataflow template): its inputs
-    staged for the job's plan step, the output directory otherwise untouched, nothing run."""
-    inputs = staged_lists.stage(listed.output_dir, "inputs", listed.inputs)
+    """The job description only (a Dataflow template): the pipeline built from `plan` and
+    `staged` or `planning` (as `build_pipeline` takes them) and translated, nothing run; the
+    output directory holds only the staged lists. `release` forgets them once translated."""
     try:
         p = beam.Pipeline(options=options)
-        build_pipeline(p, plan, planning=PlanInJob(inputs, args))
+        build_pipeline(p, plan, staged=staged, planning=planning)
         p.run()
     finally:
-        staged_lists.release(inputs)
+        release()
     return RecordResult.job_description_only(plan.output_dir)
 
 
