@@ -78,6 +78,16 @@ def _layout(dataset: Path) -> RecordLayout:
     return RecordLayout(feature_shapes={"log_mel": tuple(features)})
 
 
+def _assert_resumed_to(out: Path, want: Path) -> None:
+    """The resumed dataset `out` is the uninterrupted `want`: the same dataset, z-score
+    statistics and TFT variables."""
+    assert_same_dataset(out, want)
+    layout = _layout(want)
+    assert read_z_score_statistics(str(out), layout) == read_z_score_statistics(str(want), layout)
+    variables = Path("transform_fn") / "variables"
+    assert _tree(out / variables) == _tree(want / variables)
+
+
 def _refused(args: list[str], out: Path, match: str) -> None:
     before = _tree(out)
     with pytest.raises(UsageError, match=match):
@@ -231,11 +241,7 @@ def test_a_reused_tasks_rows_do_not_reach_tft_and_the_statistics_are_the_same(
     assert max(wanted) < 60  # several batches per task
     assert result.reused_windows > 0 and sum(wanted) == 240
     assert sum(resumed) == sum(wanted) - result.reused_windows
-    assert_same_dataset(out, want)
-    layout = _layout(want)
-    assert read_z_score_statistics(str(out), layout) == read_z_score_statistics(str(want), layout)
-    variables = Path("transform_fn") / "variables"
-    assert _tree(out / variables) == _tree(want / variables)
+    _assert_resumed_to(out, want)
 
 
 # The default runner (one in-memory worker) reads in a single task; it checkpoints after each
@@ -298,11 +304,7 @@ def test_the_default_runner_resumes_from_its_checkpoints(
     else:  # the task committed: nothing is read again
         assert (result.reused_tasks, result.reused_windows) == (1, FILES * WINDOWS), result
     assert f"resumed: {result.reused_windows} windows reused" in record.summary_line(result)
-    assert_same_dataset(out, want)
-    layout = _layout(want)
-    assert read_z_score_statistics(str(out), layout) == read_z_score_statistics(str(want), layout)
-    variables = Path("transform_fn") / "variables"
-    assert _tree(out / variables) == _tree(want / variables)
+    _assert_resumed_to(out, want)
     assert not (out / ".tmp").exists()
 
 
@@ -363,9 +365,5 @@ def test_a_run_planned_in_the_job_resumes_byte_identical(checkpointed, runner, t
     assert 0 < result.reused_windows < FILES * WINDOWS, result
     if runner == "two workers":
         assert (result.reused_tasks, result.total_tasks) == (1, 4), result
-    assert_same_dataset(out, want)
-    layout = _layout(want)
-    assert read_z_score_statistics(str(out), layout) == read_z_score_statistics(str(want), layout)
-    variables = Path("transform_fn") / "variables"
-    assert _tree(out / variables) == _tree(want / variables)
+    _assert_resumed_to(out, want)
     assert not (out / ".tmp").exists()
