@@ -21,6 +21,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -250,6 +251,24 @@ def _mixed(root: Path) -> Path:
     return root
 
 
+def _headed(clips: Path, out: Path, **options: Any) -> tuple[Any, Any, list]:
+    """The config of `options` on `clips` (``--label_source dirname``, windows of 1,000
+    frames), its listing (`list_inputs`) and its files with their headers (`scan_headers`)."""
+    from pipelines.config import RecordConfig
+    from pipelines.plan import list_inputs
+    from pipelines.plan.reads import scan_headers
+
+    config = RecordConfig(
+        input_pattern=f"{clips}/*/*.wav",
+        output_dir=str(out),
+        win_len=1000,
+        label_source="dirname",
+        **options,
+    )
+    listed = list_inputs(config)
+    return config, listed, scan_headers(list(listed.inputs))
+
+
 def _batch_wise(config, listed, headed, *, size, single_task):
     """`plan_headers`' result made as the job's plan step makes it: batches of `size` files
     summarised and merged in reverse order, then each batch cut on its own."""
@@ -281,22 +300,12 @@ def test_planned_batch_by_batch_the_tasks_are_the_launchers(tmp_path, options, s
     """Batches of 4 files: tasks spanning batches, files cut across tasks, files without rows,
     ``--max_elements`` cutting inside a batch, splits: the same read config, shard counts,
     read tasks (ids and segments) and refused files as `plan_headers` on every file."""
-    from pipelines.config import RecordConfig
-    from pipelines.plan import list_inputs, plan_headers
-    from pipelines.plan.reads import scan_headers
+    from pipelines.plan import plan_headers
 
     clips = _mixed(tmp_path / "clips")
-    config = RecordConfig(
-        input_pattern=f"{clips}/*/*.wav",
-        output_dir=str(tmp_path / "ds"),
-        win_len=1000,
-        label_source="dirname",
-        classes="yes,no,up",
-        signal_dtype="auto",
-        **options,
+    config, listed, headed = _headed(
+        clips, tmp_path / "ds", classes="yes,no,up", signal_dtype="auto", **options
     )
-    listed = list_inputs(config)
-    headed = scan_headers(list(listed.inputs))
     plan = plan_headers(config, listed, headed, cpu_count=2, single_task=single_task)
     if not (single_task or options.get("max_elements") == 1):  # files cut across tasks
         assert len(plan.tasks) >= 3
@@ -315,17 +324,12 @@ def test_planned_batch_by_batch_the_tasks_are_the_launchers(tmp_path, options, s
 def test_planned_batch_by_batch_a_refusal_is_the_launchers_line(tmp_path):
     """``--signal_dtype int16`` on 24-bit files spread over batches, ``--strict`` with bad files
     in later batches: the same one line (the first files named, the others counted)."""
-    from pipelines.config import RecordConfig, UsageError
-    from pipelines.plan import list_inputs, plan_headers
-    from pipelines.plan.reads import scan_headers
+    from pipelines.config import UsageError
+    from pipelines.plan import plan_headers
 
     clips = _mixed(tmp_path / "clips")
-    base = {"input_pattern": f"{clips}/*/*.wav", "output_dir": str(tmp_path / "ds")}
-    base |= {"win_len": 1000, "label_source": "dirname", "classes": "yes,no,up"}
     for options in ({"signal_dtype": "int16"}, {"strict": True}):
-        config = RecordConfig(**base, **options)
-        listed = list_inputs(config)
-        headed = scan_headers(list(listed.inputs))
+        config, listed, headed = _headed(clips, tmp_path / "ds", classes="yes,no,up", **options)
         with pytest.raises(UsageError) as launcher:
             plan_headers(config, listed, headed, cpu_count=2, single_task=False)
         with pytest.raises(UsageError) as job:
@@ -338,19 +342,9 @@ def test_a_batch_summary_holds_one_entry_a_format_whatever_the_lengths(tmp_path)
     """30 files of 5 lengths in two formats (16- and 24-bit): each summary, and their merge,
     holds one header entry a format, not one a length (a corpus of arbitrary lengths would
     otherwise give one a file), with every file counted."""
-    from pipelines.config import RecordConfig
-    from pipelines.plan import list_inputs, merge_summaries, summarize_headers
-    from pipelines.plan.reads import scan_headers
+    from pipelines.plan import merge_summaries, summarize_headers
 
-    clips = _mixed(tmp_path / "clips")
-    config = RecordConfig(
-        input_pattern=f"{clips}/*/*.wav",
-        output_dir=str(tmp_path / "ds"),
-        win_len=1000,
-        label_source="dirname",
-    )
-    listed = list_inputs(config)
-    headed = scan_headers(list(listed.inputs))
+    config, listed, headed = _headed(_mixed(tmp_path / "clips"), tmp_path / "ds")
     assert len({f.info for f in headed if f.info}) > 2  # lengths make more distinct headers
     summary = merge_summaries(summarize_headers(config, listed, headed[i : i + 4]) for i in (0, 4))
     whole = merge_summaries(
@@ -368,26 +362,18 @@ def test_the_plan_step_with_small_header_batches_gives_the_launchers_tasks(tmp_p
     from apache_beam.testing.test_pipeline import TestPipeline
     from apache_beam.testing.util import assert_that, equal_to
 
-    from pipelines.config import RecordConfig
-    from pipelines.plan import list_inputs, plan_headers
+    from pipelines.plan import plan_headers
     from pipelines.plan.in_job import PlanArgs, PlanInJob
-    from pipelines.plan.reads import scan_headers
     from transforms.stages import staged
 
-    clips = _mixed(tmp_path / "clips")
-    config = RecordConfig(
-        input_pattern=f"{clips}/*/*.wav",
-        output_dir=str(tmp_path / "ds"),
-        win_len=1000,
+    config, listed, headed = _headed(
+        _mixed(tmp_path / "clips"),
+        tmp_path / "ds",
         features="none",
-        label_source="dirname",
         classes="yes,no,up",
         splits="train=0.5,test=0.5",
     )
-    listed = list_inputs(config)
-    plan = plan_headers(
-        config, listed, scan_headers(list(listed.inputs)), cpu_count=2, single_task=False
-    )
+    plan = plan_headers(config, listed, headed, cpu_count=2, single_task=False)
     assert len(plan.tasks) > 3
     args = PlanArgs(config=config, listed=listed, cpu_count=2, single_task=False, compute_threads=1)
     inputs = staged.stage(str(tmp_path / "ds"), "inputs", listed.inputs)
