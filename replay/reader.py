@@ -54,11 +54,18 @@ import tensorflow as tf
 from replay import format as fmt
 from replay.errors import CorruptShardError
 from replay.global_order import GlobalOrder, Slots
-from replay.global_reader import check_positions, pipeline_records
+from replay.global_reader import (
+    check_positions,
+    pipeline_batches,
+    pipeline_records,
+    random_access,
+    run_count,
+)
 from replay.info import DatasetInfo, load_info
 from replay.parsing import batch_parser
 from replay.read_config import PipelineShare, ReadConfig, pipeline_share
 from replay.read_config import resolve as resolve_read_config
+from replay.records import Records, split_spans
 from replay.shard_check import shard_reader
 from replay.shards import PARSE_BATCH, reader_options, shard_datasets
 
@@ -316,7 +323,7 @@ def _global(
     tf.data service the batches are read and decoded by its worker, in a job of this pipeline's
     own, with their positions, which `check_positions` checks as they arrive."""
     specs = info.select_features(features)
-    shards = info.shard_list(split)
+    spans = split_spans(info, split)
     info.check_shards(split)
     context = config.input_context
     pipelines, pipeline = (
@@ -324,22 +331,37 @@ def _global(
     )
     slots = Slots(order.global_batch_size or pipelines, pipelines, pipeline)
     served = config.service is not None
-    ds, total = pipeline_records(
-        info, shards, order, slots=slots, repeat=output.repeat, positions=served
-    )
     batch_size = output.batch_size or PARSE_BATCH
-    ds = ds.rebatch(batch_size, drop_remainder=bool(output.batch_size and output.drop_remainder))
+    drop_remainder = bool(output.batch_size and output.drop_remainder)
     parse = batch_parser(specs, info.elements)
-    if served:  # parsed by the service's worker; the positions checked here
-        ds = ds.map(lambda records, at: (parse(records), at), num_parallel_calls=AUTOTUNE)
-        ds = ds.with_options(reader_options(True)).apply(
-            tf.data.experimental.service.distribute(
-                processing_mode=config.processing_mode, service=config.service
-            )
+    total = run_count(spans, order, slots, repeat=output.repeat)
+    if random_access(info, served=served):
+        records = Records(info, spans)
+        records.load_offsets()
+        ds = pipeline_batches(
+            records,
+            order,
+            slots=slots,
+            repeat=output.repeat,
+            batch_size=batch_size,
+            drop_remainder=drop_remainder,
         )
-        ds = check_positions(ds, order, slots, message=f"replay_dataset: {_SERVICE_ONLY}")
-    else:
         ds = ds.map(parse, num_parallel_calls=AUTOTUNE)
+    else:
+        ds, _ = pipeline_records(
+            info, spans, order, slots=slots, repeat=output.repeat, positions=served
+        )
+        ds = ds.rebatch(batch_size, drop_remainder=drop_remainder)
+        if served:  # parsed by the service's worker; the positions checked here
+            ds = ds.map(lambda records, at: (parse(records), at), num_parallel_calls=AUTOTUNE)
+            ds = ds.with_options(reader_options(True)).apply(
+                tf.data.experimental.service.distribute(
+                    processing_mode=config.processing_mode, service=config.service
+                )
+            )
+            ds = check_positions(ds, order, slots, message=f"replay_dataset: {_SERVICE_ONLY}")
+        else:
+            ds = ds.map(parse, num_parallel_calls=AUTOTUNE)
     if output.batch_size is None:
         ds = ds.unbatch()
     ds = _assert_count(ds, output, total=total)
