@@ -195,11 +195,13 @@ class DatasetInfo:
         }
 
     def num_examples(self, split: str | Sequence[str] | None = None) -> int:
-        """Examples (windows) in `split` (a name or a list of names; None: all splits)."""
+        """Examples (windows) in `split` (a name or a list of names; None: all splits); of a
+        sliced split (``"train[:10%]"``): `replay.slicing.num_examples`."""
         return sum(shard.num_examples for shard in self.shard_list(split))
 
     def shard_list(self, split: str | Sequence[str] | None = None) -> list[ShardInfo]:
-        """The shards of `split` (a name or a list of names; None: all splits), in order."""
+        """The shards of `split` (a name or a list of names; None: all splits), in order; the
+        records of a sliced split (``"train[:10%]"``): `replay.slicing.split_spans`."""
         return [shard for name in self.select_splits(split) for shard in self.shards[name]]
 
     def select_splits(self, split: str | Sequence[str] | None = None) -> list[str]:
@@ -209,9 +211,12 @@ class DatasetInfo:
         names = [split] if isinstance(split, str) else list(dict.fromkeys(split))
         unknown = [name for name in names if name not in self.shards]
         if unknown or not names:
+            hint = ""
+            if any(isinstance(n, str) and set(n) & set("[]+") for n in unknown):
+                hint = " (a slice such as 'train[:10%]' is resolved by replay.slicing)"
             raise UnknownSplitError(
                 f"{self.path}: unknown split(s) {unknown or names!r}; "
-                f"available splits: {list(self.splits)}"
+                f"available splits: {list(self.splits)}{hint}"
             )
         return names
 
