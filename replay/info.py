@@ -248,7 +248,14 @@ class DatasetInfo:
           MissingShardError: a shard does not exist (names it).
           ShardSizeError: a shard's size differs from the manifest's num_bytes (names it).
         """
-        shards = self.shard_list(split)
+        self.check_shard_files(self.shard_list(split))
+
+    def check_shard_files(self, shards: Sequence[ShardInfo]) -> None:
+        """`check_shards` of these shards (of a sliced split, `replay.slicing.split_spans`').
+
+        Raises:
+          MissingShardError, ShardSizeError, ShardError: as `check_shards`.
+        """
         self.check_paths(shards)
         sizes = storage.sizes([shard.path for shard in shards])
         missing = [shard.path for shard, size in zip(shards, sizes, strict=True) if size is None]

@@ -306,6 +306,11 @@ def read_spans(info: DatasetInfo, split: str | Sequence[str] | None) -> list[Sha
     return [ShardSpan(shard, 0, shard.num_examples) for shard in info.shard_list(split)]
 
 
+def span_shards(spans: Sequence[ShardSpan]) -> list[ShardInfo]:
+    """Each shard `spans` read from, once, in order (what a reader stats first)."""
+    return list(dict.fromkeys(span.shard for span in spans))
+
+
 def num_examples(info: DatasetInfo, split: str | Sequence[str] | None = None) -> int:
     """Records `split` (names or a spelling with slices; None: every split) selects."""
     return sum(r.count for r in split_ranges(info, split))
