@@ -2,7 +2,8 @@
 
 Pipeline (all of it graph code: no Python runs per element)::
 
-    shard files (manifest order; file-sharded by input_context; shuffled if shuffle_shards)
+    shard files (manifest order; file-sharded by input_context; shuffled if shuffle_shards;
+    of a sliced split, the runs of shards it holds: `replay.slicing`)
       -> map: one Dataset per shard file        (`replay.shards`: read, count check)
 
     default reader (no reader_func): per-shard datasets of *blocks* of `block_length` (64)
@@ -68,6 +69,7 @@ from replay.read_config import resolve as resolve_read_config
 from replay.records import Records, split_spans
 from replay.shard_check import shard_reader
 from replay.shards import PARSE_BATCH, reader_options, shard_datasets
+from replay.slicing import read_spans, span_shards
 
 AUTOTUNE = tf.data.AUTOTUNE
 _ShardingPolicy = tf.data.experimental.service.ShardingPolicy
@@ -163,7 +165,13 @@ def replay_dataset(
         `reader_func`, `seed`, `reshuffle_each_iteration`, `cycle_length`, `block_length`,
         `num_parallel_reads`, `deterministic`, `prefetch`, `input_context`, `service`,
         `processing_mode`, `job_name` (documented on `ReadConfig`). Not with any of them.
-      split: a split name or a list of names; None: every split, in manifest order.
+      split: a split name or a list of names; None: every split, in manifest order. Or a
+        slice, as TFDS and Hugging Face spell it (`replay.slicing`): ``"train[:10%]"``,
+        ``"train[1000:2000]"``, ``"train[-10%:]"``, ``"train[10%:20%]"``, ``"train[2shard]"``,
+        ``"train[:50%]+test"`` (or a list of such spellings): the windows with those numbers
+        in the split's recorded order (manifest shard order, file order; percents rounded to
+        the closest window as TFDS's default), in every reader but `order`'s; the
+        cardinality is the slice's count.
       version: the dataset version to read (`load_info`; each append adds one); None: the
         latest. The dataset read is the version's from the call on: versions committed while
         it is iterated are not read (shards are never rewritten).
@@ -186,7 +194,9 @@ def replay_dataset(
 
     Raises:
       DatasetNotFoundError, IncompleteDatasetError, ManifestError: see `load_info`.
-      UnknownSplitError, UnknownFeatureError: `split` / `features` not in the manifest.
+      UnknownSplitError, UnknownFeatureError: `split` / `features` not in the manifest;
+        `replay.errors.SplitSliceError` (an UnknownSplitError): a bad slice (a step, a bound
+        out of range, no window selected, ...), naming it.
       MissingShardError, ShardSizeError: a shard is missing or has the wrong size.
       ValueError: `read_config` with a read keyword other than its default; `order` with an
         option it does not take, or under a tf.data service mode or `job_name` it does not
@@ -219,9 +229,9 @@ def replay_dataset(
         )
     info = load_info(path, version=version)
     specs = info.select_features(features)
-    shards = info.shard_list(split)
-    info.check_shards(split)
-    share = pipeline_share(shards, config.input_context)
+    spans = read_spans(info, split)
+    info.check_shard_files(span_shards(spans))
+    share = pipeline_share(spans, config.input_context)
     deterministic = config.deterministic
     if deterministic is None:
         deterministic = config.seed is not None
@@ -413,7 +423,7 @@ def _share_datasets(
     records per element, None: one record)."""
     return shard_datasets(
         info,
-        share.shards,
+        share.spans,
         specs,
         element_shard=share.element_shard,
         shuffle=output.shuffle_shards,
