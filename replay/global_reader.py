@@ -37,8 +37,9 @@ from replay.errors import ShardError
 from replay.global_order import Blocks, EpochOrder, GlobalOrder, Slots, plan_blocks
 from replay.info import DatasetInfo
 from replay.offsets import read_offsets
-from replay.records import Records, RecordSpan
+from replay.records import Records
 from replay.shards import unreadable_message
+from replay.slicing import ShardSpan
 
 READ_BUFFER_BYTES = 256 * 1024  # a block read's buffer at most (TFRecordDataset's default)
 
@@ -50,7 +51,7 @@ def random_access(info: DatasetInfo, *, served: bool) -> bool:
     return not info.compression_type and not served
 
 
-def run_count(spans: Sequence[RecordSpan], order: GlobalOrder, slots: Slots, *, repeat: bool):
+def run_count(spans: Sequence[ShardSpan], order: GlobalOrder, slots: Slots, *, repeat: bool):
     """This pipeline's elements in the run: None with `repeat` (infinite); else its positions
     from `order.start` to the end of the epoch holding it."""
     n = sum(span.count for span in spans)
@@ -119,7 +120,7 @@ class _BatchRead:
         return out
 
 
-def _span_blocks(spans: Sequence[RecordSpan], order: GlobalOrder) -> Blocks:
+def _span_blocks(spans: Sequence[ShardSpan], order: GlobalOrder) -> Blocks:
     """The blocks of the spans' records: ``Blocks.shard`` the span, ``first`` counted in it."""
     return plan_blocks([span.count for span in spans], block_length=order.block_length)
 
@@ -190,7 +191,7 @@ class _WindowIds(_Windows):
 
 def pipeline_records(
     info: DatasetInfo,
-    spans: Sequence[RecordSpan],
+    spans: Sequence[ShardSpan],
     order: GlobalOrder,
     *,
     slots: Slots,
@@ -235,7 +236,7 @@ def _traced(fn):
 
 
 def block_extents(
-    info: DatasetInfo, spans: Sequence[RecordSpan], blocks: Blocks
+    info: DatasetInfo, spans: Sequence[ShardSpan], blocks: Blocks
 ) -> tuple[list[int], list[int]]:
     """Each block's byte offset (its first record's) and byte length (to the next block's
     first record, or to its shard's end), from the shards' checked offsets files."""
@@ -271,7 +272,7 @@ class _WindowReader(_Windows):
     def __init__(
         self,
         info: DatasetInfo,
-        spans: Sequence[RecordSpan],
+        spans: Sequence[ShardSpan],
         blocks: Blocks,
         order: GlobalOrder,
         slots: Slots,

@@ -66,7 +66,7 @@ from replay.info import DatasetInfo, load_info
 from replay.parsing import batch_parser
 from replay.read_config import PipelineShare, ReadConfig, pipeline_share
 from replay.read_config import resolve as resolve_read_config
-from replay.records import Records, split_spans
+from replay.records import Records
 from replay.shard_check import shard_reader
 from replay.shards import PARSE_BATCH, reader_options, shard_datasets
 from replay.slicing import read_spans, span_shards
@@ -170,7 +170,7 @@ def replay_dataset(
         ``"train[1000:2000]"``, ``"train[-10%:]"``, ``"train[10%:20%]"``, ``"train[2shard]"``,
         ``"train[:50%]+test"`` (or a list of such spellings): the windows with those numbers
         in the split's recorded order (manifest shard order, file order; percents rounded to
-        the closest window as TFDS's default), in every reader but `order`'s; the
+        the closest window as TFDS's default), in every reader and order; the
         cardinality is the slice's count.
       version: the dataset version to read (`load_info`; each append adds one); None: the
         latest. The dataset read is the version's from the call on: versions committed while
@@ -333,8 +333,8 @@ def _global(
     tf.data service the batches are read and decoded by its worker, in a job of this pipeline's
     own, with their positions, which `check_positions` checks as they arrive."""
     specs = info.select_features(features)
-    spans = split_spans(info, split)
-    info.check_shards(split)
+    spans = read_spans(info, split)
+    info.check_shard_files(span_shards(spans))
     context = config.input_context
     pipelines, pipeline = (
         (1, 0) if context is None else (context.num_input_pipelines, context.input_pipeline_id)

@@ -47,6 +47,7 @@ from replay import storage
 from replay.errors import CorruptShardError, MissingShardError, ReplayError, ShardSizeError
 from replay.info import DatasetInfo, ShardInfo, load_info
 from replay.offsets import read_offsets
+from replay.slicing import ShardSpan, read_spans
 
 try:  # the SSE 4.2 / ARMv8 CRC-32C: ~7x google-crc32c's speed on window-sized records
     from crc32c import crc32c as _crc32c
@@ -69,15 +70,6 @@ def masked_crc32c(data: bytes | memoryview) -> int:
     """TFRecord's masked CRC-32C of `data` (``tensorflow/core/lib/hash/crc32c.h`` Mask)."""
     crc = _crc32c(data)
     return (((crc >> 15) | (crc << 17)) + _MASK_DELTA) & 0xFFFFFFFF
-
-
-@dataclasses.dataclass(frozen=True)
-class RecordSpan:
-    """A run of one shard's records: records ``[first, first + count)`` of `shard`."""
-
-    shard: ShardInfo
-    first: int
-    count: int
 
 
 @dataclasses.dataclass(frozen=True)
@@ -120,18 +112,9 @@ def records(
       Any error of `load_info`, `DatasetInfo.check_shards` and the split's selection.
     """
     info = load_info(path, version=version)
-    source = Records(info, split_spans(info, split))
+    source = Records(info, read_spans(info, split))
     source.load_offsets()
     return source
-
-
-def split_spans(info: DatasetInfo, split: str | Sequence[str] | None) -> list[RecordSpan]:
-    """The records `split` names, in recorded order, as runs of shards (`replay.slicing`)."""
-    try:
-        from replay import slicing
-    except ImportError:  # TEMP until slicing lands
-        return [RecordSpan(s, 0, s.num_examples) for s in info.shard_list(split)]
-    return [RecordSpan(s.shard, s.first, s.count) for s in slicing.split_spans(info, split)]
 
 
 class Records:
@@ -140,7 +123,7 @@ class Records:
     Thread-safe: `__getitems__` may be called from several threads at once.
     """
 
-    def __init__(self, info: DatasetInfo, spans: Sequence[RecordSpan]):
+    def __init__(self, info: DatasetInfo, spans: Sequence[ShardSpan]):
         if info.compression != "NONE":
             raise NoRandomAccessError(
                 f"{info.path}: {info.compression} shards have no random access (a record is "
@@ -405,7 +388,6 @@ __all__ = [
     "FRAME_BYTES",
     "Location",
     "NoRandomAccessError",
-    "RecordSpan",
     "Records",
     "masked_crc32c",
     "merge_ranges",
