@@ -6,11 +6,12 @@ reading from it, finds that record; the files are listed in the manifest with th
 its documented function says. Hand-made datasets of every older version are read still
 (tests/pipeline/test_format_v2.py, test_tables_format_v3.py).
 
-Crafted offsets files on hand-made datasets (`write_dataset`): a symlink out of the dataset (to
-a byte-identical copy, so only the confinement check can refuse it), a size off by whole
-records, a FIFO, are refused naming the file, by ``replay_dataset(order=...)`` before it returns
-(the manifest alone, `load_info`, does not open them), by `verify_dataset` and by ``python -m
-pipelines.verify``; verify checks every offset of a shard longer than one of its read batches.
+Crafted offsets files on hand-made datasets (`write_dataset`): a symlink out of the dataset, or
+under an offsets/ that is one (to byte-identical files, so only the confinement check can refuse
+them), a size off by whole records, a FIFO, are refused naming the file, by
+``replay_dataset(order=...)`` before it returns (the manifest alone, `load_info`, does not open
+them), by `verify_dataset` and by ``python -m pipelines.verify``; verify checks every offset of
+a shard longer than one of its read batches.
 """
 
 from __future__ import annotations
@@ -135,6 +136,13 @@ def _symlink_out(file: Path) -> None:
     file.symlink_to(outside)
 
 
+def _directory_symlink_out(file: Path) -> None:
+    """The dataset's offsets/ directory moved out of it, a symlink to it in its place."""
+    outside = file.parents[2] / "outside-offsets"
+    os.replace(file.parent, outside)
+    file.parent.symlink_to(outside, target_is_directory=True)
+
+
 def _short(file: Path) -> None:
     file.write_bytes(file.read_bytes()[:-8])  # one record's offset less
 
@@ -151,6 +159,10 @@ def _fifo(file: Path) -> None:
 # Shard 0 holds 6 records: its offsets file, 48 bytes.
 CRAFTED_OFFSETS = {
     "symlink_out": (_symlink_out, "record offsets lead outside the dataset, to "),
+    "directory_symlink_out": (
+        _directory_symlink_out,
+        "record offsets lead outside the dataset, to ",
+    ),
     "short": (_short, "record offsets: 40 bytes, the manifest's 6 records take 48"),
     "long": (_long, "record offsets: larger than 48 bytes"),
     "fifo": (_fifo, "record offsets: not a regular file"),
@@ -173,7 +185,7 @@ def test_crafted_offsets_are_refused_naming_the_file(tmp_path, capsys, case):
         verify_dataset(directory)
     assert verify_cli.run([str(directory)]) == 1
     out = capsys.readouterr().out.splitlines()
-    assert out[0] == f"BAD {directory / name}: {e.value}" and out[1].startswith("FAILED"), out
+    assert out[0] == f"BAD {directory / name}: {e.value}" and out[-1].startswith("FAILED"), out
 
 
 def _shift_offset(directory: Path, shard: int, record: int) -> None:
