@@ -18,7 +18,10 @@ import tensorflow as tf
 import replay
 from replay import NoOffsetsError, replay_dataset
 from replay import format as fmt
-from replay.global_order import GlobalOrder, plan_blocks, positions_records
+from replay.global_order import GlobalOrder, Slots, plan_blocks, positions_records
+from replay.global_reader import pipeline_batches
+from replay.records import FRAME_BYTES, Records
+from replay.slicing import read_spans
 from tests.support.replay_elements import all_indices, collect, indices
 from tests.support.replay_fixtures import write_dataset, write_manifest
 
@@ -325,3 +328,31 @@ def test_a_corrupt_record_fails_naming_its_shard(tmp_path):
     with pytest.raises(tf.errors.InvalidArgumentError, match="is corrupt, truncated") as e:
         collect(replay_dataset(str(tmp_path), order=GlobalOrder(seed=0, block_length=5)))
     assert shard in e.value.message
+
+
+@pytest.mark.parametrize("start", [0, 40])
+def test_each_pipeline_reads_only_the_records_of_its_own_positions(dataset, start):
+    """With 4 pipelines each reads the frames of its own positions at or after `start` and no
+    other byte (the layer's own counter): together the rest of the epoch, each record once;
+    the records come in the order's sequence."""
+    path, _ = dataset
+    info = replay.load_info(path)
+    n, batch, workers = sum(COUNTS), 8, 4
+    order = GlobalOrder(seed=7, start=start, global_batch_size=batch, **SMALL)
+    blocks = plan_blocks(COUNTS, block_length=4)
+    first = np.cumsum((0, *COUNTS))
+    every = Records(info, read_spans(info, None))
+    total = 0
+    for w in range(workers):
+        source = Records(info, read_spans(info, None))
+        ds = pipeline_batches(
+            source, order, slots=Slots(batch, workers, w), repeat=False, batch_size=3
+        )
+        got = [record for batch_ in ds for record in batch_.numpy()]
+        mine = [p for p in range(start, n) if p % batch // (batch // workers) == w]
+        where = positions_records(blocks, mine, seed=7, window_blocks=3)
+        assert got == [every[int(first[s] + r)] for s, r in where]
+        assert source.bytes_read == sum(len(r) + FRAME_BYTES for r in got)
+        total += source.bytes_read
+    rest = positions_records(blocks, range(start, n), seed=7, window_blocks=3)
+    assert total == sum(len(every[int(first[s] + r)]) + FRAME_BYTES for s, r in rest)
