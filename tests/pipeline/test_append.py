@@ -154,6 +154,8 @@ def test_an_input_changed_since_it_was_recorded_is_refused_or_skipped(tmp_path, 
 
 
 def test_a_label_outside_the_class_list_is_an_error_or_kept_as_minus_one(tmp_path):
+    """A refused label is an error of its version, its id kept: the next append's files are
+    numbered after every id the dataset gave, its failed inputs' included."""
     corpus, out = tmp_path / "corpus", tmp_path / "out"
     write_day(corpus, 1)
     run_record(f"{corpus}/*/*.wav", out, *OPTIONS)
@@ -169,6 +171,14 @@ def test_a_label_outside_the_class_list_is_an_error_or_kept_as_minus_one(tmp_pat
     assert targets == {("bird", 0), ("rain", 1), ("wind", -1)}
     # the wind file of day 2 stays in errors: an input the dataset holds is not recorded again
     assert raw_manifest(out)["num_errors"] == 1
+    # ids: day 2's failed input took id 2, so day 3's file comes after it, not on day 2's rain
+    from replay import load_info
+
+    ids = {Path(f["path"]).name: f["index"] for f in load_info(out).files}
+    assert ids == {"d1f0_bird.wav": 0, "d1f1_rain.wav": 1, "d2f1_rain.wav": 3, "d3f0_wind.wav": 4}
+    assert {(Path(r["filepath"]).name, int(r["index"])) for r in read_records(out)} == set(
+        ids.items()
+    )
 
 
 def test_of_two_appends_to_one_version_exactly_one_commits(tmp_path):
