@@ -210,8 +210,10 @@ def test_of_two_appends_to_one_version_exactly_one_commits(tmp_path):
 
 def test_a_refreshing_append_has_the_statistics_of_a_record_of_the_union(tmp_path):
     """--append_transform refresh: the union's statistics, bit for bit a from-scratch run's
-    (moments are exact integers), and a transform graph of its own; a frozen append after it
-    keeps them; class ids never change."""
+    (moments are exact integers), and a transform graph of its own, also when resumed over a
+    frozen append of the same files left uncommitted (another mode: another directory); a
+    frozen append after it keeps them; a second and a third refresh have the statistics of the
+    union again; class ids never change."""
     from replay import load_info, load_transform
     from transforms.stages.moments import from_json, total
 
@@ -220,7 +222,14 @@ def test_a_refreshing_append_has_the_statistics_of_a_record_of_the_union(tmp_pat
     run_record(f"{corpus}/*/*.wav", out, *OPTIONS)
     root_transform = digests(out / "transform_fn")
     write_day(corpus, 2, labels=("bird", "bird", "rain"))
-    appended(f"{corpus}/*/*.wav", out, "--append_transform", "refresh")
+    frozen = append.plan_append(
+        RecordConfig(input_pattern=f"{corpus}/*/*.wav", output_dir=str(out), append=True)
+    )
+    run_job(frozen.config, continuation=frozen.continuation)  # a frozen append, killed uncommitted
+    # the same files in the other mode, resumed: its own directory, not the frozen one's records
+    appended(f"{corpus}/*/*.wav", out, "--append_transform", "refresh", "--resume")
+    assert raw_manifest(out)["commits"][1]["dir"] != frozen.data_dir
+    assert not (out / frozen.data_dir).exists()
     run_record(f"{corpus}/*/*.wav", scratch, *OPTIONS)  # the union, from scratch
 
     grown, whole = raw_manifest(out), raw_manifest(scratch)
@@ -249,6 +258,16 @@ def test_a_refreshing_append_has_the_statistics_of_a_record_of_the_union(tmp_pat
     load_info(out).check_versions()  # versions 1 and 2 differ from 3 only in the statistics
     again = load_transform(out)({"signal": samples})["log_mel_norm"].numpy()
     assert np.array_equal(again, ours["log_mel_norm"].numpy())
+
+    for day in (4, 5):  # a second and a third refresh: the moments of every commit, not the last
+        write_day(corpus, day, labels=("rain", "bird", "rain")[: day - 2])
+        appended(f"{corpus}/*/*.wav", out, "--append_transform", "refresh")
+        run_record(f"{corpus}/*/*.wav", tmp_path / f"scratch{day}", *OPTIONS)
+        grown, whole = raw_manifest(out), raw_manifest(tmp_path / f"scratch{day}")
+        assert grown["dataset_version"] == day and grown["commits"][-1]["transform"] == "refresh"
+        assert grown["elements"] == whole["elements"], day
+        summed = total(from_json(c["moments"]) for c in grown["commits"])
+        assert summed == from_json(whole["commits"][0]["moments"])
 
 
 def test_a_refresh_needs_stored_moments_and_statistics(tmp_path, capsys):
