@@ -355,15 +355,49 @@ def test_a_batch_summary_holds_one_entry_a_format_whatever_the_lengths(tmp_path)
     assert sum(count for _, count, _ in whole.headers) == sum(f.info is not None for f in headed)
 
 
-def test_the_plan_step_with_small_header_batches_gives_the_launchers_tasks(tmp_path):
+def test_merged_accumulators_of_batch_summaries_are_every_batchs(tmp_path):
+    """`MergeSummaries` as a runner uses it with several bundles: each accumulator adds some
+    batches' summaries, the accumulators are merged (in any order), the output is the summary of
+    every batch (`merge_summaries`), which plans the launcher's tasks."""
+    from pipelines.plan import merge_summaries, plan_headers, plan_summary, summarize_headers
+    from pipelines.plan.in_job import MergeSummaries
+
+    config, listed, headed = _headed(
+        _mixed(tmp_path / "clips"), tmp_path / "ds", classes="yes,no,up", signal_dtype="auto"
+    )
+    summaries = [summarize_headers(config, listed, headed[i : i + 3]) for i in range(0, 32, 3)]
+    fn = MergeSummaries()
+    accumulators = []
+    for group in (summaries[0:4], summaries[4:5], summaries[5:]):
+        acc = fn.create_accumulator()
+        for summary in group:
+            acc = fn.add_input(acc, summary)
+        accumulators.append(acc)
+    plan = plan_headers(config, listed, headed, cpu_count=2, single_task=False)
+    for order in (accumulators, accumulators[::-1]):
+        merged = fn.extract_output(fn.merge_accumulators(iter(order)))
+        assert merged == merge_summaries(summaries)
+        cut = plan_summary(config, listed, merged, cpu_count=2, single_task=False)
+        assert (cut.read, cut.sharding) == (plan.read, plan.sharding)
+    again = fn.merge_accumulators([fn.merge_accumulators(accumulators[:2]), accumulators[2]])
+    assert fn.extract_output(again) == merge_summaries(summaries)
+
+
+@pytest.mark.parametrize(
+    "runner", [(), ("--direct_num_workers=2", "--direct_running_mode=multi_threading")]
+)
+def test_the_plan_step_with_small_header_batches_gives_the_launchers_tasks(tmp_path, runner):
     """`PlanInJob` in a Beam pipeline with batches of 3 files: the read tasks, the refused files
-    and the (ReadWindowsConfig, Sharding) are `plan_headers`' own."""
+    and the (ReadWindowsConfig, Sharding) are `plan_headers`' own; also on a DirectRunner of
+    two workers, whose bundles' summaries are merged accumulators."""
     import apache_beam as beam
+    from apache_beam.options.pipeline_options import PipelineOptions
     from apache_beam.testing.test_pipeline import TestPipeline
     from apache_beam.testing.util import assert_that, equal_to
 
     from pipelines.plan import plan_headers
     from pipelines.plan.in_job import PlanArgs, PlanInJob
+    from runners.direct import LocalRunner
     from transforms.stages import staged
 
     config, listed, headed = _headed(
@@ -378,7 +412,12 @@ def test_the_plan_step_with_small_header_batches_gives_the_launchers_tasks(tmp_p
     args = PlanArgs(config=config, listed=listed, cpu_count=2, single_task=False, compute_threads=1)
     inputs = staged.stage(str(tmp_path / "ds"), "inputs", listed.inputs)
     try:
-        with TestPipeline() as p:
+        pipeline = (
+            TestPipeline(runner=LocalRunner(), options=PipelineOptions(list(runner)))
+            if runner
+            else TestPipeline()
+        )
+        with pipeline as p:
             out = p | PlanInJob(inputs, args, batch_size=3)
             assert_that(out["tasks"], equal_to(list(plan.tasks)), label="tasks")
             refused = [{"path": f.path, "reason": f.error} for f in plan.inputs if f.error]
