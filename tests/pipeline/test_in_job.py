@@ -330,6 +330,45 @@ def test_planned_batch_by_batch_the_tasks_are_the_launchers(tmp_path, options, s
         assert refused == [f.path for f in plan.inputs if f.error]
 
 
+@pytest.mark.parametrize("rates", [(8000, 16000, 22050), (16000, 8000, 22050)])
+def test_planned_batch_by_batch_the_first_header_is_the_lowest_indexs(tmp_path, rates):
+    """Files of three sample rates after a broken first file, batches summarised and merged in
+    reverse order, as a runner may merge them: the first header is the lowest index's, whose
+    rate checks the feature parameters (``--upper_edge_hz 6000``: over 8 kHz files' Nyquist
+    frequency), so the job refuses the launcher's refusal in its words and plans its plan."""
+    from pipelines.config import UsageError
+    from pipelines.plan import merge_summaries, plan_headers, summarize_headers
+
+    root = tmp_path / "clips"
+    rng = np.random.default_rng(3)
+    for folder, rate in zip(("no", "up", "yes"), rates, strict=True):  # listed in this order
+        (root / folder).mkdir(parents=True)
+        for i in range(4):
+            x = rng.integers(-20000, 20000, size=rate // 2 + 100 * i, dtype=np.int16)
+            sf.write(root / folder / f"r{i}.wav", x, rate, "PCM_16")
+    (root / "no" / "a_bad.wav").write_bytes(b"RIFF\x10\x00\x00\x00WAVEjunk")  # index 0
+    config, listed, headed = _headed(
+        root, tmp_path / "ds", classes="yes,no,up", features="log_mel", upper_edge_hz=6000.0
+    )
+    first = next(f for f in headed if f.info is not None)
+    assert (first.index, first.info.sample_rate) == (1, rates[0])
+    for size in (1, 2, 5):
+        summaries = [summarize_headers(config, listed, headed[i : i + size])
+                     for i in range(0, len(headed), size)]  # fmt: skip
+        assert merge_summaries(reversed(summaries)).first_header == (1, first.info)
+        if rates[0] == 8000:
+            with pytest.raises(UsageError) as launcher:
+                plan_headers(config, listed, headed, cpu_count=2, single_task=False)
+            with pytest.raises(UsageError) as job:
+                _batch_wise(config, listed, headed, size=size, single_task=False)
+            assert str(job.value) == str(launcher.value)
+            assert "upper_edge_hz=6000.0 outside" in str(job.value)
+            continue
+        plan = plan_headers(config, listed, headed, cpu_count=2, single_task=False)
+        cut, tasks, _ = _batch_wise(config, listed, headed, size=size, single_task=False)
+        assert (cut.read, cut.sharding, tasks) == (plan.read, plan.sharding, plan.tasks)
+
+
 def test_planned_batch_by_batch_a_refusal_is_the_launchers_line(tmp_path):
     """``--signal_dtype int16`` on 24-bit files spread over batches, ``--strict`` with bad files
     in later batches: the same one line (the first files named, the others counted)."""
