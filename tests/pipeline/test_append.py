@@ -181,14 +181,19 @@ def test_a_label_outside_the_class_list_is_an_error_or_kept_as_minus_one(tmp_pat
     )
 
 
-def test_of_two_appends_to_one_version_exactly_one_commits(tmp_path):
+def test_of_appends_to_one_version_exactly_one_commits(tmp_path, monkeypatch):
+    """Three appends planned on version 1 and recorded: two commit at once, both past the early
+    check (the version free, their records' manifest read: a barrier at `next_manifest`), so
+    the exclusive creation of ``manifests/2.json`` decides; then the third finds the version
+    taken. One version 2, the others' directories removed, no older file changed."""
+    import threading
+
     corpus, out = tmp_path / "corpus", tmp_path / "out"
     write_day(corpus, 1)
     run_record(f"{corpus}/*/*.wav", out, *OPTIONS)
-    write_day(corpus, 2)
-    write_day(corpus, 3)
     plans = []
-    for day in (2, 3):  # both planned on version 1, both recorded, then both commit
+    for day in (2, 3, 4):  # all planned on version 1 and recorded, then they commit
+        write_day(corpus, day)
         config = RecordConfig(
             input_pattern=f"{corpus}/day0{day}/*.wav", output_dir=str(out), append=True
         )
@@ -196,13 +201,44 @@ def test_of_two_appends_to_one_version_exactly_one_commits(tmp_path):
         run_job(plan.config, continuation=plan.continuation)
         plans.append(plan)
     before = digests(out)
-    append.commit(plans[0])
+    barrier = threading.Barrier(2, timeout=120)
+    made = append.next_manifest
+
+    def past_the_early_check(*args, **kwargs):
+        barrier.wait()  # both found manifests/2.json free and read their own manifest
+        return made(*args, **kwargs)
+
+    monkeypatch.setattr(append, "next_manifest", past_the_early_check)
+    outcomes: dict[int, object] = {}
+
+    def commit(i: int) -> None:
+        try:
+            outcomes[i] = append.commit(plans[i])
+        except UsageError as e:
+            outcomes[i] = e
+
+    racing = [threading.Thread(target=commit, args=(i,)) for i in (0, 1)]
+    for thread in racing:
+        thread.start()
+    for thread in racing:
+        thread.join(timeout=300)
+    won = [i for i, o in outcomes.items() if isinstance(o, dict)]
+    lost = [o for o in outcomes.values() if isinstance(o, UsageError)]
+    assert len(won) == 1 and len(lost) == 1, outcomes
+    assert "another append committed version 2 " in str(lost[0]) and "first" in str(lost[0])
+    winner = plans[won[0]]
+    monkeypatch.undo()
     with pytest.raises(UsageError, match="another append committed version 2 .* first"):
-        append.commit(plans[1])
-    assert not (out / plans[1].data_dir).exists()
+        append.commit(plans[2])
+    assert not (out / plans[1 - won[0]].data_dir).exists()
+    assert not (out / plans[2].data_dir).exists()
     manifest = raw_manifest(out)
+    assert manifest == outcomes[won[0]]
+    assert (out / "manifests" / "2.json").read_bytes() == (out / "manifest.json").read_bytes()
     assert manifest["dataset_version"] == 2 and len(manifest["commits"]) == 2
-    assert {r["filepath"].split("/")[-2] for r in read_records(out)} == {"day01", "day02"}
+    assert manifest["commits"][1]["dir"] == winner.data_dir
+    day = f"day0{won[0] + 2}"
+    assert {r["filepath"].split("/")[-2] for r in read_records(out)} == {"day01", day}
     assert all(
         before[k] == v for k, v in digests(out).items() if k in before and "manifest" not in k
     )
