@@ -362,10 +362,12 @@ def test_ten_nightly_appends_replay_as_one_record_of_the_union(tmp_path):
         assert elements(out, split) == elements(scratch, split), split
 
 
-@pytest.mark.slow
-def test_two_appends_run_at_once_commit_one_version_each_or_one_fails_cleanly(tmp_path):
-    """Two append processes started together: each commits a version of its own, or the one
-    that finds its version taken fails with one line and leaves nothing."""
+@pytest.mark.slow  # two append processes: the race between processes at the commit point
+def test_two_appends_run_at_once_to_one_version_commit_one_the_other_fails_cleanly(tmp_path):
+    """Two append processes started together, each held at its commit until both have passed
+    the early check (`tests.support.commit_barrier`): the exclusive creation of
+    ``manifests/2.json`` lets exactly one commit version 2; the other fails with one line and
+    leaves nothing."""
     import subprocess
     import sys
 
@@ -375,12 +377,15 @@ def test_two_appends_run_at_once_commit_one_version_each_or_one_fails_cleanly(tm
     write_day(corpus, 2)
     write_day(corpus, 3)
     root = Path(__file__).resolve().parents[2]
+    barrier = tmp_path / "barrier"
     procs = [
         subprocess.Popen(
             [
                 sys.executable,
                 "-m",
-                "pipelines.record",
+                "tests.support.commit_barrier",
+                str(barrier),
+                "2",
                 "--input_pattern",
                 f"{corpus}/day0{day}/*.wav",
                 "--output_dir",
@@ -395,15 +400,14 @@ def test_two_appends_run_at_once_commit_one_version_each_or_one_fails_cleanly(tm
         for day in (2, 3)
     ]
     outcomes = [(p.wait(timeout=600), *p.communicate()) for p in procs]
+    assert len(list(barrier.iterdir())) == 2  # both reached the commit point
     codes = sorted(code for code, _, _ in outcomes)
+    assert codes == [0, 2], [(c, e[-2000:]) for c, _, e in outcomes]
+    (err,) = [e.strip().splitlines() for code, _, e in outcomes if code == 2]
+    assert err[-1].startswith("error: --append: another append committed version 2"), err
     manifest = raw_manifest(out)
-    if codes == [0, 0]:  # one after the other: versions 2 and 3
-        assert manifest["dataset_version"] == 3
-    else:
-        assert codes == [0, 2], outcomes
-        (err,) = [e.strip().splitlines() for code, _, e in outcomes if code == 2]
-        assert err[-1].startswith("error: --append: another append committed version 2"), err
-        assert manifest["dataset_version"] == 2
+    assert manifest["dataset_version"] == 2
+    assert (out / "manifests" / "2.json").read_bytes() == (out / "manifest.json").read_bytes()
     committed = {c["dir"] for c in manifest["commits"][1:]}
     assert {f"appends/{p.name}" for p in (out / "appends").iterdir()} == committed
 
