@@ -246,10 +246,11 @@ def test_of_appends_to_one_version_exactly_one_commits(tmp_path, monkeypatch):
 
 def test_a_refreshing_append_has_the_statistics_of_a_record_of_the_union(tmp_path):
     """--append_transform refresh: the union's statistics, bit for bit a from-scratch run's
-    (moments are exact integers), and a transform graph of its own, also when resumed over a
-    frozen append of the same files left uncommitted (another mode: another directory); a
-    frozen append after it keeps them; a second and a third refresh have the statistics of the
-    union again; class ids never change."""
+    (moments are exact integers), without reading a byte of an older shard (version 1's shards
+    are garbage of their size here, and stay so), and a transform graph of its own, also when
+    resumed over a frozen append of the same files left uncommitted (another mode: another
+    directory); a frozen append after it keeps them; a second and a third refresh have the
+    statistics of the union again; class ids never change."""
     from replay import load_info, load_transform
     from transforms.stages.moments import from_json, total
 
@@ -257,6 +258,11 @@ def test_a_refreshing_append_has_the_statistics_of_a_record_of_the_union(tmp_pat
     write_day(corpus, 1)
     run_record(f"{corpus}/*/*.wav", out, *OPTIONS)
     root_transform = digests(out / "transform_fn")
+    old_shards = sorted(out.glob("*.tfrecord-*"))
+    rng = np.random.default_rng(5)
+    for shard in old_shards:  # the same size, other bytes: an append that read one would fail
+        shard.write_bytes(rng.bytes(shard.stat().st_size))
+    garbage = {shard: shard.read_bytes() for shard in old_shards}
     write_day(corpus, 2, labels=("bird", "bird", "rain"))
     frozen = append.plan_append(
         RecordConfig(input_pattern=f"{corpus}/*/*.wav", output_dir=str(out), append=True)
@@ -304,6 +310,7 @@ def test_a_refreshing_append_has_the_statistics_of_a_record_of_the_union(tmp_pat
         assert grown["elements"] == whole["elements"], day
         summed = total(from_json(c["moments"]) for c in grown["commits"])
         assert summed == from_json(whole["commits"][0]["moments"])
+    assert {shard: shard.read_bytes() for shard in old_shards} == garbage  # not rewritten either
 
 
 def test_a_refresh_needs_stored_moments_and_statistics(tmp_path, capsys):
