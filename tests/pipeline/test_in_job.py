@@ -413,7 +413,9 @@ def test_merged_accumulators_of_batch_summaries_are_every_batchs(tmp_path):
     config, listed, headed = _headed(
         _mixed(tmp_path / "clips"), tmp_path / "ds", classes="yes,no,up", signal_dtype="auto"
     )
-    summaries = [summarize_headers(config, listed, headed[i : i + 3]) for i in range(0, 32, 3)]
+    summaries = [
+        summarize_headers(config, listed, headed[i : i + 3]) for i in range(0, len(headed), 3)
+    ]
     fn = MergeSummaries()
     accumulators = []
     for group in (summaries[0:4], summaries[4:5], summaries[5:]):
