@@ -1,6 +1,6 @@
 """Random access to a dataset's serialized records: any record by its index, without TensorFlow.
 
-``records(path, split=...)`` numbers the records of the chosen splits (or slices of them,
+``open_records(path, split=...)`` numbers the records of the chosen splits (or slices of them,
 `replay.slicing`) in recorded order, 0 to ``len - 1``, and reads any of them from its shard by
 the shard's record offsets (format version 4, `replay.offsets`): record ``i`` is a
 (shard, byte offset, length) away. A batched get (`Records.__getitems__`) groups the indices
@@ -22,7 +22,7 @@ a batch wants from one shard are merged into ranges where fewer than `GAP_BYTES`
 them, and the ranges run in a pool of `REMOTE_THREADS` threads.
 
 Compressed shards (GZIP / ZLIB) have no random access: a record can only be reached by
-decompressing its shard from the start, so `records` refuses them, naming the option to
+decompressing its shard from the start, so `open_records` refuses them, naming the option to
 record with (``--compression NONE``) and the ordered reader that reads them.
 
 `Records.bytes_read` counts the bytes this object read from shards (frames and the gaps merged
@@ -44,7 +44,12 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from replay import storage
-from replay.errors import CorruptShardError, MissingShardError, ReplayError, ShardSizeError
+from replay.errors import (
+    CorruptShardError,
+    MissingShardError,
+    NoRandomAccessError,
+    ShardSizeError,
+)
 from replay.info import DatasetInfo, ShardInfo, load_info
 from replay.offsets import read_offsets
 from replay.slicing import ShardSpan, read_spans
@@ -60,10 +65,6 @@ REMOTE_THREADS = 8  # ranged reads of one batch in flight at once
 _MASK_DELTA = 0xA282EAD8  # tensorflow/core/lib/hash/crc32c.h
 _LENGTH = struct.Struct("<QI")  # the record's length and its masked CRC
 _CRC = struct.Struct("<I")
-
-
-class NoRandomAccessError(ReplayError, ValueError):
-    """Random access to a dataset whose shards cannot be read from an offset (compressed)."""
 
 
 def masked_crc32c(data: bytes | memoryview) -> int:
@@ -87,7 +88,7 @@ class Location:
         return self.end - self.start - FRAME_BYTES
 
 
-def records(
+def open_records(
     path: str | os.PathLike,
     *,
     split: str | Sequence[str] | None = None,
@@ -387,9 +388,8 @@ def _read_range(shard: ShardInfo, start: int, end: int) -> bytes:
 __all__ = [
     "FRAME_BYTES",
     "Location",
-    "NoRandomAccessError",
     "Records",
     "masked_crc32c",
     "merge_ranges",
-    "records",
+    "open_records",
 ]
