@@ -15,11 +15,13 @@ record that fails raises `CorruptShardError` naming the shard, the record and it
 The CRC is the ``crc32c`` package's (SSE 4.2 / ARMv8 instructions), falling back to
 ``google-crc32c``: the layer's own cost per record is then a few microseconds plus a copy.
 
-Storage. Local shards are memory-mapped (each opened once, on first use; it must be a regular
-file inside the dataset with the manifest's size). Shards under a URL (``gs://``, and any scheme
-`replay.storage` reads) are read with ranged reads through TensorFlow's file system: the records
-a batch wants from one shard are merged into ranges where fewer than `GAP_BYTES` lie between
-them, and the ranges run in a pool of `REMOTE_THREADS` threads.
+Storage. Local shards are read with ``os.pread``, a frame a call (each shard opened once, on
+first use; it must be a regular file inside the dataset with the manifest's size): the process
+holds the records it returns, not the pages of the shards it touched (a memory map would).
+Shards under a URL (``gs://``, and any scheme `replay.storage` reads) are read with ranged reads
+through TensorFlow's file system: the records a batch wants from one shard are merged into
+ranges where fewer than `GAP_BYTES` lie between them, and the ranges run in a pool of
+`REMOTE_THREADS` threads.
 
 Compressed shards (GZIP / ZLIB) have no random access: a record can only be reached by
 decompressing its shard from the start, so `open_records` refuses them, naming the option to
@@ -33,11 +35,11 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
-import mmap
 import os
 import stat
 import struct
 import threading
+import weakref
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
@@ -140,12 +142,13 @@ class Records:
         self._span_first = [span.first for span in self.spans]
         self._starts = np.cumsum([0] + [span.count for span in self.spans], dtype=np.int64)
         self._offsets: list[np.ndarray | None] = [None] * len(self._shards)
-        self._maps: list[memoryview | None] = [None] * len(self._shards)
+        self._files: list[int | None] = [None] * len(self._shards)  # local shards' descriptors
         self._lock = threading.Lock()
         self._counter_lock = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None
         self.bytes_read = 0
         info.check_paths(self._shards)
+        weakref.finalize(self, _close, self._files)
 
     def __len__(self) -> int:
         return int(self._starts[-1])
@@ -210,9 +213,9 @@ class Records:
         )
 
     def close(self) -> None:
-        """Releases the memory maps and the thread pool (also on garbage collection)."""
+        """Closes the shards opened and stops the thread pool (also on garbage collection)."""
         with self._lock:
-            self._maps = [None] * len(self._shards)
+            _close(self._files)
             if self._pool is not None:
                 self._pool.shutdown(wait=False)
                 self._pool = None
@@ -223,16 +226,20 @@ class Records:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def __getstate__(self) -> dict:  # pickled to worker processes: no maps, locks or pool
+    def __getstate__(self) -> dict:  # pickled to worker processes: no files, locks or pool
         state = dict(self.__dict__)
-        state.update(_maps=[None] * len(self._shards), _pool=None, bytes_read=0)
+        state.update(_files=[None] * len(self._shards), _pool=None, bytes_read=0)
+        state["info"] = (self.info.path, self.info.version)  # read-only mappings: read again
         del state["_lock"], state["_counter_lock"]
         return state
 
     def __setstate__(self, state: dict) -> None:
+        path, version = state["info"]
+        state["info"] = load_info(path, version=version)
         self.__dict__.update(state)
         self._lock = threading.Lock()
         self._counter_lock = threading.Lock()
+        weakref.finalize(self, _close, self._files)
 
     # ------------------------------------------------------------------ reading
 
@@ -268,9 +275,11 @@ class Records:
         ends = np.append(starts[1:], info.num_bytes)[rows]
         if storage.is_url(info.path):
             frames = self._read_remote(shard, begin, ends)
-        else:
-            view = self._map(shard)
-            frames = [view[b:e] for b, e in zip(begin.tolist(), ends.tolist(), strict=True)]
+        else:  # a read of each frame: the bytes the process holds are the records it returns
+            fd, pread = self._file(shard), os.pread
+            frames = [
+                pread(fd, e - b, b) for b, e in zip(begin.tolist(), ends.tolist(), strict=True)
+            ]
             self._count(int((ends - begin).sum()))
         return [
             _check_frame(frame, info, int(row), int(b))
@@ -281,14 +290,14 @@ class Records:
         with self._counter_lock:
             self.bytes_read += n
 
-    def _map(self, shard: int) -> memoryview:
-        view = self._maps[shard]
-        if view is None:
+    def _file(self, shard: int) -> int:
+        fd = self._files[shard]
+        if fd is None:
             with self._lock:
-                view = self._maps[shard]
-                if view is None:
-                    view = self._maps[shard] = _map_local(self.info, self._shards[shard])
-        return view
+                fd = self._files[shard]
+                if fd is None:
+                    fd = self._files[shard] = _open_local(self.info, self._shards[shard])
+        return fd
 
     def _read_remote(self, shard: int, begin: np.ndarray, ends: np.ndarray) -> list[memoryview]:
         """Frames `begin[i]:ends[i]` of a URL shard, by merged ranged reads in the pool."""
@@ -348,9 +357,9 @@ def _corrupt(shard: ShardInfo, row: int, offset: int, reason: str) -> CorruptSha
     return error
 
 
-def _map_local(info: DatasetInfo, shard: ShardInfo) -> memoryview:
-    """A read-only memory map of a local shard: a regular file inside the dataset directory
-    of the manifest's size."""
+def _open_local(info: DatasetInfo, shard: ShardInfo) -> int:
+    """A read-only descriptor of a local shard: a regular file inside the dataset directory of
+    the manifest's size."""
     real = storage.outside(info.path, shard.path)
     if real is not None:
         raise CorruptShardError(f"{shard.path}: shard leads outside the dataset, to {real}")
@@ -358,20 +367,27 @@ def _map_local(info: DatasetInfo, shard: ShardInfo) -> memoryview:
         fd = os.open(shard.path, os.O_RDONLY)
     except FileNotFoundError as e:
         raise MissingShardError(f"{shard.path}: shard missing") from e
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise CorruptShardError(f"{shard.path}: not a regular file")
-        if st.st_size != shard.num_bytes:
-            raise ShardSizeError(
-                f"{shard.path}: {st.st_size} bytes, the manifest says {shard.num_bytes} "
-                "(truncated or rewritten)"
-            )
-        if not st.st_size:
-            return memoryview(b"")
-        return memoryview(mmap.mmap(fd, 0, access=mmap.ACCESS_READ))
-    finally:
+    st = os.fstat(fd)
+    problem = None
+    if not stat.S_ISREG(st.st_mode):
+        problem = CorruptShardError(f"{shard.path}: not a regular file")
+    elif st.st_size != shard.num_bytes:
+        problem = ShardSizeError(
+            f"{shard.path}: {st.st_size} bytes, the manifest says {shard.num_bytes} "
+            "(truncated or rewritten)"
+        )
+    if problem is not None:
         os.close(fd)
+        raise problem
+    return fd
+
+
+def _close(files: list[int | None]) -> None:
+    """Closes the descriptors in `files` and forgets them."""
+    for i, fd in enumerate(files):
+        if fd is not None:
+            files[i] = None
+            os.close(fd)
 
 
 def _read_range(shard: ShardInfo, start: int, end: int) -> bytes:
