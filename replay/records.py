@@ -47,7 +47,7 @@ from replay import storage
 from replay.errors import CorruptShardError, MissingShardError, ReplayError, ShardSizeError
 from replay.info import DatasetInfo, ShardInfo, load_info
 from replay.offsets import read_offsets
-from replay.slicing import ShardSpan, read_spans
+from replay.slicing import ShardSpan, read_spans, span_shards
 
 try:  # the SSE 4.2 / ARMv8 CRC-32C: ~7x google-crc32c's speed on window-sized records
     from crc32c import crc32c as _crc32c
@@ -109,10 +109,14 @@ def records(
       NoRandomAccessError: the shards are compressed (GZIP / ZLIB).
       NoOffsetsError: the dataset was written before record offsets (format version 4).
       CorruptShardError: an offsets file disagrees with the manifest (`Records.load_offsets`).
+      MissingShardError, ShardSizeError: a shard is missing or not the manifest's size
+        (`DatasetInfo.check_shard_files`; a shard changed later fails where it is read).
       Any error of `load_info`, `DatasetInfo.check_shards` and the split's selection.
     """
     info = load_info(path, version=version)
-    source = Records(info, read_spans(info, split))
+    spans = read_spans(info, split)
+    source = Records(info, spans)
+    info.check_shard_files(span_shards(spans))  # missing or truncated: named before any read
     source.load_offsets()
     return source
 
@@ -222,14 +226,18 @@ class Records:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def __getstate__(self) -> dict:  # pickled to worker processes: no maps, locks or pool
+    def __getstate__(self) -> dict:  # pickled to worker processes: no maps, locks or pool;
+        # the manifest's read-only mappings do not pickle: the copy loads the same version again
         state = dict(self.__dict__)
         state.update(_maps=[None] * len(self._shards), _pool=None, bytes_read=0)
+        state["info"] = (self.info.path, self.info.version)
         del state["_lock"], state["_counter_lock"]
         return state
 
     def __setstate__(self, state: dict) -> None:
+        path, version = state.pop("info")
         self.__dict__.update(state)
+        self.info = load_info(path, version=version)
         self._lock = threading.Lock()
         self._counter_lock = threading.Lock()
 
@@ -324,7 +332,9 @@ def _check_frame(frame: memoryview | bytes, shard: ShardInfo, row: int, offset: 
     if len(frame) < FRAME_BYTES:
         raise _corrupt(shard, row, offset, f"truncated ({len(frame)} of its frame's bytes)")
     length, length_crc = _LENGTH.unpack_from(frame, 0)
-    if length != len(frame) - FRAME_BYTES:
+    if masked_crc32c(frame[:8]) != length_crc:  # first, as TensorFlow: a corrupt shard
+        raise _corrupt(shard, row, offset, "corrupted record (length checksum mismatch)")
+    if length != len(frame) - FRAME_BYTES:  # a sound length elsewhere: a lying offsets file
         raise _corrupt(
             shard,
             row,
@@ -332,8 +342,6 @@ def _check_frame(frame: memoryview | bytes, shard: ShardInfo, row: int, offset: 
             f"its length field says {length} bytes, the record offsets "
             f"{len(frame) - FRAME_BYTES} (a corrupt shard or offsets file)",
         )
-    if masked_crc32c(frame[:8]) != length_crc:
-        raise _corrupt(shard, row, offset, "corrupted record (length checksum mismatch)")
     data = frame[12 : 12 + length]
     if masked_crc32c(data) != _CRC.unpack_from(frame, 12 + length)[0]:
         raise _corrupt(shard, row, offset, "corrupted record (data checksum mismatch)")
