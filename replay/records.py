@@ -15,25 +15,29 @@ record that fails raises `CorruptShardError` naming the shard, the record and it
 The CRC is the ``crc32c`` package's (SSE 4.2 / ARMv8 instructions), falling back to
 ``google-crc32c``: the layer's own cost per record is then a few microseconds plus a copy.
 
-Storage. Local shards are memory-mapped (each opened once, on first use; it must be a regular
-file inside the dataset with the manifest's size). Shards under a URL (``gs://``, and any scheme
-`replay.storage` reads) are read with ranged reads through TensorFlow's file system: the records
-a batch wants from one shard are merged into ranges where fewer than `GAP_BYTES` lie between
-them, and the ranges run in a pool of `REMOTE_THREADS` threads.
+Storage. Local shards are read with ``os.pread`` (each opened once, on first use; it must be a
+regular file inside the dataset with the manifest's size), a batch's adjacent frames in one read.
+Not a memory map: a mapped shard truncated in place kills the process with SIGBUS at the first
+record past its new end, where a short read fails naming the shard. Shards under a URL
+(``gs://``, and any scheme `replay.storage` reads) are read with ranged reads through
+TensorFlow's file system: the records a batch wants from one shard are merged into ranges where
+fewer than `GAP_BYTES` lie between them, and the ranges run in a pool of `REMOTE_THREADS`
+threads.
 
 Compressed shards (GZIP / ZLIB) have no random access: a record can only be reached by
 decompressing its shard from the start, so `records` refuses them, naming the option to
 record with (``--compression NONE``) and the ordered reader that reads them.
 
-`Records.bytes_read` counts the bytes this object read from shards (frames and the gaps merged
-into ranges; offsets files apart), what tests and benchmarks compare with an epoch's bytes.
+`Records.bytes_read` counts the bytes this object read from shards (a batch's frames, each
+once, and the gaps merged into ranges; offsets files apart), what tests and benchmarks compare
+with an epoch's bytes.
 """
 
 from __future__ import annotations
 
 import bisect
 import dataclasses
-import mmap
+import io
 import os
 import stat
 import struct
@@ -143,7 +147,7 @@ class Records:
         self._span_first = [span.first for span in self.spans]
         self._starts = np.cumsum([0] + [span.count for span in self.spans], dtype=np.int64)
         self._offsets: list[np.ndarray | None] = [None] * len(self._shards)
-        self._maps: list[memoryview | None] = [None] * len(self._shards)
+        self._files: list[io.FileIO | None] = [None] * len(self._shards)
         self._lock = threading.Lock()
         self._counter_lock = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None
@@ -213,9 +217,13 @@ class Records:
         )
 
     def close(self) -> None:
-        """Releases the memory maps and the thread pool (also on garbage collection)."""
+        """Closes the open shards and the thread pool (also on garbage collection); a later read
+        opens them again. Not while another thread reads."""
         with self._lock:
-            self._maps = [None] * len(self._shards)
+            files, self._files = self._files, [None] * len(self._shards)
+            for file in files:
+                if file is not None:
+                    file.close()
             if self._pool is not None:
                 self._pool.shutdown(wait=False)
                 self._pool = None
@@ -226,10 +234,10 @@ class Records:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def __getstate__(self) -> dict:  # pickled to worker processes: no maps, locks or pool;
+    def __getstate__(self) -> dict:  # pickled to worker processes: no files, locks or pool;
         # the manifest's read-only mappings do not pickle: the copy loads the same version again
         state = dict(self.__dict__)
-        state.update(_maps=[None] * len(self._shards), _pool=None, bytes_read=0)
+        state.update(_files=[None] * len(self._shards), _pool=None, bytes_read=0)
         state["info"] = (self.info.path, self.info.version)
         del state["_lock"], state["_counter_lock"]
         return state
@@ -276,9 +284,11 @@ class Records:
         if storage.is_url(info.path):
             frames = self._read_remote(shard, begin, ends)
         else:
-            view = self._map(shard)
-            frames = [view[b:e] for b, e in zip(begin.tolist(), ends.tolist(), strict=True)]
-            self._count(int((ends - begin).sum()))
+            fd = self._open(shard).fileno()
+            ranges = merge_ranges(begin.tolist(), ends.tolist(), gap=1)  # adjacent frames only
+            reads = [_pread(fd, info, start, end) for start, end in ranges]
+            frames = _frames(ranges, reads, begin, ends)
+            self._count(sum(end - start for start, end in ranges))
         return [
             _check_frame(frame, info, int(row), int(b))
             for frame, row, b in zip(frames, rows.tolist(), begin.tolist(), strict=True)
@@ -288,14 +298,14 @@ class Records:
         with self._counter_lock:
             self.bytes_read += n
 
-    def _map(self, shard: int) -> memoryview:
-        view = self._maps[shard]
-        if view is None:
+    def _open(self, shard: int) -> io.FileIO:
+        file = self._files[shard]
+        if file is None:
             with self._lock:
-                view = self._maps[shard]
-                if view is None:
-                    view = self._maps[shard] = _map_local(self.info, self._shards[shard])
-        return view
+                file = self._files[shard]
+                if file is None:
+                    file = self._files[shard] = _open_local(self.info, self._shards[shard])
+        return file
 
     def _read_remote(self, shard: int, begin: np.ndarray, ends: np.ndarray) -> list[memoryview]:
         """Frames `begin[i]:ends[i]` of a URL shard, by merged ranged reads in the pool."""
@@ -307,12 +317,19 @@ class Records:
                     self._pool = ThreadPoolExecutor(REMOTE_THREADS, "replay-records")
         reads = list(self._pool.map(lambda r: _read_range(info, r[0], r[1]), ranges))
         self._count(sum(end - start for start, end in ranges))
-        frames = []
-        for b, e in zip(begin.tolist(), ends.tolist(), strict=True):
-            k = bisect.bisect_right(ranges, (b, float("inf"))) - 1
-            start = ranges[k][0]
-            frames.append(memoryview(reads[k])[b - start : e - start])
-        return frames
+        return _frames(ranges, reads, begin, ends)
+
+
+def _frames(
+    ranges: list[tuple[int, int]], reads: list[bytes], begin: np.ndarray, ends: np.ndarray
+) -> list[memoryview]:
+    """Frames `begin[i]:ends[i]`, cut from the bytes `reads` of `ranges` (`merge_ranges`')."""
+    frames = []
+    for b, e in zip(begin.tolist(), ends.tolist(), strict=True):
+        k = bisect.bisect_right(ranges, (b, float("inf"))) - 1
+        start = ranges[k][0]
+        frames.append(memoryview(reads[k])[b - start : e - start])
+    return frames
 
 
 def merge_ranges(begin: Iterable[int], ends: Iterable[int], *, gap: int) -> list[tuple[int, int]]:
@@ -355,30 +372,44 @@ def _corrupt(shard: ShardInfo, row: int, offset: int, reason: str) -> CorruptSha
     return error
 
 
-def _map_local(info: DatasetInfo, shard: ShardInfo) -> memoryview:
-    """A read-only memory map of a local shard: a regular file inside the dataset directory
-    of the manifest's size."""
+def _open_local(info: DatasetInfo, shard: ShardInfo) -> io.FileIO:
+    """A local shard opened for reading: a regular file inside the dataset directory of the
+    manifest's size."""
     real = storage.outside(info.path, shard.path)
     if real is not None:
         raise CorruptShardError(f"{shard.path}: shard leads outside the dataset, to {real}")
     try:
-        fd = os.open(shard.path, os.O_RDONLY)
+        file = io.FileIO(shard.path, "r")
     except FileNotFoundError as e:
         raise MissingShardError(f"{shard.path}: shard missing") from e
-    try:
-        st = os.fstat(fd)
+    st = os.fstat(file.fileno())
+    if not stat.S_ISREG(st.st_mode) or st.st_size != shard.num_bytes:
+        file.close()
         if not stat.S_ISREG(st.st_mode):
             raise CorruptShardError(f"{shard.path}: not a regular file")
-        if st.st_size != shard.num_bytes:
-            raise ShardSizeError(
-                f"{shard.path}: {st.st_size} bytes, the manifest says {shard.num_bytes} "
-                "(truncated or rewritten)"
-            )
-        if not st.st_size:
-            return memoryview(b"")
-        return memoryview(mmap.mmap(fd, 0, access=mmap.ACCESS_READ))
-    finally:
-        os.close(fd)
+        raise ShardSizeError(
+            f"{shard.path}: {st.st_size} bytes, the manifest says {shard.num_bytes} "
+            "(truncated or rewritten)"
+        )
+    return file
+
+
+def _pread(fd: int, shard: ShardInfo, start: int, end: int) -> bytes:
+    """Bytes ``[start, end)`` of an open local shard."""
+    parts, got = [], 0
+    while got < end - start:  # one call reads at most ~2 GiB
+        part = os.pread(fd, end - start - got, start + got)
+        if not part:
+            break
+        parts.append(part)
+        got += len(part)
+    data = parts[0] if len(parts) == 1 else b"".join(parts)
+    if len(data) != end - start:
+        raise CorruptShardError(
+            f"{shard.path}: truncated: {len(data)} of the {end - start} bytes at offset {start} "
+            f"(the manifest says {shard.num_bytes} bytes)"
+        )
+    return data
 
 
 def _read_range(shard: ShardInfo, start: int, end: int) -> bytes:

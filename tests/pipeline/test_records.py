@@ -16,6 +16,8 @@ import json
 import os
 import pickle
 import shutil
+import subprocess
+import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -82,7 +84,13 @@ def test_every_record_is_the_one_tf_data_reads(dataset):
         r.__getitems__([0, 5, 37])
 
 
+def _frames(ordered: list[bytes], ids) -> int:
+    """The bytes of the frames of records `ids`, each once."""
+    return sum(FRAME_BYTES + len(ordered[i]) for i in set(np.asarray(ids).tolist()))
+
+
 def test_a_batched_get_in_any_order_with_repeats_reads_exactly_its_frames(dataset):
+    """`bytes_read`: each frame a batch asks for, once; nothing between them."""
     path, _ = dataset
     ordered = _ordered(path)
     rng = np.random.default_rng(11)
@@ -92,10 +100,13 @@ def test_a_batched_get_in_any_order_with_repeats_reads_exactly_its_frames(datase
     assert r.bytes_read == 0  # the offsets files are not counted
     got = r.__getitems__(ids)
     assert got == [ordered[i] for i in ids]
-    assert r.bytes_read == sum(FRAME_BYTES + len(ordered[i]) for i in ids)
+    assert r.bytes_read == _frames(ordered, ids) == sum(FRAME_BYTES + len(x) for x in ordered)
     negative = [int(i) - len(ordered) for i in ids[:10]]
     assert r.__getitems__(negative) == got[:10]
-    assert r.bytes_read == sum(FRAME_BYTES + len(ordered[i]) for i in [*ids, *ids[:10]])
+    assert r.bytes_read == _frames(ordered, ids) + _frames(ordered, ids[:10])
+    r.bytes_read = 0
+    assert r.__getitems__([5, 5, 5, 7]) == [ordered[5]] * 3 + [ordered[7]]
+    assert r.bytes_read == _frames(ordered, [5, 7])
 
 
 @pytest.mark.parametrize(
@@ -172,26 +183,26 @@ def test_merge_ranges():
 
 
 def test_a_pickled_copy_reads_the_same_and_threads_share_one(dataset):
-    """As a Grain or PyTorch worker gets it: pickled after use (its shards mapped), read in the
+    """As a Grain or PyTorch worker gets it: pickled after use (its shards open), read in the
     copy; and 4 threads' batched gets at once on one object."""
     path, _ = dataset
     ordered = _ordered(path)
     r = records(path, split=["test", "train"])
     expected = _ordered(path, ["test", "train"])
-    assert r[0] == expected[0] and r[-1] == expected[-1]  # maps two shards
+    assert r[0] == expected[0] and r[-1] == expected[-1]  # opens two shards
     copy = pickle.loads(pickle.dumps(r))
     assert copy.bytes_read == 0 and len(copy) == len(r)
     assert copy.__getitems__(range(len(copy))) == expected
     with copy:
         assert copy[5] == expected[5]
-    assert copy[6] == expected[6]  # closed: its shards mapped again
+    assert copy[6] == expected[6]  # closed: its shards opened again
 
     shared = records(path)
     batches = [np.random.default_rng(s).integers(0, len(ordered), 200) for s in range(16)]
     with ThreadPoolExecutor(4) as pool:
         got = list(pool.map(shared.__getitems__, batches))
     assert got == [[ordered[i] for i in ids] for ids in batches]
-    assert shared.bytes_read == sum(FRAME_BYTES + len(ordered[i]) for b in batches for i in b)
+    assert shared.bytes_read == sum(_frames(ordered, ids) for ids in batches)
 
 
 # ------------------------------------------------------------------ broken files
@@ -269,6 +280,46 @@ def test_a_truncated_shard_is_named_by_records_and_at_the_read(tmp_path):
     assert r.__getitems__(range(6)) == ordered[:6]
     with pytest.raises(ShardSizeError, match=f"{shards[1]}: {size - 7} bytes, the manifest"):
         r[6]
+
+
+TRUNCATED_WHILE_OPEN = """
+import os, sys
+from replay.records import records
+path, shard = sys.argv[1:]
+r = records(path)
+first = r[0]  # the shard is open
+os.truncate(shard, os.path.getsize(shard) // 2)
+assert r[0] == first
+try:
+    r[len(r) - 1]
+except Exception as e:
+    print(type(e).__name__, e)
+"""
+
+
+def test_a_shard_truncated_while_open_fails_naming_it(tmp_path):
+    """Cut to half while open, records of 8 KB: the records before the cut still read, the last
+    one fails naming the shard (in a subprocess: a memory map would die of SIGBUS there)."""
+    expected = write_dataset(
+        tmp_path, num_examples_per_shard=(6,), compression="NONE", win_len=4000
+    )
+    shard = expected["shards"]["all"][0]
+    size = os.path.getsize(shard)
+    done = subprocess.run(
+        [sys.executable, "-c", TRUNCATED_WHILE_OPEN, str(tmp_path), shard],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
+    last = _offsets(str(tmp_path), 0)[-1]
+    assert last > size // 2
+    assert done.stdout.strip() == (
+        f"CorruptShardError {shard}: truncated: 0 of the {size - last} bytes "
+        f"at offset {last} (the manifest says {size} bytes)"
+    )
 
 
 def _tamper_offsets(path: str, shard: int, change) -> None:
