@@ -120,7 +120,7 @@ def test_a_batched_get_in_any_order_with_repeats_reads_exactly_its_frames(datase
         "train[-5:]",
         "train[1shard:3shard]",
         ["test[1:]", "train[10:20]"],
-    ],  # fmt: skip
+    ],
 )
 def test_a_split_or_slice_is_the_same_slice_of_the_ordered_read(dataset, split):
     path, by_shard = dataset
@@ -160,8 +160,8 @@ def test_locate_gives_each_record_s_frame_in_its_shard(dataset):
         assert where.record == (10 + i if i < 3 else i - 3)
     assert r.locate(0).shard.filename != r.locate(3).shard.filename
     assert r.locate(-1) == r.locate(len(r) - 1)
-    assert [s.filename for s in r.shard_list] == [r.locate(0).shard.filename,
-                                                  r.locate(9).shard.filename]  # fmt: skip
+    first, last = r.locate(0).shard.filename, r.locate(9).shard.filename
+    assert [shard.filename for shard in r.shard_list] == [first, last]
 
 
 def test_merge_ranges():
@@ -267,8 +267,8 @@ def test_a_truncated_shard_is_named_by_records_and_at_the_read(tmp_path):
     path, shards, ordered = _small(tmp_path)
     size = os.path.getsize(shards[1])
     os.truncate(shards[1], size - 7)
-    with pytest.raises(ShardSizeError, match=f"{shards[1]}: shard is {size - 7} bytes but the "
-                       f"manifest says {size}"):  # fmt: skip
+    refused = f"{shards[1]}: shard is {size - 7} bytes but the manifest says {size}"
+    with pytest.raises(ShardSizeError, match=refused):
         records(path)
     assert records(path, split="all[:6]").__getitems__(range(6)) == ordered[:6]  # shard 0 only
 
