@@ -15,31 +15,33 @@ record that fails raises `CorruptShardError` naming the shard, the record and it
 The CRC is the ``crc32c`` package's (SSE 4.2 / ARMv8 instructions), falling back to
 ``google-crc32c``: the layer's own cost per record is then a few microseconds plus a copy.
 
-Storage. Local shards are read with ``os.pread``, a frame a call (each shard opened once, on
-first use; it must be a regular file inside the dataset with the manifest's size): the process
-holds the records it returns, not the pages of the shards it touched (a memory map would).
-Shards under a URL (``gs://``, and any scheme `replay.storage` reads) are read with ranged reads
-through TensorFlow's file system: the records a batch wants from one shard are merged into
-ranges where fewer than `GAP_BYTES` lie between them, and the ranges run in a pool of
-`REMOTE_THREADS` threads.
+Storage. Local shards are read with ``os.pread`` (each opened once, on first use; it must be a
+regular file inside the dataset with the manifest's size), a batch's adjacent frames in one read.
+Not a memory map: a mapped shard truncated in place kills the process with SIGBUS at the first
+record past its new end, where a short read fails naming the shard. Shards under a URL
+(``gs://``, and any scheme `replay.storage` reads) are read with ranged reads through
+TensorFlow's file system: the records a batch wants from one shard are merged into ranges where
+fewer than `GAP_BYTES` lie between them, and the ranges run in a pool of `REMOTE_THREADS`
+threads.
 
 Compressed shards (GZIP / ZLIB) have no random access: a record can only be reached by
 decompressing its shard from the start, so `open_records` refuses them, naming the option to
 record with (``--compression NONE``) and the ordered reader that reads them.
 
-`Records.bytes_read` counts the bytes this object read from shards (frames and the gaps merged
-into ranges; offsets files apart), what tests and benchmarks compare with an epoch's bytes.
+`Records.bytes_read` counts the bytes this object read from shards (a batch's frames, each
+once, and the gaps merged into ranges; offsets files apart), what tests and benchmarks compare
+with an epoch's bytes.
 """
 
 from __future__ import annotations
 
 import bisect
 import dataclasses
+import io
 import os
 import stat
 import struct
 import threading
-import weakref
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
@@ -54,7 +56,7 @@ from replay.errors import (
 )
 from replay.info import DatasetInfo, ShardInfo, load_info
 from replay.offsets import read_offsets
-from replay.slicing import ShardSpan, read_spans
+from replay.slicing import ShardSpan, read_spans, span_shards
 
 try:  # the SSE 4.2 / ARMv8 CRC-32C: ~7x google-crc32c's speed on window-sized records
     from crc32c import crc32c as _crc32c
@@ -112,10 +114,14 @@ def open_records(
       NoRandomAccessError: the shards are compressed (GZIP / ZLIB).
       NoOffsetsError: the dataset was written before record offsets (format version 4).
       CorruptShardError: an offsets file disagrees with the manifest (`Records.load_offsets`).
+      MissingShardError, ShardSizeError: a shard is missing or not the manifest's size
+        (`DatasetInfo.check_shard_files`; a shard changed later fails where it is read).
       Any error of `load_info`, `DatasetInfo.check_shards` and the split's selection.
     """
     info = load_info(path, version=version)
-    source = Records(info, read_spans(info, split))
+    spans = read_spans(info, split)
+    source = Records(info, spans)
+    info.check_shard_files(span_shards(spans))  # missing or truncated: named before any read
     source.load_offsets()
     return source
 
@@ -142,13 +148,12 @@ class Records:
         self._span_first = [span.first for span in self.spans]
         self._starts = np.cumsum([0] + [span.count for span in self.spans], dtype=np.int64)
         self._offsets: list[np.ndarray | None] = [None] * len(self._shards)
-        self._files: list[int | None] = [None] * len(self._shards)  # local shards' descriptors
+        self._files: list[io.FileIO | None] = [None] * len(self._shards)
         self._lock = threading.Lock()
         self._counter_lock = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None
         self.bytes_read = 0
         info.check_paths(self._shards)
-        weakref.finalize(self, _close, self._files)
 
     def __len__(self) -> int:
         return int(self._starts[-1])
@@ -213,9 +218,13 @@ class Records:
         )
 
     def close(self) -> None:
-        """Closes the shards opened and stops the thread pool (also on garbage collection)."""
+        """Closes the open shards and the thread pool (also on garbage collection); a later read
+        opens them again. Not while another thread reads."""
         with self._lock:
-            _close(self._files)
+            files, self._files = self._files, [None] * len(self._shards)
+            for file in files:
+                if file is not None:
+                    file.close()
             if self._pool is not None:
                 self._pool.shutdown(wait=False)
                 self._pool = None
@@ -226,20 +235,20 @@ class Records:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def __getstate__(self) -> dict:  # pickled to worker processes: no files, locks or pool
+    def __getstate__(self) -> dict:  # pickled to worker processes: no files, locks or pool;
+        # the manifest's read-only mappings do not pickle: the copy loads the same version again
         state = dict(self.__dict__)
         state.update(_files=[None] * len(self._shards), _pool=None, bytes_read=0)
-        state["info"] = (self.info.path, self.info.version)  # read-only mappings: read again
+        state["info"] = (self.info.path, self.info.version)
         del state["_lock"], state["_counter_lock"]
         return state
 
     def __setstate__(self, state: dict) -> None:
-        path, version = state["info"]
-        state["info"] = load_info(path, version=version)
+        path, version = state.pop("info")
         self.__dict__.update(state)
+        self.info = load_info(path, version=version)
         self._lock = threading.Lock()
         self._counter_lock = threading.Lock()
-        weakref.finalize(self, _close, self._files)
 
     # ------------------------------------------------------------------ reading
 
@@ -275,12 +284,12 @@ class Records:
         ends = np.append(starts[1:], info.num_bytes)[rows]
         if storage.is_url(info.path):
             frames = self._read_remote(shard, begin, ends)
-        else:  # a read of each frame: the bytes the process holds are the records it returns
-            fd, pread = self._file(shard), os.pread
-            frames = [
-                pread(fd, e - b, b) for b, e in zip(begin.tolist(), ends.tolist(), strict=True)
-            ]
-            self._count(int((ends - begin).sum()))
+        else:
+            fd = self._open(shard).fileno()
+            ranges = merge_ranges(begin.tolist(), ends.tolist(), gap=1)  # adjacent frames only
+            reads = [_pread(fd, info, start, end) for start, end in ranges]
+            frames = _frames(ranges, reads, begin, ends)
+            self._count(sum(end - start for start, end in ranges))
         return [
             _check_frame(frame, info, int(row), int(b))
             for frame, row, b in zip(frames, rows.tolist(), begin.tolist(), strict=True)
@@ -290,14 +299,14 @@ class Records:
         with self._counter_lock:
             self.bytes_read += n
 
-    def _file(self, shard: int) -> int:
-        fd = self._files[shard]
-        if fd is None:
+    def _open(self, shard: int) -> io.FileIO:
+        file = self._files[shard]
+        if file is None:
             with self._lock:
-                fd = self._files[shard]
-                if fd is None:
-                    fd = self._files[shard] = _open_local(self.info, self._shards[shard])
-        return fd
+                file = self._files[shard]
+                if file is None:
+                    file = self._files[shard] = _open_local(self.info, self._shards[shard])
+        return file
 
     def _read_remote(self, shard: int, begin: np.ndarray, ends: np.ndarray) -> list[memoryview]:
         """Frames `begin[i]:ends[i]` of a URL shard, by merged ranged reads in the pool."""
@@ -309,12 +318,19 @@ class Records:
                     self._pool = ThreadPoolExecutor(REMOTE_THREADS, "replay-records")
         reads = list(self._pool.map(lambda r: _read_range(info, r[0], r[1]), ranges))
         self._count(sum(end - start for start, end in ranges))
-        frames = []
-        for b, e in zip(begin.tolist(), ends.tolist(), strict=True):
-            k = bisect.bisect_right(ranges, (b, float("inf"))) - 1
-            start = ranges[k][0]
-            frames.append(memoryview(reads[k])[b - start : e - start])
-        return frames
+        return _frames(ranges, reads, begin, ends)
+
+
+def _frames(
+    ranges: list[tuple[int, int]], reads: list[bytes], begin: np.ndarray, ends: np.ndarray
+) -> list[memoryview]:
+    """Frames `begin[i]:ends[i]`, cut from the bytes `reads` of `ranges` (`merge_ranges`')."""
+    frames = []
+    for b, e in zip(begin.tolist(), ends.tolist(), strict=True):
+        k = bisect.bisect_right(ranges, (b, float("inf"))) - 1
+        start = ranges[k][0]
+        frames.append(memoryview(reads[k])[b - start : e - start])
+    return frames
 
 
 def merge_ranges(begin: Iterable[int], ends: Iterable[int], *, gap: int) -> list[tuple[int, int]]:
@@ -334,7 +350,9 @@ def _check_frame(frame: memoryview | bytes, shard: ShardInfo, row: int, offset: 
     if len(frame) < FRAME_BYTES:
         raise _corrupt(shard, row, offset, f"truncated ({len(frame)} of its frame's bytes)")
     length, length_crc = _LENGTH.unpack_from(frame, 0)
-    if length != len(frame) - FRAME_BYTES:
+    if masked_crc32c(frame[:8]) != length_crc:  # first, as TensorFlow: a corrupt shard
+        raise _corrupt(shard, row, offset, "corrupted record (length checksum mismatch)")
+    if length != len(frame) - FRAME_BYTES:  # a sound length elsewhere: a lying offsets file
         raise _corrupt(
             shard,
             row,
@@ -342,8 +360,6 @@ def _check_frame(frame: memoryview | bytes, shard: ShardInfo, row: int, offset: 
             f"its length field says {length} bytes, the record offsets "
             f"{len(frame) - FRAME_BYTES} (a corrupt shard or offsets file)",
         )
-    if masked_crc32c(frame[:8]) != length_crc:
-        raise _corrupt(shard, row, offset, "corrupted record (length checksum mismatch)")
     data = frame[12 : 12 + length]
     if masked_crc32c(data) != _CRC.unpack_from(frame, 12 + length)[0]:
         raise _corrupt(shard, row, offset, "corrupted record (data checksum mismatch)")
@@ -357,37 +373,44 @@ def _corrupt(shard: ShardInfo, row: int, offset: int, reason: str) -> CorruptSha
     return error
 
 
-def _open_local(info: DatasetInfo, shard: ShardInfo) -> int:
-    """A read-only descriptor of a local shard: a regular file inside the dataset directory of
-    the manifest's size."""
+def _open_local(info: DatasetInfo, shard: ShardInfo) -> io.FileIO:
+    """A local shard opened for reading: a regular file inside the dataset directory of the
+    manifest's size."""
     real = storage.outside(info.path, shard.path)
     if real is not None:
         raise CorruptShardError(f"{shard.path}: shard leads outside the dataset, to {real}")
     try:
-        fd = os.open(shard.path, os.O_RDONLY)
+        file = io.FileIO(shard.path, "r")
     except FileNotFoundError as e:
         raise MissingShardError(f"{shard.path}: shard missing") from e
-    st = os.fstat(fd)
-    problem = None
-    if not stat.S_ISREG(st.st_mode):
-        problem = CorruptShardError(f"{shard.path}: not a regular file")
-    elif st.st_size != shard.num_bytes:
-        problem = ShardSizeError(
+    st = os.fstat(file.fileno())
+    if not stat.S_ISREG(st.st_mode) or st.st_size != shard.num_bytes:
+        file.close()
+        if not stat.S_ISREG(st.st_mode):
+            raise CorruptShardError(f"{shard.path}: not a regular file")
+        raise ShardSizeError(
             f"{shard.path}: {st.st_size} bytes, the manifest says {shard.num_bytes} "
             "(truncated or rewritten)"
         )
-    if problem is not None:
-        os.close(fd)
-        raise problem
-    return fd
+    return file
 
 
-def _close(files: list[int | None]) -> None:
-    """Closes the descriptors in `files` and forgets them."""
-    for i, fd in enumerate(files):
-        if fd is not None:
-            files[i] = None
-            os.close(fd)
+def _pread(fd: int, shard: ShardInfo, start: int, end: int) -> bytes:
+    """Bytes ``[start, end)`` of an open local shard."""
+    parts, got = [], 0
+    while got < end - start:  # one call reads at most ~2 GiB
+        part = os.pread(fd, end - start - got, start + got)
+        if not part:
+            break
+        parts.append(part)
+        got += len(part)
+    data = parts[0] if len(parts) == 1 else b"".join(parts)
+    if len(data) != end - start:
+        raise CorruptShardError(
+            f"{shard.path}: truncated: {len(data)} of the {end - start} bytes at offset {start} "
+            f"(the manifest says {shard.num_bytes} bytes)"
+        )
+    return data
 
 
 def _read_range(shard: ShardInfo, start: int, end: int) -> bytes:
