@@ -16,7 +16,9 @@ The CRC is the ``crc32c`` package's (SSE 4.2 / ARMv8 instructions), falling back
 ``google-crc32c``: the layer's own cost per record is then a few microseconds plus a copy.
 
 Storage. Local shards are read with ``os.pread`` (each opened once, on first use; it must be a
-regular file inside the dataset with the manifest's size), a batch's adjacent frames in one read.
+regular file inside the dataset with the manifest's size), a record's data straight into the
+bytes returned (a frame is three reads: its head, its data, its CRC), so each record is copied
+once.
 Not a memory map: a mapped shard truncated in place kills the process with SIGBUS at the first
 record past its new end, where a short read fails naming the shard. Shards under a URL
 (``gs://``, and any scheme `replay.storage` reads) are read with ranged reads through
@@ -29,8 +31,8 @@ decompressing its shard from the start, so `open_records` refuses them, naming t
 record with (``--compression NONE``) and the ordered reader that reads them.
 
 `Records.bytes_read` counts the bytes this object read from shards (a batch's frames, each
-once, and the gaps merged into ranges; offsets files apart), what tests and benchmarks compare
-with an epoch's bytes.
+once, and on URLs the gaps merged into ranges; offsets files apart), what tests and benchmarks
+compare with an epoch's bytes.
 """
 
 from __future__ import annotations
@@ -47,7 +49,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from replay import storage
+from replay import heap, storage
 from replay.errors import (
     CorruptShardError,
     MissingShardError,
@@ -154,6 +156,7 @@ class Records:
         self._pool: ThreadPoolExecutor | None = None
         self.bytes_read = 0
         info.check_paths(self._shards)
+        heap.keep_freed_memory()
 
     def __len__(self) -> int:
         return int(self._starts[-1])
@@ -249,6 +252,7 @@ class Records:
         self.info = load_info(path, version=version)
         self._lock = threading.Lock()
         self._counter_lock = threading.Lock()
+        heap.keep_freed_memory()
 
     # ------------------------------------------------------------------ reading
 
@@ -284,16 +288,23 @@ class Records:
         ends = np.append(starts[1:], info.num_bytes)[rows]
         if storage.is_url(info.path):
             frames = self._read_remote(shard, begin, ends)
-        else:
-            fd = self._open(shard).fileno()
-            ranges = merge_ranges(begin.tolist(), ends.tolist(), gap=1)  # adjacent frames only
-            reads = [_pread(fd, info, start, end) for start, end in ranges]
-            frames = _frames(ranges, reads, begin, ends)
-            self._count(sum(end - start for start, end in ranges))
-        return [
-            _check_frame(frame, info, int(row), int(b))
-            for frame, row, b in zip(frames, rows.tolist(), begin.tolist(), strict=True)
-        ]
+            return [
+                _check_record(frame[:12], frame[12:-4], frame[-4:], info, row, b)
+                for frame, row, b in zip(frames, rows.tolist(), begin.tolist(), strict=True)
+            ]
+        # Local: the data read straight into the bytes returned (no second copy of a record):
+        # three reads a frame (its length and CRC, its data, its data's CRC), each a pread;
+        # each record once a batch, in offset order.
+        fd = self._open(shard).fileno()
+        unique, where = np.unique(rows, return_inverse=True)
+        begin, ends = starts[unique], np.append(starts[1:], info.num_bytes)[unique]
+        got = []
+        for row, b, e in zip(unique.tolist(), begin.tolist(), ends.tolist(), strict=True):
+            head = _pread(fd, info, b, b + 12)
+            data = _pread(fd, info, b + 12, e - 4)
+            got.append(_check_record(head, data, _pread(fd, info, e - 4, e), info, row, b))
+        self._count(int((ends - begin).sum()))
+        return [got[i] for i in where.tolist()]
 
     def _count(self, n: int) -> None:
         with self._counter_lock:
@@ -345,25 +356,30 @@ def merge_ranges(begin: Iterable[int], ends: Iterable[int], *, gap: int) -> list
     return [(b, e) for b, e in merged]
 
 
-def _check_frame(frame: memoryview | bytes, shard: ShardInfo, row: int, offset: int) -> bytes:
-    """The data of one record's frame, checked as TensorFlow's reader checks it."""
-    if len(frame) < FRAME_BYTES:
-        raise _corrupt(shard, row, offset, f"truncated ({len(frame)} of its frame's bytes)")
-    length, length_crc = _LENGTH.unpack_from(frame, 0)
-    if masked_crc32c(frame[:8]) != length_crc:  # first, as TensorFlow: a corrupt shard
+def _check_record(
+    head: bytes | memoryview,
+    data: bytes | memoryview,
+    foot: bytes | memoryview,
+    shard: ShardInfo,
+    row: int,
+    offset: int,
+) -> bytes:
+    """The data of one record's frame (`head`: its length and that length's masked CRC;
+    `data`; `foot`: the data's masked CRC), checked as TensorFlow's reader checks it."""
+    length, length_crc = _LENGTH.unpack_from(head, 0)
+    if masked_crc32c(head[:8]) != length_crc:  # first, as TensorFlow: a corrupt shard
         raise _corrupt(shard, row, offset, "corrupted record (length checksum mismatch)")
-    if length != len(frame) - FRAME_BYTES:  # a sound length elsewhere: a lying offsets file
+    if length != len(data):  # a sound length elsewhere: a lying offsets file
         raise _corrupt(
             shard,
             row,
             offset,
-            f"its length field says {length} bytes, the record offsets "
-            f"{len(frame) - FRAME_BYTES} (a corrupt shard or offsets file)",
+            f"its length field says {length} bytes, the record offsets {len(data)} "
+            "(a corrupt shard or offsets file)",
         )
-    data = frame[12 : 12 + length]
-    if masked_crc32c(data) != _CRC.unpack_from(frame, 12 + length)[0]:
+    if masked_crc32c(data) != _CRC.unpack_from(foot, 0)[0]:
         raise _corrupt(shard, row, offset, "corrupted record (data checksum mismatch)")
-    return bytes(data)
+    return bytes(data)  # (the same object when `data` is bytes)
 
 
 def _corrupt(shard: ShardInfo, row: int, offset: int, reason: str) -> CorruptShardError:
