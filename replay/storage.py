@@ -160,7 +160,7 @@ def _gcs_read_range(path: str, offset: int, length: int) -> bytes:
             f"{path}: reading gs:// by byte range needs google-cloud-storage "
             "(pip install google-cloud-storage)"
         ) from e
-    bucket, _, name = path[len("gs://") :].partition("/")
+    bucket, _, name = path.split("://", 1)[1].partition("/")
     retry: Retry = DEFAULT_RETRY.with_delay(initial=GCS_RETRY_INITIAL_S).with_timeout(
         GCS_RETRY_TIMEOUT_S
     )
@@ -177,7 +177,7 @@ def _gcs_read_range(path: str, offset: int, length: int) -> bytes:
     except exceptions.RequestRangeNotSatisfiable:  # `offset` at or past the object's end
         return b""
     except exceptions.NotFound as e:
-        raise FileNotFoundError(f"{path}: no such object ({e.message})") from e
+        raise FileNotFoundError(f"{path}: no such object") from e
     except Exception as e:  # the client's error after its retries: any exception type
         reason = " ".join(f"{type(e).__name__}: {e}".split())
         raise OSError(f"{path}: reading bytes {offset}-{last} failed: {reason}") from e
