@@ -21,10 +21,13 @@ bytes returned (a frame is three reads: its head, its data, its CRC), so each re
 once.
 Not a memory map: a mapped shard truncated in place kills the process with SIGBUS at the first
 record past its new end, where a short read fails naming the shard. Shards under a URL
-(``gs://``, and any scheme `replay.storage` reads) are read with ranged reads through
-TensorFlow's file system: the records a batch wants from one shard are merged into ranges where
-fewer than `GAP_BYTES` lie between them, and the ranges run in a pool of `REMOTE_THREADS`
-threads.
+are read with ranged reads (`replay.storage.read_range`): the records a batch wants from one
+shard are merged into ranges where fewer than `GAP_BYTES` lie between them, and the ranges run
+in a pool of `REMOTE_THREADS` threads. On ``gs://`` each range is one exact ranged GET through
+google-cloud-storage (retried on 429s, 5xx and dropped connections; a read that still fails
+raises `ShardError` naming the shard), not TensorFlow's file system, which reads GCS in blocks
+of 64 MiB: a range of one record would be served up to the rest of its shard. Other schemes
+go through TensorFlow's file system.
 
 Compressed shards (GZIP / ZLIB) have no random access: a record can only be reached by
 decompressing its shard from the start, so `open_records` refuses them, naming the option to
@@ -54,6 +57,7 @@ from replay.errors import (
     CorruptShardError,
     MissingShardError,
     NoRandomAccessError,
+    ShardError,
     ShardSizeError,
 )
 from replay.info import DatasetInfo, ShardInfo, load_info
@@ -170,6 +174,7 @@ class Records:
         Raises:
           IndexError: an index outside ``[-len, len)``.
           CorruptShardError: a record fails its checks (names the shard, record and offset).
+          ShardError: (gs://) a ranged read failed after its retries (names the shard).
         """
         shards, rows = self.shards_and_records(indices)
         out: list[bytes | None] = [None] * len(rows)
@@ -430,8 +435,13 @@ def _pread(fd: int, shard: ShardInfo, start: int, end: int) -> bytes:
 
 
 def _read_range(shard: ShardInfo, start: int, end: int) -> bytes:
-    """Bytes ``[start, end)`` of a URL shard, one ranged read (TensorFlow's file system)."""
-    data = storage.read_range(shard.path, start, end - start)
+    """Bytes ``[start, end)`` of a URL shard, one ranged read (`replay.storage.read_range`)."""
+    try:
+        data = storage.read_range(shard.path, start, end - start)
+    except FileNotFoundError as e:  # (gs://) the object is gone
+        raise MissingShardError(f"{shard.path}: shard missing") from e
+    except OSError as e:  # (gs://) the read failed after its retries: the message names it
+        raise ShardError(str(e)) from e
     if len(data) != end - start:
         raise CorruptShardError(
             f"{shard.path}: truncated: {len(data)} of the {end - start} bytes at offset {start} "

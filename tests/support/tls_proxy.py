@@ -80,9 +80,9 @@ class FaultPlan:
     has its connection reset without an answer. `injected` counts both, `reset` the resets.
     `latency_s` is added before every request (an object store's round trip, for measuring what
     grows with the number of requests); `requests` counts every request the front handled.
-    The TLS front also keeps the ``Range`` header of every request it passes on that has one
-    (`ranges`, ``"bytes=a-b"``) and counts the bytes of the server's answers (`served`, heads
-    included): what a reader asked for, and what it was sent.
+    Both fronts (this TLS one and `gcs_server.BatchShim`) also keep the ``Range`` header of
+    every request they pass on that has one (`ranges`, ``"bytes=a-b"``) and count the bytes of
+    the answers (`served`, heads included): what a reader asked for, and what it was sent.
 
     A resumable upload whose data request a fault swallowed is remembered (`lost_uploads`): the
     client then asks the server how much it holds (``Content-Range: bytes */<size>``), to which
