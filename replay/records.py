@@ -70,7 +70,8 @@ except ImportError:  # pragma: no cover - crc32c is a requirement; google-crc32c
     from google_crc32c import value as _crc32c
 
 FRAME_BYTES = 16  # a record's framing: length (8), its masked CRC (4), the data's masked CRC (4)
-GAP_BYTES = 64 << 10  # 64 KiB: remote records closer than this are read in one range
+GAP_BYTES = 4 << 10  # 4 KiB: remote records closer than this are read in one range (the
+# gap's bytes cost about a request's headers; more read each pipeline's neighbours' records)
 REMOTE_THREADS = 8  # ranged reads of one batch in flight at once
 _MASK_DELTA = 0xA282EAD8  # tensorflow/core/lib/hash/crc32c.h
 _LENGTH = struct.Struct("<QI")  # the record's length and its masked CRC
