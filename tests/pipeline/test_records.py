@@ -611,4 +611,8 @@ def test_each_of_4_pipelines_is_served_the_ranges_it_asks_on_gs(pipeline_reads):
 def test_each_of_4_pipelines_reads_at_most_0_3_of_an_epoch_s_bytes_on_gs(pipeline_reads):
     """What W = 4 pipelines reading from a bucket pay: each about a quarter of the epoch's
     bytes (with 64 KiB gaps merged, 8 records of ~8 KB here, it was about half)."""
+    print(
+        "shares of the epoch's bytes:",
+        [{k: round(v, 3) for k, v in s.items()} for s in pipeline_reads],
+    )
     assert all(share["read"] <= 0.3 for share in pipeline_reads), pipeline_reads
