@@ -26,6 +26,7 @@ setuptools.setup(
         "numpy>=1.26",
         "threadpoolctl>=3.5",  # 3.5: numpy 2.x wheels' scipy-openblas
         "google-crc32c>=1.5",
+        "crc32c>=2.4",  # replay.records: hardware CRC-32C of every record read by number
     ],
-    extras_require={"report": ["matplotlib>=3.7"]},
+    extras_require={"report": ["matplotlib>=3.7"], "gcs": ["google-cloud-storage>=2"]},
 )

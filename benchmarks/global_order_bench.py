@@ -4,6 +4,7 @@
     python benchmarks/global_order_bench.py --parts quality [--settings 16x64@0,4x256,...]
     python benchmarks/global_order_bench.py --parts throughput [--rounds 6] [--variants ...]
     python benchmarks/global_order_bench.py --parts resume,gzip [--resume_modes global]
+    python benchmarks/global_order_bench.py --parts bytes
 
 Datasets (made once under ``$AUDIORECORDS_BENCH_DIR/work``, default /tmp/audiorecords-bench;
 every one recorded by the real job, ``python -m pipelines.record``):
@@ -43,6 +44,8 @@ Parts:
   and per window against the ordered reader's (on a shared host the steadier figure). Keys:
   signal, log_mel, target, filepath (``--keys all`` in a child: every key). Variants:
   ``ordered``, ``shuffle`` (``shuffle_buffer=10000, seed=0``), and
+  ``b:K:M`` (the same order read by the block path: ``replay.reader.random_access`` patched to
+  False while built, as GZIP shards and the tf.data service read), and
   ``g:K:M[:rb=BYTES][:par=N][:take=BATCHES]``: ``order=GlobalOrder(seed=0,
   global_batch_size=64, block_length=K, window_blocks=M)``, with
   ``replay.global_reader.READ_BUFFER_BYTES`` (each block read's buffer at most) set to BYTES
@@ -61,6 +64,11 @@ Parts:
   and one block of k records read from its offset (the reader's own block dataset,
   `replay.global_reader._WindowReader._block`) at the start and at the end of the largest
   shard, NONE vs GZIP (median of 5).
+
+- ``bytes``: clips and 2 h, one epoch of the default global order read by each of W = 1, 2, 4
+  input pipelines, the record bytes each read (the layer's counter,
+  `replay.records.Records.bytes_read`, checked against the frames it returned) over the
+  epoch's shard bytes.
 
 Prints markdown tables; ``--json PATH`` appends the raw rows.
 """
@@ -342,7 +350,7 @@ def parse_variant(spec: str) -> dict:
     docstring)."""
     parts = spec.split(":")
     out: dict = {"kind": parts[0], "take": None}
-    if parts[0] == "g":
+    if parts[0] in ("g", "b"):
         out.update(k=int(parts[1]), m=int(parts[2]), rb=None, par=None)
         rest = parts[3:]
     else:
@@ -358,6 +366,7 @@ def build(path: str, spec: str, *, features=KEYS, batch_size: int = BATCH, start
     import tensorflow as tf
 
     from replay import GlobalOrder, global_reader, replay_dataset
+    from replay import reader as replay_reader
 
     v = parse_variant(spec)
     feats = list(features) if features else None
@@ -367,7 +376,7 @@ def build(path: str, spec: str, *, features=KEYS, batch_size: int = BATCH, start
         ds = replay_dataset(
             path, features=feats, batch_size=batch_size, shuffle_buffer=10_000, seed=0
         )
-    elif v["kind"] == "g":
+    elif v["kind"] in ("g", "b"):
         order = GlobalOrder(
             seed=0, start=start, global_batch_size=BATCH, block_length=v["k"], window_blocks=v["m"]
         )
@@ -383,13 +392,17 @@ def build(path: str, spec: str, *, features=KEYS, batch_size: int = BATCH, start
                 kwargs["num_parallel_calls"] = par
             return saved_map(self, fn, *args, **kwargs)
 
+        saved_access = replay_reader.random_access
         try:
             if v["rb"] is not None:
                 global_reader.READ_BUFFER_BYTES = v["rb"]
             tf.data.Dataset.map = patched_map
+            if v["kind"] == "b":  # the block path (GZIP shards', the tf.data service's)
+                replay_reader.random_access = lambda info, served: False
             ds = replay_dataset(path, features=feats, batch_size=batch_size, order=order)
         finally:
             global_reader.READ_BUFFER_BYTES, tf.data.Dataset.map = saved_rb, saved_map
+            replay_reader.random_access = saved_access
     else:
         raise SystemExit(f"unknown variant {spec!r}")
     return ds.take(v["take"]) if v["take"] else ds
@@ -541,7 +554,58 @@ def child(args: argparse.Namespace) -> dict:
         return child_resume(args.path, args.mode)
     if args.child == "block":
         return child_block(args.path, args.block_length)
+    if args.child == "bytes":
+        return child_bytes(args.path)
     raise SystemExit(f"unknown child {args.child}")
+
+
+def child_bytes(path: str) -> dict:
+    """Record bytes each of W input pipelines reads in one epoch of the default global order,
+    from the layer's own counter (`replay.records.Records.bytes_read`), W = 1, 2, 4."""
+    from replay import GlobalOrder
+    from replay.global_order import Slots
+    from replay.global_reader import pipeline_batches
+    from replay.info import load_info
+    from replay.records import FRAME_BYTES, Records
+    from replay.slicing import read_spans
+
+    info = load_info(path)
+    spans = read_spans(info, None)
+    epoch = sum(s.num_bytes for s in info.shard_list(None))
+    out: dict = {"epoch_bytes": epoch, "pipelines": {}}
+    for workers in (1, 2, 4):
+        order = GlobalOrder(seed=0, global_batch_size=BATCH)
+        read = []
+        for w in range(workers):
+            source = Records(info, spans)
+            ds = pipeline_batches(
+                source, order, slots=Slots(BATCH, workers, w), repeat=False, batch_size=BATCH
+            )
+            got = sum(len(r) + FRAME_BYTES for b in ds.as_numpy_iterator() for r in b)
+            if got != source.bytes_read:
+                raise SystemExit(f"bytes: the counter says {source.bytes_read}, read {got}")
+            read.append(source.bytes_read)
+        out["pipelines"][workers] = read
+    return out
+
+
+def part_bytes(args: argparse.Namespace) -> tuple[str, list[dict]]:
+    lines = [
+        "| dataset | W | bytes each pipeline read (MB) | / epoch's bytes (max) | all W / epoch |",
+        "| --- | ---: | --- | ---: | ---: |",
+    ]
+    rows = []
+    datasets = [("clips-10,240", clips_dataset(args.dir)), ("2 h", long_dataset(args.dir))]
+    for name, path in datasets:
+        out = run_child("bytes", path)
+        rows.append({"part": "bytes", "dataset": name, **out})
+        for workers, read in out["pipelines"].items():
+            each = ", ".join(f"{b / 1e6:,.1f}" for b in read)
+            lines.append(
+                f"| {name} | {workers} | {each} | {max(read) / out['epoch_bytes']:.3f} | "
+                f"{sum(read) / out['epoch_bytes']:.3f} |"
+            )
+    return "\n".join(lines), rows
 
 
 def run_child(kind: str, path: Path, *extra: str) -> dict:
@@ -627,7 +691,7 @@ def part_gzip(args: argparse.Namespace) -> tuple[str, list[dict]]:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--parts", default="quality,throughput,resume,gzip")
+    parser.add_argument("--parts", default="quality,throughput,resume,gzip,bytes")
     parser.add_argument("--dir", default=DEFAULT_DIR)
     parser.add_argument("--minutes", type=float, default=120, help="the long-file corpus")
     parser.add_argument("--quality_windows", type=int, default=10**6)
@@ -681,6 +745,8 @@ def main(argv: list[str] | None = None) -> None:
             text, got = part_resume(args)
         elif part == "gzip":
             text, got = part_gzip(args)
+        elif part == "bytes":
+            text, got = part_bytes(args)
         elif part == "prepare":
             continue
         else:

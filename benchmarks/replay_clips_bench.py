@@ -16,6 +16,12 @@ the clock, as a training script would), one after the other in this run:
 - ``ours_autotune``: the same with tf.data's autotune back on (as before issue 28);
 - ``ours_shuffle``: ``shuffle_buffer=--buffer`` (default block_length: 64 at 10,000);
 - ``ours_shuffle_b1``: the same with ``block_length=1`` (the default block before issue 28);
+- ``ours_global``: ``order=GlobalOrder(seed=epoch, global_batch_size=64)`` (the defaults: records
+  read by id through `replay.records`, issue 51), a new seed each epoch as HF's;
+- ``ours_global_blocks``: the same order read by the block path (``replay.reader.random_access``
+  patched to False while the dataset is built: what GZIP shards and the
+  tf.data service read by), with ``block_length=4, window_blocks=256`` (its defaults before
+  issue 51);
 - ``hf``: ``load_from_disk(path).select_columns([4 keys]).with_format("numpy").iter(64)``;
 - ``hf_shuffle``: the same after ``.shuffle(seed=epoch)`` (a full permutation, read by random
   access into the memory-mapped Arrow files).
@@ -56,7 +62,16 @@ from corpus import DEFAULT_DIR  # noqa: E402
 BATCH = 64
 OURS_KEYS = ("signal", "log_mel", "target", "filepath")
 HF_KEYS = ("signal", "log_mel", "label", "filepath")
-VARIANTS = ("ours", "hf", "ours_shuffle", "hf_shuffle", "ours_shuffle_b1", "ours_autotune")
+VARIANTS = (
+    "ours",
+    "hf",
+    "ours_shuffle",
+    "hf_shuffle",
+    "ours_global",
+    "ours_global_blocks",
+    "ours_shuffle_b1",
+    "ours_autotune",
+)
 
 
 def clip_key(path: str | bytes) -> str:
@@ -87,6 +102,8 @@ def child_ours(variant: str, path: str, epochs: int, buffer: int) -> dict:
     from replay import replay_dataset
 
     kwargs: dict = {"batch_size": BATCH, "features": list(OURS_KEYS)}
+    if variant.startswith("ours_global"):
+        return child_global(variant, path, epochs)
     if variant.startswith("ours_shuffle"):
         kwargs["shuffle_buffer"] = buffer
     if variant == "ours_shuffle_b1":
@@ -110,6 +127,32 @@ def child_ours(variant: str, path: str, epochs: int, buffer: int) -> dict:
         shuffled = replay_dataset(path, **kwargs)
         out["order"] = [clip_key(e["filepath"]) for e in shuffled.as_numpy_iterator()]
     return out
+
+
+def child_global(variant: str, path: str, epochs: int) -> dict:
+    """``ours_global`` / ``ours_global_blocks`` (module docstring): a new seed each epoch."""
+    sys.path.insert(0, ROOT)
+    from replay import GlobalOrder, replay_dataset
+    from replay import reader as replay_reader
+
+    blocks = variant == "ours_global_blocks"
+    size = {"block_length": 4, "window_blocks": 256} if blocks else {}
+    epoch = [0]
+
+    def make_iter():
+        epoch[0] += 1
+        order = GlobalOrder(seed=epoch[0], global_batch_size=BATCH, **size)
+        saved = replay_reader.random_access
+        if blocks:
+            replay_reader.random_access = lambda info, served: False
+        try:
+            ds = replay_dataset(path, batch_size=BATCH, features=list(OURS_KEYS), order=order)
+        finally:
+            replay_reader.random_access = saved
+        return iter(ds)
+
+    first, rates = _epochs(make_iter, lambda b: int(b["target"].shape[0]), epochs)
+    return {"first": first, "rates": rates, "block_length": size.get("block_length", 1)}
 
 
 def child_hf(variant: str, path: str, epochs: int) -> dict:
@@ -200,6 +243,9 @@ def report(rows: list[dict], args: argparse.Namespace) -> str:
     for a, b, target in (
         ("ours", "hf", ">= 1"),
         ("ours_shuffle", "hf_shuffle", ">= 2"),
+        ("ours_global", "ours", ">= 0.9"),
+        ("ours_global", "hf_shuffle", ">= 2"),
+        ("ours_global_blocks", "ours", "-"),
         ("ours_shuffle", "ours_shuffle_b1", "-"),
         ("ours", "ours_autotune", "-"),
     ):

@@ -6,6 +6,7 @@ Public API::
 
     info = load_info("out/")                      # manifest: counts, classes, shapes, ...
     info = load_info("out/", version=1)           # an earlier dataset version (appends)
+    records = open_records("out/", split="train[:10%]")  # any record by number: records[i]
     ds = replay_dataset("out/", split="train", shuffle_buffer=10_000, batch_size=64)
     ds = replay_dataset("out/", split="train", read_config=ReadConfig(seed=0, cycle_length=4))
     ds = replay_dataset("out/", split="train", order=GlobalOrder(seed=0, start=p), repeat=True)
@@ -14,7 +15,8 @@ Public API::
 ``import replay`` is cheap: it loads neither TensorFlow (imported on first use of
 `replay_dataset`, `default_reader_func`, `verify_dataset` or `GlobalOrderCheckpoint`, the Keras
 callback that resumes a killed `fit` mid-epoch) nor Apache Beam nor tensorflow-transform
-(`ReadConfig`, how `replay_dataset` reads, is plain Python).
+(`ReadConfig`, how `replay_dataset` reads, is plain Python; `open_records`, random access to the
+serialized records, needs no TensorFlow for a local dataset).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from replay.errors import (
     ManifestError,
     MissingShardError,
     NoOffsetsError,
+    NoRandomAccessError,
     ReplayError,
     ShardError,
     ShardSizeError,
@@ -39,6 +42,7 @@ from replay.errors import (
 from replay.global_order import GlobalOrder
 from replay.info import DatasetInfo, ShardInfo, load_info
 from replay.read_config import ReadConfig
+from replay.records import Records, open_records
 
 if TYPE_CHECKING:
     from replay.keras_resume import GlobalOrderCheckpoint
@@ -65,7 +69,9 @@ __all__ = [
     "ManifestError",
     "MissingShardError",
     "NoOffsetsError",
+    "NoRandomAccessError",
     "ReadConfig",
+    "Records",
     "ReplayError",
     "ShardError",
     "ShardInfo",
@@ -77,6 +83,7 @@ __all__ = [
     "default_reader_func",
     "load_info",
     "load_transform",
+    "open_records",
     "replay_dataset",
     "verify_dataset",
 ]

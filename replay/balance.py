@@ -32,6 +32,7 @@ import tensorflow as tf
 
 from replay import format as fmt
 from replay.info import load_info
+from replay.slicing import read_spans, span_shards
 
 BALANCE_MODES = ("class",)
 _CYCLE_LENGTH = 16
@@ -74,12 +75,12 @@ def balanced_dataset(
         deterministic = seed is not None
     if input_context is not None and seed is not None:
         seed += 1_000_003 * input_context.input_pipeline_id
-    shards = info.shard_list(split)
-    info.check_shards(split)
+    spans = read_spans(info, split)
+    info.check_shard_files(span_shards(spans))
     streams = []
     for k in range(info.num_classes):
         stream_seed = None if seed is None else seed + 1 + k
-        ds = shard_datasets(info, shards, read, shuffle=True, seed=stream_seed)
+        ds = shard_datasets(info, spans, read, shuffle=True, seed=stream_seed)
         ds = ds.interleave(
             lambda shard: shard,
             cycle_length=_CYCLE_LENGTH,

@@ -56,3 +56,14 @@ class UnknownFeatureError(ReplayError, ValueError):
 
 class NoOffsetsError(ReplayError, ValueError):
     """The global read order on a dataset written before record offsets (format version < 4)."""
+
+
+class SplitSliceError(UnknownSplitError):
+    """A split spelling that is no valid slice of the recorded splits (`replay.slicing`):
+    malformed, a step, a bound out of range, overlapping parts or no record selected. An
+    `UnknownSplitError`, as every split the manifest does not name was before slicing."""
+
+
+class NoRandomAccessError(ReplayError, ValueError):
+    """Random access (`replay.open_records`) to shards that have none: GZIP / ZLIB ones, whose
+    records are reached only by decompressing from the shard's start."""

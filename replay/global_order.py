@@ -16,14 +16,12 @@ The op's key is three 32-bit words, each a SipHash (``tf.strings.to_hash_bucket_
 by the seed) of "epoch:key": keyed directly by small integers, its cipher's few rounds left
 seed 0's first block order visibly close to the recorded one.
 
-A block is one read from its first record's byte offset (TensorFlow's TFRecord reader, so every
-record's CRC is still checked), and a window is the memory one reader holds: reading from any P
-reads the blocks of P's window and nothing before them. With W input pipelines and a global
-batch of G elements, pipeline w yields positions ``[w * G / W, (w + 1) * G / W)`` of every global
-batch (`Slots`), so the global batches, merged by position, are the same for every W; each
-pipeline reads every window and keeps its positions (the price of an order that does not depend
-on W). Shards compressed with GZIP / ZLIB have no random access: a block's read decompresses its
-shard from the start up to the block (docs/training.md measures it).
+With W input pipelines and a global batch of G elements, pipeline w yields positions
+``[w * G / W, (w + 1) * G / W)`` of every global batch (`Slots`), so the global batches, merged
+by position, are the same for every W. How the records are read (`replay.global_reader`): by
+record id through the random-access layer (`replay.records`), each pipeline only the records of
+its own positions at or after `start`; with GZIP / ZLIB shards or under the tf.data service,
+by blocks, each a read from its first record's byte offset.
 
 `positions_records` is the order itself as a function (positions -> (shard, record)), for
 tests and for tools that need to know where an element came from without reading it.
@@ -38,10 +36,11 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import tensorflow as tf
 
-# Defaults chosen on shuffle quality against a permutation (docs/performance.md):
-# small blocks mix shards, many blocks a window mix batches; 1,024 records held.
-BLOCK_LENGTH = 4  # records a block: one read each
-WINDOW_BLOCKS = 256  # blocks a window: the records one reader holds, shuffled together
+# Defaults chosen on shuffle quality against a permutation (docs/training.md): blocks of one
+# record in windows of 1,024 match a permutation on all four measures; records are read by id
+# (`replay.global_reader`), so a block no longer sets the size of a read there.
+BLOCK_LENGTH = 1  # records a block: consecutive records of a shard that stay together
+WINDOW_BLOCKS = 1024  # blocks a window: the records shuffled together
 _KEY_SALTS = (b"audiorecords-0", b"audiorecords-1", b"audiorecords-2")  # the 3 key words
 _BLOCK_KEY = 0  # index_shuffle key (seed, epoch, 0): the epoch's block order; windows w + 1
 
@@ -58,8 +57,9 @@ class GlobalOrder:
       global_batch_size: elements a global batch takes from all input pipelines together; each
         pipeline yields its ``global_batch_size / num_input_pipelines`` positions of each (None:
         one element per pipeline, round robin).
-      block_length: records a block (one read from a record offset).
-      window_blocks: blocks a window (the records held and shuffled together).
+      block_length: consecutive records of a shard kept together (1: each record placed on
+        its own; the block path reads a block at a time).
+      window_blocks: blocks a window (the records shuffled together).
     """
 
     seed: int

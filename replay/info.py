@@ -195,11 +195,13 @@ class DatasetInfo:
         }
 
     def num_examples(self, split: str | Sequence[str] | None = None) -> int:
-        """Examples (windows) in `split` (a name or a list of names; None: all splits)."""
+        """Examples (windows) in `split` (a name or a list of names; None: all splits); of a
+        sliced split (``"train[:10%]"``): `replay.slicing.num_examples`."""
         return sum(shard.num_examples for shard in self.shard_list(split))
 
     def shard_list(self, split: str | Sequence[str] | None = None) -> list[ShardInfo]:
-        """The shards of `split` (a name or a list of names; None: all splits), in order."""
+        """The shards of `split` (a name or a list of names; None: all splits), in order; the
+        records of a sliced split (``"train[:10%]"``): `replay.slicing.split_spans`."""
         return [shard for name in self.select_splits(split) for shard in self.shards[name]]
 
     def select_splits(self, split: str | Sequence[str] | None = None) -> list[str]:
@@ -209,9 +211,12 @@ class DatasetInfo:
         names = [split] if isinstance(split, str) else list(dict.fromkeys(split))
         unknown = [name for name in names if name not in self.shards]
         if unknown or not names:
+            hint = ""
+            if any(isinstance(n, str) and set(n) & set("[]+") for n in unknown):
+                hint = " (a slice such as 'train[:10%]' is resolved by replay.slicing)"
             raise UnknownSplitError(
                 f"{self.path}: unknown split(s) {unknown or names!r}; "
-                f"available splits: {list(self.splits)}"
+                f"available splits: {list(self.splits)}{hint}"
             )
         return names
 
@@ -243,7 +248,14 @@ class DatasetInfo:
           MissingShardError: a shard does not exist (names it).
           ShardSizeError: a shard's size differs from the manifest's num_bytes (names it).
         """
-        shards = self.shard_list(split)
+        self.check_shard_files(self.shard_list(split))
+
+    def check_shard_files(self, shards: Sequence[ShardInfo]) -> None:
+        """`check_shards` of these shards (of a sliced split, `replay.slicing.split_spans`').
+
+        Raises:
+          MissingShardError, ShardSizeError, ShardError: as `check_shards`.
+        """
         self.check_paths(shards)
         sizes = storage.sizes([shard.path for shard in shards])
         missing = [shard.path for shard, size in zip(shards, sizes, strict=True) if size is None]

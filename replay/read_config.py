@@ -6,7 +6,7 @@ it is read: the reader, its order and parallelism, the seed, input sharding, the
 service, prefetch. Its fields are also `replay_dataset` keywords of the same names and defaults
 (``replay_dataset(path, seed=0)`` is ``replay_dataset(path, read_config=ReadConfig(seed=0))``);
 a `read_config` and a read keyword set to other than its default are refused (`resolve`).
-`pipeline_share`: the shard files and records one input pipeline reads under `input_context`.
+`pipeline_share`: the shard spans and records one input pipeline reads under `input_context`.
 
 No TensorFlow here: ``from replay import ReadConfig`` stays as cheap as ``import replay``.
 """
@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import tensorflow as tf
 
-    from replay.info import ShardInfo
+    from replay.slicing import ShardSpan
 
 AUTOTUNE = -1  # tf.data.AUTOTUNE, without importing TensorFlow (tested equal)
 
@@ -44,7 +44,8 @@ class ReadConfig:
       reader_func: receives a Dataset whose elements are Datasets, one per shard file, each of
         that shard's decoded elements in file order, as `tf.data.Dataset.load`'s and
         `snapshot`'s reader_func receive them (under `input_context` element sharding: only this
-        pipeline's records). It is called once and must return a Dataset of elements holding
+        pipeline's records; of a sliced `split`, a shard only partly in it holds only the
+        slice's records). It is called once and must return a Dataset of elements holding
         every element exactly once, in any order. Default: the default reader
         (`replay.reader`'s docstring): `default_reader_func` over blocks of `block_length`
         serialized records per shard, with `cycle_length` and `num_parallel_reads`, decoded
@@ -66,7 +67,8 @@ class ReadConfig:
       input_context: a `tf.distribute.InputContext`: this input pipeline reads shard files
         ``input_pipeline_id::num_input_pipelines``; with fewer shard files than pipelines it
         reads every shard but keeps records ``input_pipeline_id::num_input_pipelines`` of each
-        (decoding only those). File shares hold whole shards, so their sizes may differ.
+        (decoding only those). File shares hold whole shards, so their sizes may differ. A
+        sliced `split` counts its runs of shards (`replay.slicing.ShardSpan`) as files.
       service: a tf.data service dispatcher address (``grpc://host:port``): the dataset is
         produced by the service's workers. With ``order=GlobalOrder(...)`` only in
         "parallel_epochs" mode, without `job_name`, and from one service worker.
@@ -120,11 +122,11 @@ def resolve(read_config: ReadConfig | None, **arguments: Any) -> ReadConfig:
 
 @dataclasses.dataclass(frozen=True)
 class PipelineShare:
-    """What this input pipeline reads (`input_context`): shard files, and records of each."""
+    """What this input pipeline reads (`input_context`): spans of shards, and records of each."""
 
-    shards: Sequence[ShardInfo]
-    counts: Sequence[int]  # the records of each shard this pipeline reads
-    element_shard: tuple[int, int]  # (pipelines, this one's id), or (1, 0): whole shards
+    spans: Sequence[ShardSpan]
+    counts: Sequence[int]  # the records of each span this pipeline reads
+    element_shard: tuple[int, int]  # (pipelines, this one's id), or (1, 0): whole spans
 
     @property
     def total(self) -> int:
@@ -132,21 +134,21 @@ class PipelineShare:
 
 
 def pipeline_share(
-    shards: Sequence[ShardInfo], input_context: tf.distribute.InputContext | None
+    spans: Sequence[ShardSpan], input_context: tf.distribute.InputContext | None
 ) -> PipelineShare:
-    """Shard files ``id::pipelines``; with fewer files than pipelines, every file but records
-    ``id::pipelines`` of each (element sharding)."""
+    """Spans ``id::pipelines`` (whole shards for split names: shard files); with fewer spans
+    than pipelines, every span but records ``id::pipelines`` of each (element sharding)."""
     num_pipelines, pipeline_id = 1, 0
     if input_context is not None:
         num_pipelines = input_context.num_input_pipelines
         pipeline_id = input_context.input_pipeline_id
-    element_sharding = num_pipelines > 1 and len(shards) < num_pipelines
+    element_sharding = num_pipelines > 1 and len(spans) < num_pipelines
     if num_pipelines > 1 and not element_sharding:
-        shards = shards[pipeline_id::num_pipelines]
+        spans = spans[pipeline_id::num_pipelines]
     if not element_sharding:
-        return PipelineShare(shards, [s.num_examples for s in shards], (1, 0))
-    counts = [_records(s.num_examples, num_pipelines, pipeline_id) for s in shards]
-    return PipelineShare(shards, counts, (num_pipelines, pipeline_id))
+        return PipelineShare(spans, [s.count for s in spans], (1, 0))
+    counts = [_records(s.count, num_pipelines, pipeline_id) for s in spans]
+    return PipelineShare(spans, counts, (num_pipelines, pipeline_id))
 
 
 def _records(num_records: int, num_pipelines: int, pipeline_id: int) -> int:

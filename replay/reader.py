@@ -2,7 +2,8 @@
 
 Pipeline (all of it graph code: no Python runs per element)::
 
-    shard files (manifest order; file-sharded by input_context; shuffled if shuffle_shards)
+    shard files (manifest order; file-sharded by input_context; shuffled if shuffle_shards;
+    of a sliced split, the runs of shards it holds: `replay.slicing`)
       -> map: one Dataset per shard file        (`replay.shards`: read, count check)
 
     default reader (no reader_func): per-shard datasets of *blocks* of `block_length` (64)
@@ -54,13 +55,21 @@ import tensorflow as tf
 from replay import format as fmt
 from replay.errors import CorruptShardError
 from replay.global_order import GlobalOrder, Slots
-from replay.global_reader import check_positions, pipeline_records
+from replay.global_reader import (
+    check_positions,
+    pipeline_batches,
+    pipeline_records,
+    random_access,
+    run_count,
+)
 from replay.info import DatasetInfo, load_info
 from replay.parsing import batch_parser
 from replay.read_config import PipelineShare, ReadConfig, pipeline_share
 from replay.read_config import resolve as resolve_read_config
+from replay.records import Records
 from replay.shard_check import shard_reader
 from replay.shards import PARSE_BATCH, reader_options, shard_datasets
+from replay.slicing import read_spans, span_shards
 
 AUTOTUNE = tf.data.AUTOTUNE
 _ShardingPolicy = tf.data.experimental.service.ShardingPolicy
@@ -156,7 +165,13 @@ def replay_dataset(
         `reader_func`, `seed`, `reshuffle_each_iteration`, `cycle_length`, `block_length`,
         `num_parallel_reads`, `deterministic`, `prefetch`, `input_context`, `service`,
         `processing_mode`, `job_name` (documented on `ReadConfig`). Not with any of them.
-      split: a split name or a list of names; None: every split, in manifest order.
+      split: a split name or a list of names; None: every split, in manifest order. Or a
+        slice, as TFDS and Hugging Face spell it (`replay.slicing`): ``"train[:10%]"``,
+        ``"train[1000:2000]"``, ``"train[-10%:]"``, ``"train[10%:20%]"``, ``"train[2shard]"``,
+        ``"train[:50%]+test"`` (or a list of such spellings): the windows with those numbers
+        in the split's recorded order (manifest shard order, file order; percents rounded to
+        the closest window as TFDS's default), in every reader and order; the
+        cardinality is the slice's count.
       version: the dataset version to read (`load_info`; each append adds one); None: the
         latest. The dataset read is the version's from the call on: versions committed while
         it is iterated are not read (shards are never rewritten).
@@ -179,7 +194,9 @@ def replay_dataset(
 
     Raises:
       DatasetNotFoundError, IncompleteDatasetError, ManifestError: see `load_info`.
-      UnknownSplitError, UnknownFeatureError: `split` / `features` not in the manifest.
+      UnknownSplitError, UnknownFeatureError: `split` / `features` not in the manifest;
+        `replay.errors.SplitSliceError` (an UnknownSplitError): a bad slice (a step, a bound
+        out of range, no window selected, ...), naming it.
       MissingShardError, ShardSizeError: a shard is missing or has the wrong size.
       ValueError: `read_config` with a read keyword other than its default; `order` with an
         option it does not take, or under a tf.data service mode or `job_name` it does not
@@ -212,9 +229,9 @@ def replay_dataset(
         )
     info = load_info(path, version=version)
     specs = info.select_features(features)
-    shards = info.shard_list(split)
-    info.check_shards(split)
-    share = pipeline_share(shards, config.input_context)
+    spans = read_spans(info, split)
+    info.check_shard_files(span_shards(spans))
+    share = pipeline_share(spans, config.input_context)
     deterministic = config.deterministic
     if deterministic is None:
         deterministic = config.seed is not None
@@ -316,30 +333,45 @@ def _global(
     tf.data service the batches are read and decoded by its worker, in a job of this pipeline's
     own, with their positions, which `check_positions` checks as they arrive."""
     specs = info.select_features(features)
-    shards = info.shard_list(split)
-    info.check_shards(split)
+    spans = read_spans(info, split)
+    info.check_shard_files(span_shards(spans))
     context = config.input_context
     pipelines, pipeline = (
         (1, 0) if context is None else (context.num_input_pipelines, context.input_pipeline_id)
     )
     slots = Slots(order.global_batch_size or pipelines, pipelines, pipeline)
     served = config.service is not None
-    ds, total = pipeline_records(
-        info, shards, order, slots=slots, repeat=output.repeat, positions=served
-    )
     batch_size = output.batch_size or PARSE_BATCH
-    ds = ds.rebatch(batch_size, drop_remainder=bool(output.batch_size and output.drop_remainder))
+    drop_remainder = bool(output.batch_size and output.drop_remainder)
     parse = batch_parser(specs, info.elements)
-    if served:  # parsed by the service's worker; the positions checked here
-        ds = ds.map(lambda records, at: (parse(records), at), num_parallel_calls=AUTOTUNE)
-        ds = ds.with_options(reader_options(True)).apply(
-            tf.data.experimental.service.distribute(
-                processing_mode=config.processing_mode, service=config.service
-            )
+    total = run_count(spans, order, slots, repeat=output.repeat)
+    if random_access(info, served=served):
+        records = Records(info, spans)
+        records.load_offsets()
+        ds = pipeline_batches(
+            records,
+            order,
+            slots=slots,
+            repeat=output.repeat,
+            batch_size=batch_size,
+            drop_remainder=drop_remainder,
         )
-        ds = check_positions(ds, order, slots, message=f"replay_dataset: {_SERVICE_ONLY}")
-    else:
         ds = ds.map(parse, num_parallel_calls=AUTOTUNE)
+    else:
+        ds, _ = pipeline_records(
+            info, spans, order, slots=slots, repeat=output.repeat, positions=served
+        )
+        ds = ds.rebatch(batch_size, drop_remainder=drop_remainder)
+        if served:  # parsed by the service's worker; the positions checked here
+            ds = ds.map(lambda records, at: (parse(records), at), num_parallel_calls=AUTOTUNE)
+            ds = ds.with_options(reader_options(True)).apply(
+                tf.data.experimental.service.distribute(
+                    processing_mode=config.processing_mode, service=config.service
+                )
+            )
+            ds = check_positions(ds, order, slots, message=f"replay_dataset: {_SERVICE_ONLY}")
+        else:
+            ds = ds.map(parse, num_parallel_calls=AUTOTUNE)
     if output.batch_size is None:
         ds = ds.unbatch()
     ds = _assert_count(ds, output, total=total)
@@ -391,7 +423,7 @@ def _share_datasets(
     records per element, None: one record)."""
     return shard_datasets(
         info,
-        share.shards,
+        share.spans,
         specs,
         element_shard=share.element_shard,
         shuffle=output.shuffle_shards,

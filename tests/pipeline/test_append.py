@@ -154,6 +154,8 @@ def test_an_input_changed_since_it_was_recorded_is_refused_or_skipped(tmp_path, 
 
 
 def test_a_label_outside_the_class_list_is_an_error_or_kept_as_minus_one(tmp_path):
+    """A refused label is an error of its version, its id kept: the next append's files are
+    numbered after every id the dataset gave, its failed inputs' included."""
     corpus, out = tmp_path / "corpus", tmp_path / "out"
     write_day(corpus, 1)
     run_record(f"{corpus}/*/*.wav", out, *OPTIONS)
@@ -169,16 +171,29 @@ def test_a_label_outside_the_class_list_is_an_error_or_kept_as_minus_one(tmp_pat
     assert targets == {("bird", 0), ("rain", 1), ("wind", -1)}
     # the wind file of day 2 stays in errors: an input the dataset holds is not recorded again
     assert raw_manifest(out)["num_errors"] == 1
+    # ids: day 2's failed input took id 2, so day 3's file comes after it, not on day 2's rain
+    from replay import load_info
+
+    ids = {Path(f["path"]).name: f["index"] for f in load_info(out).files}
+    assert ids == {"d1f0_bird.wav": 0, "d1f1_rain.wav": 1, "d2f1_rain.wav": 3, "d3f0_wind.wav": 4}
+    assert {(Path(r["filepath"]).name, int(r["index"])) for r in read_records(out)} == set(
+        ids.items()
+    )
 
 
-def test_of_two_appends_to_one_version_exactly_one_commits(tmp_path):
+def test_of_appends_to_one_version_exactly_one_commits(tmp_path, monkeypatch):
+    """Three appends planned on version 1 and recorded: two commit at once, both past the early
+    check (the version free, their records' manifest read: a barrier at `next_manifest`), so
+    the exclusive creation of ``manifests/2.json`` decides; then the third finds the version
+    taken. One version 2, the others' directories removed, no older file changed."""
+    import threading
+
     corpus, out = tmp_path / "corpus", tmp_path / "out"
     write_day(corpus, 1)
     run_record(f"{corpus}/*/*.wav", out, *OPTIONS)
-    write_day(corpus, 2)
-    write_day(corpus, 3)
     plans = []
-    for day in (2, 3):  # both planned on version 1, both recorded, then both commit
+    for day in (2, 3, 4):  # all planned on version 1 and recorded, then they commit
+        write_day(corpus, day)
         config = RecordConfig(
             input_pattern=f"{corpus}/day0{day}/*.wav", output_dir=str(out), append=True
         )
@@ -186,13 +201,44 @@ def test_of_two_appends_to_one_version_exactly_one_commits(tmp_path):
         run_job(plan.config, continuation=plan.continuation)
         plans.append(plan)
     before = digests(out)
-    append.commit(plans[0])
+    barrier = threading.Barrier(2, timeout=120)
+    made = append.next_manifest
+
+    def past_the_early_check(*args, **kwargs):
+        barrier.wait()  # both found manifests/2.json free and read their own manifest
+        return made(*args, **kwargs)
+
+    monkeypatch.setattr(append, "next_manifest", past_the_early_check)
+    outcomes: dict[int, object] = {}
+
+    def commit(i: int) -> None:
+        try:
+            outcomes[i] = append.commit(plans[i])
+        except UsageError as e:
+            outcomes[i] = e
+
+    racing = [threading.Thread(target=commit, args=(i,)) for i in (0, 1)]
+    for thread in racing:
+        thread.start()
+    for thread in racing:
+        thread.join(timeout=300)
+    won = [i for i, o in outcomes.items() if isinstance(o, dict)]
+    lost = [o for o in outcomes.values() if isinstance(o, UsageError)]
+    assert len(won) == 1 and len(lost) == 1, outcomes
+    assert "another append committed version 2 " in str(lost[0]) and "first" in str(lost[0])
+    winner = plans[won[0]]
+    monkeypatch.undo()
     with pytest.raises(UsageError, match="another append committed version 2 .* first"):
-        append.commit(plans[1])
-    assert not (out / plans[1].data_dir).exists()
+        append.commit(plans[2])
+    assert not (out / plans[1 - won[0]].data_dir).exists()
+    assert not (out / plans[2].data_dir).exists()
     manifest = raw_manifest(out)
+    assert manifest == outcomes[won[0]]
+    assert (out / "manifests" / "2.json").read_bytes() == (out / "manifest.json").read_bytes()
     assert manifest["dataset_version"] == 2 and len(manifest["commits"]) == 2
-    assert {r["filepath"].split("/")[-2] for r in read_records(out)} == {"day01", "day02"}
+    assert manifest["commits"][1]["dir"] == winner.data_dir
+    day = f"day0{won[0] + 2}"
+    assert {r["filepath"].split("/")[-2] for r in read_records(out)} == {"day01", day}
     assert all(
         before[k] == v for k, v in digests(out).items() if k in before and "manifest" not in k
     )
@@ -200,8 +246,11 @@ def test_of_two_appends_to_one_version_exactly_one_commits(tmp_path):
 
 def test_a_refreshing_append_has_the_statistics_of_a_record_of_the_union(tmp_path):
     """--append_transform refresh: the union's statistics, bit for bit a from-scratch run's
-    (moments are exact integers), and a transform graph of its own; a frozen append after it
-    keeps them; class ids never change."""
+    (moments are exact integers), without reading a byte of an older shard (version 1's shards
+    are garbage of their size here, and stay so), and a transform graph of its own, also when
+    resumed over a frozen append of the same files left uncommitted (another mode: another
+    directory); a frozen append after it keeps them; a second and a third refresh have the
+    statistics of the union again; class ids never change."""
     from replay import load_info, load_transform
     from transforms.stages.moments import from_json, total
 
@@ -209,8 +258,20 @@ def test_a_refreshing_append_has_the_statistics_of_a_record_of_the_union(tmp_pat
     write_day(corpus, 1)
     run_record(f"{corpus}/*/*.wav", out, *OPTIONS)
     root_transform = digests(out / "transform_fn")
+    old_shards = sorted(out.glob("*.tfrecord-*"))
+    rng = np.random.default_rng(5)
+    for shard in old_shards:  # the same size, other bytes: an append that read one would fail
+        shard.write_bytes(rng.bytes(shard.stat().st_size))
+    garbage = {shard: shard.read_bytes() for shard in old_shards}
     write_day(corpus, 2, labels=("bird", "bird", "rain"))
-    appended(f"{corpus}/*/*.wav", out, "--append_transform", "refresh")
+    frozen = append.plan_append(
+        RecordConfig(input_pattern=f"{corpus}/*/*.wav", output_dir=str(out), append=True)
+    )
+    run_job(frozen.config, continuation=frozen.continuation)  # a frozen append, killed uncommitted
+    # the same files in the other mode, resumed: its own directory, not the frozen one's records
+    appended(f"{corpus}/*/*.wav", out, "--append_transform", "refresh", "--resume")
+    assert raw_manifest(out)["commits"][1]["dir"] != frozen.data_dir
+    assert not (out / frozen.data_dir).exists()
     run_record(f"{corpus}/*/*.wav", scratch, *OPTIONS)  # the union, from scratch
 
     grown, whole = raw_manifest(out), raw_manifest(scratch)
@@ -239,6 +300,17 @@ def test_a_refreshing_append_has_the_statistics_of_a_record_of_the_union(tmp_pat
     load_info(out).check_versions()  # versions 1 and 2 differ from 3 only in the statistics
     again = load_transform(out)({"signal": samples})["log_mel_norm"].numpy()
     assert np.array_equal(again, ours["log_mel_norm"].numpy())
+
+    for day in (4, 5):  # a second and a third refresh: the moments of every commit, not the last
+        write_day(corpus, day, labels=("rain", "bird", "rain")[: day - 2])
+        appended(f"{corpus}/*/*.wav", out, "--append_transform", "refresh")
+        run_record(f"{corpus}/*/*.wav", tmp_path / f"scratch{day}", *OPTIONS)
+        grown, whole = raw_manifest(out), raw_manifest(tmp_path / f"scratch{day}")
+        assert grown["dataset_version"] == day and grown["commits"][-1]["transform"] == "refresh"
+        assert grown["elements"] == whole["elements"], day
+        summed = total(from_json(c["moments"]) for c in grown["commits"])
+        assert summed == from_json(whole["commits"][0]["moments"])
+    assert {shard: shard.read_bytes() for shard in old_shards} == garbage  # not rewritten either
 
 
 def test_a_refresh_needs_stored_moments_and_statistics(tmp_path, capsys):
@@ -297,10 +369,12 @@ def test_ten_nightly_appends_replay_as_one_record_of_the_union(tmp_path):
         assert elements(out, split) == elements(scratch, split), split
 
 
-@pytest.mark.slow
-def test_two_appends_run_at_once_commit_one_version_each_or_one_fails_cleanly(tmp_path):
-    """Two append processes started together: each commits a version of its own, or the one
-    that finds its version taken fails with one line and leaves nothing."""
+@pytest.mark.slow  # two append processes: the race between processes at the commit point
+def test_two_appends_run_at_once_to_one_version_commit_one_the_other_fails_cleanly(tmp_path):
+    """Two append processes started together, each held at its commit until both have passed
+    the early check (`tests.support.commit_barrier`): the exclusive creation of
+    ``manifests/2.json`` lets exactly one commit version 2; the other fails with one line and
+    leaves nothing."""
     import subprocess
     import sys
 
@@ -310,12 +384,15 @@ def test_two_appends_run_at_once_commit_one_version_each_or_one_fails_cleanly(tm
     write_day(corpus, 2)
     write_day(corpus, 3)
     root = Path(__file__).resolve().parents[2]
+    barrier = tmp_path / "barrier"
     procs = [
         subprocess.Popen(
             [
                 sys.executable,
                 "-m",
-                "pipelines.record",
+                "tests.support.commit_barrier",
+                str(barrier),
+                "2",
                 "--input_pattern",
                 f"{corpus}/day0{day}/*.wav",
                 "--output_dir",
@@ -330,15 +407,14 @@ def test_two_appends_run_at_once_commit_one_version_each_or_one_fails_cleanly(tm
         for day in (2, 3)
     ]
     outcomes = [(p.wait(timeout=600), *p.communicate()) for p in procs]
+    assert len(list(barrier.iterdir())) == 2  # both reached the commit point
     codes = sorted(code for code, _, _ in outcomes)
+    assert codes == [0, 2], [(c, e[-2000:]) for c, _, e in outcomes]
+    (err,) = [e.strip().splitlines() for code, _, e in outcomes if code == 2]
+    assert err[-1].startswith("error: --append: another append committed version 2"), err
     manifest = raw_manifest(out)
-    if codes == [0, 0]:  # one after the other: versions 2 and 3
-        assert manifest["dataset_version"] == 3
-    else:
-        assert codes == [0, 2], outcomes
-        (err,) = [e.strip().splitlines() for code, _, e in outcomes if code == 2]
-        assert err[-1].startswith("error: --append: another append committed version 2"), err
-        assert manifest["dataset_version"] == 2
+    assert manifest["dataset_version"] == 2
+    assert (out / "manifests" / "2.json").read_bytes() == (out / "manifest.json").read_bytes()
     committed = {c["dir"] for c in manifest["commits"][1:]}
     assert {f"appends/{p.name}" for p in (out / "appends").iterdir()} == committed
 

@@ -472,6 +472,32 @@ def test_verify_checks_the_stored_manifests(dataset, tmp_path, capsys):
     )
 
 
+@pytest.mark.parametrize("version", [1, 2])
+def test_verify_checks_each_commits_tables_in_the_stored_manifests(
+    dataset, tmp_path, capsys, version
+):
+    """A stored manifest whose commit lists other table digests than the latest version's (its
+    files table's SHA-256 changed, or the byte size of its errors table) is not an earlier version
+    of it: `check_versions` and ``verify`` name it."""
+    path, _ = dataset
+    for table, key in (("files", "sha256"), ("errors", "num_bytes")):
+        copy = tmp_path / f"copy-{table}"
+        shutil.copytree(path, copy)
+        stored = copy / "manifests" / f"{version}.json"
+        manifest = json.loads(stored.read_text())
+        entry = manifest["commits"][version - 1]["tables"][table]
+        entry[key] = "0" * 64 if key == "sha256" else entry[key] + 1
+        stored.write_text(json.dumps(manifest))
+        assert load_info(copy, version=version).version == version  # it still validates
+        with pytest.raises(
+            ManifestError, match=rf"{version}.json: commits\[{version - 1}\]: tables"
+        ):
+            load_info(copy).check_versions()
+        assert verify_cli.run([str(copy)]) == 1
+        out = capsys.readouterr().out
+        assert f"FAILED {stored}: commits[{version - 1}]: tables differ from version 3's" in out
+
+
 def test_an_append_directory_that_is_a_symlink_out_is_refused(dataset, tmp_path):
     path, _ = dataset
     copy = tmp_path / "copy"

@@ -18,7 +18,10 @@ import tensorflow as tf
 import replay
 from replay import NoOffsetsError, replay_dataset
 from replay import format as fmt
-from replay.global_order import GlobalOrder, plan_blocks, positions_records
+from replay.global_order import GlobalOrder, Slots, plan_blocks, positions_records
+from replay.global_reader import pipeline_batches
+from replay.records import FRAME_BYTES, Records
+from replay.slicing import read_spans
 from tests.support.replay_elements import all_indices, collect, indices
 from tests.support.replay_fixtures import write_dataset, write_manifest
 
@@ -78,6 +81,50 @@ def test_each_epoch_is_a_permutation_of_its_own(dataset):
     assert len({tuple(epoch) for epoch in epochs} | {tuple(stored)}) == 4  # all different
     assert _run(path, take=3 * n, seed=7) == run  # the seed fixes the order
     assert _run(path, take=n, seed=8) != run[:n]
+
+
+# Records of the run of seed 7 (SMALL) on COUNTS, numbered across the shards (shard 0's 0-36,
+# shard 2's 37-86, shard 3's 87-99): positions 0-23 and 100-111 (epoch 1), computed once by the
+# reference order of tests/unit/test_global_order.py (the module docstring's definition).
+SEED_7 = {
+    0: [
+        75,
+        74,
+        44,
+        27,
+        42,
+        41,
+        43,
+        73,
+        26,
+        25,
+        76,
+        24,
+        10,
+        11,
+        9,
+        88,
+        89,
+        90,
+        87,
+        8,
+        36,
+        39,
+        97,
+        40,
+    ],
+    100: [49, 32, 52, 0, 2, 3, 35, 33, 51, 34, 1, 50],
+}
+
+
+@pytest.mark.parametrize("start", sorted(SEED_7))
+def test_the_reader_yields_the_frozen_sequence(dataset, start):
+    """Literal sequences, so a change in how the order is defined shows even where the reader
+    and `positions_records` change together."""
+    path, expected = dataset
+    stored = all_indices(expected)
+    records = SEED_7[start]
+    assert _run(path, take=len(records), seed=7, start=start) == [stored[r] for r in records]
 
 
 def test_the_order_is_the_documented_function_of_seed_and_position(dataset):
@@ -146,10 +193,15 @@ def test_batches_and_cardinality(dataset):
 
 
 def test_decoded_elements_are_the_stored_ones(dataset):
+    """One epoch yields every stored element once, each decoded as stored, key by key."""
     path, expected = dataset
     by_index = {int(e[fmt.INDEX_KEY]): e for e in expected["elements"]["all"]}
-    for element in collect(replay_dataset(path, order=GlobalOrder(seed=1, **SMALL))):
+    elements = collect(replay_dataset(path, order=GlobalOrder(seed=1, **SMALL)))
+    assert len(elements) == len(by_index) == sum(COUNTS)
+    assert sorted(indices(elements)) == sorted(by_index)
+    for element in elements:
         stored = by_index[int(element[fmt.INDEX_KEY])]
+        assert sorted(element) == sorted(stored)
         for key, value in element.items():
             np.testing.assert_array_equal(value, stored[key], err_msg=key)
 
@@ -165,12 +217,26 @@ def test_compressed_shards_give_the_same_order(tmp_path, dataset):
 
 
 def test_splits_are_read_as_one_sequence(tmp_path):
+    """The chosen splits' shards, in the order asked, are one sequence of shards: one
+    permutation of all their records an epoch, blocks of both splits mixed in its windows."""
     counts = {"train": (9, 14), "test": (5,)}
     expected = write_dataset(tmp_path, num_examples_per_shard=counts, split_names=["train", "test"])
+    runs = {}
     for split in ("train", "test", ["test", "train"]):
         ds = replay_dataset(str(tmp_path), split=split, order=GlobalOrder(seed=0, **SMALL))
         names = [split] if isinstance(split, str) else split
-        assert sorted(indices(collect(ds))) == sorted(all_indices(expected, names))
+        stored = all_indices(expected, names)
+        shard_counts = [n for name in names for n in counts[name]]
+        first = np.cumsum((0, *shard_counts))
+        where = positions_records(
+            plan_blocks(shard_counts, block_length=4), range(len(stored)), seed=0, window_blocks=3
+        )
+        runs[str(split)] = indices(collect(ds))
+        assert runs[str(split)] == [stored[first[s] + r] for s, r in where], split
+    both, test = runs["['test', 'train']"], set(runs["test"])
+    assert sorted(both) == sorted(all_indices(expected))
+    assert both not in (runs["test"] + runs["train"], runs["train"] + runs["test"])
+    assert any(i in test for i in both[:12]) and any(i not in test for i in both[:12])
 
 
 def test_options_it_does_not_take_are_refused(dataset):
@@ -262,3 +328,31 @@ def test_a_corrupt_record_fails_naming_its_shard(tmp_path):
     with pytest.raises(tf.errors.InvalidArgumentError, match="is corrupt, truncated") as e:
         collect(replay_dataset(str(tmp_path), order=GlobalOrder(seed=0, block_length=5)))
     assert shard in e.value.message
+
+
+@pytest.mark.parametrize("start", [0, 40])
+def test_each_pipeline_reads_only_the_records_of_its_own_positions(dataset, start):
+    """With 4 pipelines each reads the frames of its own positions at or after `start` and no
+    other byte (the layer's own counter): together the rest of the epoch, each record once;
+    the records come in the order's sequence."""
+    path, _ = dataset
+    info = replay.load_info(path)
+    n, batch, workers = sum(COUNTS), 8, 4
+    order = GlobalOrder(seed=7, start=start, global_batch_size=batch, **SMALL)
+    blocks = plan_blocks(COUNTS, block_length=4)
+    first = np.cumsum((0, *COUNTS))
+    every = Records(info, read_spans(info, None))
+    total = 0
+    for w in range(workers):
+        source = Records(info, read_spans(info, None))
+        ds = pipeline_batches(
+            source, order, slots=Slots(batch, workers, w), repeat=False, batch_size=3
+        )
+        got = [record for batch_ in ds for record in batch_.numpy()]
+        mine = [p for p in range(start, n) if p % batch // (batch // workers) == w]
+        where = positions_records(blocks, mine, seed=7, window_blocks=3)
+        assert got == [every[int(first[s] + r)] for s, r in where]
+        assert source.bytes_read == sum(len(r) + FRAME_BYTES for r in got)
+        total += source.bytes_read
+    rest = positions_records(blocks, range(start, n), seed=7, window_blocks=3)
+    assert total == sum(len(every[int(first[s] + r)]) + FRAME_BYTES for s, r in rest)

@@ -175,7 +175,16 @@ def test_the_fingerprint_of_a_run_planned_in_the_job_has_no_header_part(tmp_path
     assert made["plan"] != fp.listing_digest(listed, cut={**cut, "single_task": False})
     launcher = fp.fingerprint(config.params(), listed.stamps, derived=fp.plan_digest(plan))
     assert fp.first_difference(launcher, made) is not None
-    assert fp.first_difference(made, made) is None
+    # stored (JSON), then made again by a resumed run after the headers were read: the same
+    relisted = list_inputs(config)
+    again = fp.fingerprint(
+        config.params(),
+        relisted.stamps,
+        derived=fp.listing_digest(relisted, cut=cut),
+        planned_in_job=True,
+    )
+    assert fp.first_difference(json.loads(json.dumps(made)), again) is None
+    assert fp.first_difference(json.loads(json.dumps(made)), launcher) is not None
 
 
 def test_the_plan_step_refuses_feature_shapes_other_than_the_launchers(tmp_path):
@@ -321,6 +330,45 @@ def test_planned_batch_by_batch_the_tasks_are_the_launchers(tmp_path, options, s
         assert refused == [f.path for f in plan.inputs if f.error]
 
 
+@pytest.mark.parametrize("rates", [(8000, 16000, 22050), (16000, 8000, 22050)])
+def test_planned_batch_by_batch_the_first_header_is_the_lowest_indexs(tmp_path, rates):
+    """Files of three sample rates after a broken first file, batches summarised and merged in
+    reverse order, as a runner may merge them: the first header is the lowest index's, whose
+    rate checks the feature parameters (``--upper_edge_hz 6000``: over 8 kHz files' Nyquist
+    frequency), so the job refuses the launcher's refusal in its words and plans its plan."""
+    from pipelines.config import UsageError
+    from pipelines.plan import merge_summaries, plan_headers, summarize_headers
+
+    root = tmp_path / "clips"
+    rng = np.random.default_rng(3)
+    for folder, rate in zip(("no", "up", "yes"), rates, strict=True):  # listed in this order
+        (root / folder).mkdir(parents=True)
+        for i in range(4):
+            x = rng.integers(-20000, 20000, size=rate // 2 + 100 * i, dtype=np.int16)
+            sf.write(root / folder / f"r{i}.wav", x, rate, "PCM_16")
+    (root / "no" / "a_bad.wav").write_bytes(b"RIFF\x10\x00\x00\x00WAVEjunk")  # index 0
+    config, listed, headed = _headed(
+        root, tmp_path / "ds", classes="yes,no,up", features="log_mel", upper_edge_hz=6000.0
+    )
+    first = next(f for f in headed if f.info is not None)
+    assert (first.index, first.info.sample_rate) == (1, rates[0])
+    for size in (1, 2, 5):
+        summaries = [summarize_headers(config, listed, headed[i : i + size])
+                     for i in range(0, len(headed), size)]  # fmt: skip
+        assert merge_summaries(reversed(summaries)).first_header == (1, first.info)
+        if rates[0] == 8000:
+            with pytest.raises(UsageError) as launcher:
+                plan_headers(config, listed, headed, cpu_count=2, single_task=False)
+            with pytest.raises(UsageError) as job:
+                _batch_wise(config, listed, headed, size=size, single_task=False)
+            assert str(job.value) == str(launcher.value)
+            assert "upper_edge_hz=6000.0 outside" in str(job.value)
+            continue
+        plan = plan_headers(config, listed, headed, cpu_count=2, single_task=False)
+        cut, tasks, _ = _batch_wise(config, listed, headed, size=size, single_task=False)
+        assert (cut.read, cut.sharding, tasks) == (plan.read, plan.sharding, plan.tasks)
+
+
 def test_planned_batch_by_batch_a_refusal_is_the_launchers_line(tmp_path):
     """``--signal_dtype int16`` on 24-bit files spread over batches, ``--strict`` with bad files
     in later batches: the same one line (the first files named, the others counted)."""
@@ -355,15 +403,51 @@ def test_a_batch_summary_holds_one_entry_a_format_whatever_the_lengths(tmp_path)
     assert sum(count for _, count, _ in whole.headers) == sum(f.info is not None for f in headed)
 
 
-def test_the_plan_step_with_small_header_batches_gives_the_launchers_tasks(tmp_path):
+def test_merged_accumulators_of_batch_summaries_are_every_batchs(tmp_path):
+    """`MergeSummaries` as a runner uses it with several bundles: each accumulator adds some
+    batches' summaries, the accumulators are merged (in any order), the output is the summary of
+    every batch (`merge_summaries`), which plans the launcher's tasks."""
+    from pipelines.plan import merge_summaries, plan_headers, plan_summary, summarize_headers
+    from pipelines.plan.in_job import MergeSummaries
+
+    config, listed, headed = _headed(
+        _mixed(tmp_path / "clips"), tmp_path / "ds", classes="yes,no,up", signal_dtype="auto"
+    )
+    summaries = [
+        summarize_headers(config, listed, headed[i : i + 3]) for i in range(0, len(headed), 3)
+    ]
+    fn = MergeSummaries()
+    accumulators = []
+    for group in (summaries[0:4], summaries[4:5], summaries[5:]):
+        acc = fn.create_accumulator()
+        for summary in group:
+            acc = fn.add_input(acc, summary)
+        accumulators.append(acc)
+    plan = plan_headers(config, listed, headed, cpu_count=2, single_task=False)
+    for order in (accumulators, accumulators[::-1]):
+        merged = fn.extract_output(fn.merge_accumulators(iter(order)))
+        assert merged == merge_summaries(summaries)
+        cut = plan_summary(config, listed, merged, cpu_count=2, single_task=False)
+        assert (cut.read, cut.sharding) == (plan.read, plan.sharding)
+    again = fn.merge_accumulators([fn.merge_accumulators(accumulators[:2]), accumulators[2]])
+    assert fn.extract_output(again) == merge_summaries(summaries)
+
+
+@pytest.mark.parametrize(
+    "runner", [(), ("--direct_num_workers=2", "--direct_running_mode=multi_threading")]
+)
+def test_the_plan_step_with_small_header_batches_gives_the_launchers_tasks(tmp_path, runner):
     """`PlanInJob` in a Beam pipeline with batches of 3 files: the read tasks, the refused files
-    and the (ReadWindowsConfig, Sharding) are `plan_headers`' own."""
+    and the (ReadWindowsConfig, Sharding) are `plan_headers`' own; also on a DirectRunner of
+    two workers, whose bundles' summaries are merged accumulators."""
     import apache_beam as beam
+    from apache_beam.options.pipeline_options import PipelineOptions
     from apache_beam.testing.test_pipeline import TestPipeline
     from apache_beam.testing.util import assert_that, equal_to
 
     from pipelines.plan import plan_headers
     from pipelines.plan.in_job import PlanArgs, PlanInJob
+    from runners.direct import LocalRunner
     from transforms.stages import staged
 
     config, listed, headed = _headed(
@@ -378,7 +462,12 @@ def test_the_plan_step_with_small_header_batches_gives_the_launchers_tasks(tmp_p
     args = PlanArgs(config=config, listed=listed, cpu_count=2, single_task=False, compute_threads=1)
     inputs = staged.stage(str(tmp_path / "ds"), "inputs", listed.inputs)
     try:
-        with TestPipeline() as p:
+        pipeline = (
+            TestPipeline(runner=LocalRunner(), options=PipelineOptions(list(runner)))
+            if runner
+            else TestPipeline()
+        )
+        with pipeline as p:
             out = p | PlanInJob(inputs, args, batch_size=3)
             assert_that(out["tasks"], equal_to(list(plan.tasks)), label="tasks")
             refused = [{"path": f.path, "reason": f.error} for f in plan.inputs if f.error]

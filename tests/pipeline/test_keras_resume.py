@@ -7,14 +7,17 @@ op determinism) on a hand-made dataset of format version 4 (96 windows; global b
 12 steps an epoch, 3 epochs). Each kill is made by the training itself at a given global step,
 never by a timer; every variable of the model (the dropout's seed generator state included)
 and of the optimizer (its iteration count, learning rate and slots) is compared with
-`np.array_equal`. The quick tests train in this process: what a checkpoint holds, and the
-refusals.
+`np.array_equal`. The quick tests train in this process: what a checkpoint holds, a save the
+kernel stops half-way (the file size limit, RLIMIT_FSIZE), and the refusals.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import resource
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -188,6 +191,48 @@ def test_a_checkpoint_holds_the_position_and_every_variable(data, tmp_path):
     _fit(data, _model(data), at_end, epochs=1, start=0)
     state = _state(tmp_path / "e")
     assert (state["steps"], state["epoch"], state["steps_in_epoch"]) == (12, 1, 0)
+
+
+class _FileSizeLimitAtStep(keras.callbacks.Callback):
+    """At the end of step `step`, before the checkpoint (listed after it) saves, keeps the
+    checkpoint file's bytes and lowers the process's file size limit to half of them: the kernel
+    refuses the save's writes past that size (EFBIG, with SIGXFSZ ignored), half-way through."""
+
+    def __init__(self, checkpoint: GlobalOrderCheckpoint, step: int):
+        super().__init__()
+        self.checkpoint, self.step = checkpoint, step
+        self.before: bytes | None = None
+
+    def on_train_batch_end(self, batch, logs=None):
+        if self.checkpoint.steps + 1 == self.step:  # the checkpoint counts this step after us
+            self.before = Path(self.checkpoint.path).read_bytes()
+            _, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+            resource.setrlimit(resource.RLIMIT_FSIZE, (len(self.before) // 2, hard))
+
+
+def test_a_save_interrupted_half_way_leaves_the_previous_checkpoint_whole(data, tmp_path):
+    """Checkpoints every 5 steps; the save of step 10 fails half-way through its file: `fit`
+    raises, the checkpoint of step 5 is there byte for byte, no temporary file is left, and a
+    restore resumes from it."""
+    model = _model(data)
+    checkpoint = GlobalOrderCheckpoint(tmp_path, save_every_steps=5, global_batch_size=G)
+    checkpoint.restore(model)
+    limit = _FileSizeLimitAtStep(checkpoint, 10)
+    saved_limit = resource.getrlimit(resource.RLIMIT_FSIZE)
+    saved_handler = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # EFBIG, not a killed process
+    try:
+        with pytest.raises(OSError) as e:
+            _fit(data, model, checkpoint, epochs=1, start=0, callbacks=[limit, checkpoint])
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, saved_limit)
+        signal.signal(signal.SIGXFSZ, saved_handler)
+    assert e.value.errno == errno.EFBIG and checkpoint.steps == 10
+    assert limit.before is not None and len(limit.before) > 1000
+    assert [p.name for p in tmp_path.iterdir()] == [CHECKPOINT_FILE]
+    assert (tmp_path / CHECKPOINT_FILE).read_bytes() == limit.before
+    assert _state(tmp_path)["steps"] == 5
+    resumed = GlobalOrderCheckpoint(tmp_path, save_every_steps=5, global_batch_size=G)
+    assert resumed.restore(_model(data)) == 5 * G and resumed.initial_epoch == 0
 
 
 class _StopAtEpochEnd(keras.callbacks.Callback):

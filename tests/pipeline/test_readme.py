@@ -1,7 +1,8 @@
 """The README's commands are the real ones: CI runs the README test command; and the examples
 of docs/training.md run as written: "Train with it" trains a Keras model for an epoch on the
-recorded bundled sample, "Keras: resume a killed `fit` mid-epoch" trains it with checkpoints and
-runs again from the last one, "From Python" records it."""
+recorded bundled sample, "Random access" reads its records by number, "Keras: resume a killed
+`fit` mid-epoch" trains it with checkpoints and runs again from the last one, "From Python"
+records it."""
 
 from __future__ import annotations
 
@@ -46,6 +47,26 @@ def test_readme_record_command_parses_with_our_options():
     opts = PipelineOptions(argv).view_as(RecordOptions)
     assert opts.input_pattern == "data/sample/*.wav" and opts.win_len == 16000
     assert list(SAMPLE_DIR.glob("*.wav")), "the bundled sample is missing"
+
+
+@pytest.mark.slow
+def test_random_access_example_runs(sample_dataset, tmp_path, monkeypatch):
+    """ "Random access: any record by its number" on the README's recording: the records it
+    names are the ones tf.data reads from the shards, in recorded order."""
+    import tensorflow as tf
+
+    shutil.copytree(sample_dataset, tmp_path / "out" / "sample")
+    section = re.search(r"## Random access: any record by its number\n(.*?)\n## ", TRAINING, re.S)
+    code = re.search(r"```python\n(.*?)```", section.group(1), flags=re.S).group(1)
+    monkeypatch.chdir(tmp_path)
+    namespace: dict = {}
+    exec(compile(code, "docs/training.md", "exec"), namespace)  # noqa: S102 - documented
+    records = namespace["records"]
+    shards = [str(s) for s in sorted((tmp_path / "out" / "sample").glob("*.tfrecord-*"))]
+    ordered = [r.numpy() for r in tf.data.TFRecordDataset(shards)]
+    assert len(records) == round(len(ordered) / 2)
+    assert records.__getitems__([7, 0, 7, 2]) == [ordered[i] for i in (7, 0, 7, 2)]
+    assert records.bytes_read > 0
 
 
 @pytest.mark.slow

@@ -21,9 +21,9 @@ the readers run in subprocesses with that environment, as a user's would run aga
   worker pool) writes the same bytes as the DirectRunner;
 - ``--append`` on a ``gs://`` dataset: the grown dataset replays as the local record of all the
   clips, version 1 reads as it was; the commit point is an object created with
-  ``ifGenerationMatch=0`` (two appends at once: one version each, or the loser's one line and
-  no object left); killed after its commit point, readers see the new version and
-  ``--resume`` finishes it;
+  ``ifGenerationMatch=0`` (two appends at once, both past the early check: one commits, the
+  other's one line and no object left); killed after its commit point, readers see the new
+  version and ``--resume`` finishes it;
 - no request leaves 127.0.0.1: the proxy refuses (and lists) every host but GCS's two, and each
   test ends by checking that list is empty.
 """
@@ -370,15 +370,30 @@ def test_a_gs_dataset_grows_by_an_append_whose_commit_is_a_generation_preconditi
     assert out.stdout.strip().splitlines()[-1] == "[False, True, False]"
 
 
-def test_two_gs_appends_at_once_commit_one_version_each_or_one_fails_cleanly(gcs, clips):
-    """Two append processes on one gs:// dataset: each commits a version of its own, or the
-    one whose precondition fails says so in one line and leaves no object behind."""
-    record = ["-m", "pipelines.record", *ARGS, "--no_auth", "--output_dir", "gs://out/race"]
-    _run(gcs, *record, "--input_pattern", "gs://clips/speech/*/clip0.wav")
+def test_two_gs_appends_at_once_to_one_version_commit_one_the_other_fails_cleanly(
+    tmp_path, gcs, clips
+):
+    """Two append processes on one gs:// dataset, each held at its commit until both have passed
+    the early check (`tests.support.commit_barrier`): the generation precondition on
+    ``manifests/2.json`` lets exactly one commit version 2; the other says so in one line and
+    leaves no object behind."""
+    record = [*ARGS, "--no_auth", "--output_dir", "gs://out/race"]
+    _run(gcs, "-m", "pipelines.record", *record, "--input_pattern", "gs://clips/speech/*/clip0.wav")
     env = {**os.environ, **gcs.env(), "TF_CPP_MIN_LOG_LEVEL": "2"}
+    barrier = tmp_path / "barrier"
     procs = [
         subprocess.Popen(
-            [sys.executable, *record, "--append", "--input_pattern", pattern],
+            [
+                sys.executable,
+                "-m",
+                "tests.support.commit_barrier",
+                str(barrier),
+                "2",
+                *record,
+                "--append",
+                "--input_pattern",
+                pattern,
+            ],
             cwd=ROOT,
             env=env,
             stdout=subprocess.PIPE,
@@ -388,17 +403,18 @@ def test_two_gs_appends_at_once_commit_one_version_each_or_one_fails_cleanly(gcs
         for pattern in ("gs://clips/speech/*/clip1.wav", "gs://clips/speech/*/clip2.wav")
     ]
     outcomes = [(p.wait(timeout=JOB_TIMEOUT_S), *p.communicate()) for p in procs]
+    assert len(list(barrier.iterdir())) == 2  # both reached the commit point
     codes = sorted(code for code, _, _ in outcomes)
+    assert codes == [0, 2], [(c, e[-2000:]) for c, _, e in outcomes]
+    (err,) = [e.strip().splitlines() for code, _, e in outcomes if code == 2]
+    assert err[-1].startswith("error: --append: another append committed version 2"), err
     listing = _run(gcs, "-c", LIST_APPENDS, "gs://out/race").stdout.strip().splitlines()[-1]
     versions, dirs, committed = json.loads(listing)
-    if codes == [0, 0]:
-        assert versions == 3
-    else:
-        assert codes == [0, 2], [(c, e[-2000:]) for c, _, e in outcomes]
-        (err,) = [e.strip().splitlines() for code, _, e in outcomes if code == 2]
-        assert err[-1].startswith("error: --append: another append committed version 2"), err
-        assert versions == 2
+    assert versions == 2
     assert sorted(dirs) == sorted(committed)
+    assert gcs.read_object("out", "race/manifest.json") == gcs.read_object(
+        "out", "race/manifests/2.json"
+    )
 
 
 def test_a_gs_append_killed_after_its_commit_point_reads_as_the_new_version_and_resumes(

@@ -80,11 +80,16 @@ def fake_gcs_binary(cache_dir: Path = CACHE_DIR) -> Path:
 
 
 class BatchShim:
-    """An HTTP front for Beam's client (google-cloud-storage): passes every request on to the
-    server, except JSON-API batches (``POST /batch/storage/v1``, with which Beam renames and
-    deletes), which it runs one sub-request at a time and answers as GCS does. fake-gcs-server
-    skips sub-requests without a Content-ID header, which this client does not send, and so
-    answered every batch with an empty one ("Bad response: not multi-part")."""
+    """An HTTP front for Beam's client (google-cloud-storage, which `replay.storage` reads gs://
+    byte ranges with too): passes every request on to the server, except JSON-API batches
+    (``POST /batch/storage/v1``, with which Beam renames and deletes), which it runs one
+    sub-request at a time and answers as GCS does. fake-gcs-server skips sub-requests without a
+    Content-ID header, which this client does not send, and so
+    answered every batch with an empty one ("Bad response: not multi-part").
+
+    `faults` (`FaultPlan`) injects its faults here, keeps the ``Range`` header of each request
+    passed on and counts the bytes of every answer sent (heads included), as the TLS front does
+    for TensorFlow's client."""
 
     def __init__(self, upstream: tuple[str, int]) -> None:
         shim = self
@@ -111,12 +116,15 @@ class BatchShim:
                 else:
                     headers_in = dict(self.headers.items())
                     status, headers, data = shim.forward(self.command, self.path, headers_in, body)
+                    shim.faults.note(ranged=self.headers.get("Range", ""))
                 self.send_response(status)
                 for name, value in headers:
                     if name.lower() not in ("content-length", "transfer-encoding", "connection"):
                         self.send_header(name, value)
                 self.send_header("Content-Length", str(len(data)))
+                head = sum(len(line) for line in self._headers_buffer)
                 self.end_headers()
+                shim.faults.note(served=head + (len(data) if self.command != "HEAD" else 0))
                 if self.command != "HEAD":
                     self.wfile.write(data)
 

@@ -80,6 +80,9 @@ class FaultPlan:
     has its connection reset without an answer. `injected` counts both, `reset` the resets.
     `latency_s` is added before every request (an object store's round trip, for measuring what
     grows with the number of requests); `requests` counts every request the front handled.
+    Both fronts (this TLS one and `gcs_server.BatchShim`) also keep the ``Range`` header of
+    every request they pass on that has one (`ranges`, ``"bytes=a-b"``) and count the bytes of
+    the answers (`served`, heads included): what a reader asked for, and what it was sent.
 
     A resumable upload whose data request a fault swallowed is remembered (`lost_uploads`): the
     client then asks the server how much it holds (``Content-Range: bytes */<size>``), to which
@@ -95,6 +98,8 @@ class FaultPlan:
         self.seen = 0
         self.injected = 0
         self.reset = 0
+        self.ranges: list[str] = []
+        self.served = 0
         self.lost_uploads: set[str] = set()
         self._lock = threading.Lock()
 
@@ -105,6 +110,13 @@ class FaultPlan:
             latency = self.latency_s
         if latency:
             time.sleep(latency)
+
+    def note(self, *, ranged: str = "", served: int = 0) -> None:
+        """Keeps a request's ``Range`` header (`ranges`) and counts `served` answer bytes."""
+        with self._lock:
+            if ranged:
+                self.ranges.append(ranged)
+            self.served += served
 
     def fire(self) -> str:
         """ "" (pass the request on), "503" or "reset", after `wait`."""
@@ -283,6 +295,8 @@ class _RequestFixer:
                 self.faults.lost_uploads.add(upload)
             reply = SERVICE_UNAVAILABLE if fault == "503" else b""
             return ConnectionDropped(b"".join(replies) + reply, reset=fault == "reset")
+        if b"range" in fields:
+            self.faults.note(ranged=fields[b"range"].decode("latin-1"))
         self.body_left, self.chunked = length, chunked
         out.append(b"\r\n".join(kept) + b"\r\n\r\n")
         return None
@@ -304,6 +318,7 @@ def _pump(a: ssl.SSLSocket, b: socket.socket, faults: FaultPlan) -> None:
                 if not data:
                     return
                 if src is b:
+                    faults.note(served=len(data))
                     a.sendall(_https_location(data))
                     continue
                 to_server, to_client, dropped = fixer.feed(data)

@@ -33,7 +33,9 @@ REPLAY_NAMES = [
     "ManifestError",
     "MissingShardError",
     "NoOffsetsError",
+    "NoRandomAccessError",
     "ReadConfig",
+    "Records",
     "ReplayError",
     "ServingTransform",
     "ShardError",
@@ -45,6 +47,7 @@ REPLAY_NAMES = [
     "default_reader_func",
     "load_info",
     "load_transform",
+    "open_records",
     "replay_dataset",
     "verify_dataset",
 ]
@@ -85,6 +88,7 @@ SIGNATURES = {  # name: [(parameter, kind, default)]
     ],
     "verify_dataset": [("path", POS, EMPTY), ("split", KW, None)],
     "load_info": [("path", POS, EMPTY), ("version", KW, None)],
+    "open_records": [("path", POS, EMPTY), ("split", KW, None), ("version", KW, None)],
     "load_transform": [("path", POS, EMPTY), ("version", KW, None)],
 }
 
@@ -105,6 +109,7 @@ ERROR_BASES = {
     "ShardSizeError": ["ShardError", "ReplayError", "Exception"],
     "CorruptShardError": ["ShardError", "ReplayError", "Exception"],
     "UnknownSplitError": ["ReplayError", "ValueError", "Exception"],
+    "NoRandomAccessError": ["ReplayError", "ValueError", "Exception"],
     "UnknownFeatureError": ["ReplayError", "ValueError", "Exception"],
     "VersionNotFoundError": [
         "ManifestError",

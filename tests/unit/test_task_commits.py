@@ -468,3 +468,19 @@ def test_a_checkpoint_holds_the_errors_of_its_own_segments(tmp_path):
     whole = json.loads((commits / "000000-000000-000007.json").read_text())
     assert whole["errors"] == errors == [e for p in pieces for e in p["errors"]]
     assert len(whole["files"]) == 4
+
+
+@pytest.mark.parametrize(
+    "n", [1, task_commits.JSON_PIECE_ITEMS, 2 * task_commits.JSON_PIECE_ITEMS + 3]
+)
+def test_a_reused_tasks_files_table_lines_are_every_file_once_in_order(tmp_path, n):
+    """A reused task's ``files`` output (packed pieces of `JSON_PIECE_ITEMS` lines) holds one
+    table line for each file of its record, in its order: none lost or repeated at a piece's
+    edge."""
+    files = [{"index": i, "path": f"in/{i}.wav", "num_windows": i % 3} for i in range(n)]
+    record = {**_record({}), "files": files, "windows": sum(f["num_windows"] for f in files)}
+    out = list(_reused(tmp_path).outputs(record))
+    items = [o.value for o in out if o.tag == task_commits.FILES_TAG]
+    assert len(items) == -(-n // task_commits.JSON_PIECE_ITEMS)
+    lines = b"".join(task_commits.unpacked_lines(item) for item in items)
+    assert lines == b"".join(fmt.table_line(f) for f in files)

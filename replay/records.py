@@ -1,0 +1,461 @@
+"""Random access to a dataset's serialized records: any record by its index, without TensorFlow.
+
+``open_records(path, split=...)`` numbers the records of the chosen splits (or slices of them,
+`replay.slicing`) in recorded order, 0 to ``len - 1``, and reads any of them from its shard by
+the shard's record offsets (format version 4, `replay.offsets`): record ``i`` is a
+(shard, byte offset, length) away. A batched get (`Records.__getitems__`) groups the indices
+by shard and reads each shard's records in offset order, the layout of Grain's
+``ArrayRecordDataSource`` and TFDS's data sources (keys to shards by bisecting prefix sums).
+
+Every record is checked as TensorFlow's TFRecord reader checks it
+(``tensorflow/core/lib/io/record_reader.cc``): its frame is ``length`` (uint64 LE), the masked
+CRC-32C of those 8 bytes, the data, the data's masked CRC-32C; the length must also be the one
+the offsets give (the next record's offset, or the shard's end, minus the frame's 16 bytes). A
+record that fails raises `CorruptShardError` naming the shard, the record and its byte offset.
+The CRC is the ``crc32c`` package's (SSE 4.2 / ARMv8 instructions), falling back to
+``google-crc32c``: the layer's own cost per record is then a few microseconds plus a copy.
+
+Storage. Local shards are read with ``os.pread`` (each opened once, on first use; it must be a
+regular file inside the dataset with the manifest's size), a record's data straight into the
+bytes returned (a frame is three reads: its head, its data, its CRC), so each record is copied
+once.
+Not a memory map: a mapped shard truncated in place kills the process with SIGBUS at the first
+record past its new end, where a short read fails naming the shard. Shards under a URL
+are read with ranged reads (`replay.storage.read_range`): the records a batch wants from one
+shard are merged into ranges where fewer than `GAP_BYTES` lie between them, and the ranges run
+in a pool of `REMOTE_THREADS` threads. On ``gs://`` each range is one exact ranged GET through
+google-cloud-storage (retried on 429s, 5xx and dropped connections; a read that still fails
+raises `ShardError` naming the shard), not TensorFlow's file system, which reads GCS in blocks
+of 64 MiB: a range of one record would be served up to the rest of its shard. Other schemes
+go through TensorFlow's file system.
+
+Compressed shards (GZIP / ZLIB) have no random access: a record can only be reached by
+decompressing its shard from the start, so `open_records` refuses them, naming the option to
+record with (``--compression NONE``) and the ordered reader that reads them.
+
+`Records.bytes_read` counts the bytes this object read from shards (a batch's frames, each
+once, and on URLs the gaps merged into ranges; offsets files apart), what tests and benchmarks
+compare with an epoch's bytes.
+"""
+
+from __future__ import annotations
+
+import bisect
+import dataclasses
+import io
+import os
+import stat
+import struct
+import threading
+from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+
+from replay import heap, storage
+from replay.errors import (
+    CorruptShardError,
+    MissingShardError,
+    NoRandomAccessError,
+    ShardError,
+    ShardSizeError,
+)
+from replay.info import DatasetInfo, ShardInfo, load_info
+from replay.offsets import read_offsets
+from replay.slicing import ShardSpan, read_spans, span_shards
+
+try:  # the SSE 4.2 / ARMv8 CRC-32C: ~7x google-crc32c's speed on window-sized records
+    from crc32c import crc32c as _crc32c
+except ImportError:  # pragma: no cover - crc32c is a requirement; google-crc32c comes with Beam
+    from google_crc32c import value as _crc32c
+
+FRAME_BYTES = 16  # a record's framing: length (8), its masked CRC (4), the data's masked CRC (4)
+GAP_BYTES = 4 << 10  # 4 KiB: remote records closer than this are read in one range (the
+# gap's bytes cost about a request's headers; more read each pipeline's neighbours' records)
+REMOTE_THREADS = 8  # ranged reads of one batch in flight at once
+_MASK_DELTA = 0xA282EAD8  # tensorflow/core/lib/hash/crc32c.h
+_LENGTH = struct.Struct("<QI")  # the record's length and its masked CRC
+_CRC = struct.Struct("<I")
+
+
+def masked_crc32c(data: bytes | memoryview) -> int:
+    """TFRecord's masked CRC-32C of `data` (``tensorflow/core/lib/hash/crc32c.h`` Mask)."""
+    crc = _crc32c(data)
+    return (((crc >> 15) | (crc << 17)) + _MASK_DELTA) & 0xFFFFFFFF
+
+
+@dataclasses.dataclass(frozen=True)
+class Location:
+    """Where a record is: its shard, its index there and its frame's bytes ``[start, end)``."""
+
+    shard: ShardInfo
+    record: int
+    start: int
+    end: int
+
+    @property
+    def length(self) -> int:
+        """The record's data bytes (its frame less `FRAME_BYTES`)."""
+        return self.end - self.start - FRAME_BYTES
+
+
+def open_records(
+    path: str | os.PathLike,
+    *,
+    split: str | Sequence[str] | None = None,
+    version: int | None = None,
+) -> Records:
+    """Random access to the serialized records of `split` of the dataset at `path`.
+
+    Args:
+      path: the dataset directory: a local path or a URL (``gs://bucket/out``).
+      split: a split name, a slice of one (``"train[:10%]"``, `replay.slicing`), or a list of
+        them; None: every split, in manifest order.
+      version: the dataset version (`load_info`); None: the latest.
+
+    Returns:
+      A `Records`: ``len(r)``, ``r[i]`` (bytes: a serialized ``tf.train.Example``) and
+      ``r.__getitems__(indices)``.
+
+    Raises:
+      NoRandomAccessError: the shards are compressed (GZIP / ZLIB).
+      NoOffsetsError: the dataset was written before record offsets (format version 4).
+      CorruptShardError: an offsets file disagrees with the manifest (`Records.load_offsets`).
+      MissingShardError, ShardSizeError: a shard is missing or not the manifest's size
+        (`DatasetInfo.check_shard_files`; a shard changed later fails where it is read).
+      Any error of `load_info`, `DatasetInfo.check_shards` and the split's selection.
+    """
+    info = load_info(path, version=version)
+    spans = read_spans(info, split)
+    source = Records(info, spans)
+    info.check_shard_files(span_shards(spans))  # missing or truncated: named before any read
+    source.load_offsets()
+    return source
+
+
+class Records:
+    """Records ``0 .. len - 1`` of `spans`, in order (module docstring).
+
+    Thread-safe: `__getitems__` may be called from several threads at once.
+    """
+
+    def __init__(self, info: DatasetInfo, spans: Sequence[ShardSpan]):
+        if info.compression != "NONE":
+            raise NoRandomAccessError(
+                f"{info.path}: {info.compression} shards have no random access (a record is "
+                "reached by decompressing its shard from the start): read them in order "
+                "(replay_dataset without order=), or record with --compression NONE"
+            )
+        self.info = info
+        self.spans = tuple(span for span in spans if span.count)
+        shards = {span.shard.filename: span.shard for span in self.spans}
+        self._shards = list(shards.values())
+        self._shard_index = {name: i for i, name in enumerate(shards)}
+        self._span_shard = [self._shard_index[span.shard.filename] for span in self.spans]
+        self._span_first = [span.first for span in self.spans]
+        self._starts = np.cumsum([0] + [span.count for span in self.spans], dtype=np.int64)
+        self._offsets: list[np.ndarray | None] = [None] * len(self._shards)
+        self._files: list[io.FileIO | None] = [None] * len(self._shards)
+        self._lock = threading.Lock()
+        self._counter_lock = threading.Lock()
+        self._pool: ThreadPoolExecutor | None = None
+        self.bytes_read = 0
+        info.check_paths(self._shards)
+        heap.keep_freed_memory()
+
+    def __len__(self) -> int:
+        return int(self._starts[-1])
+
+    def __getitem__(self, index: int) -> bytes:
+        return self.__getitems__([index])[0]
+
+    def __getitems__(self, indices: Sequence[int] | np.ndarray) -> list[bytes]:
+        """The records at `indices`, in that order (repeats allowed).
+
+        Raises:
+          IndexError: an index outside ``[-len, len)``.
+          CorruptShardError: a record fails its checks (names the shard, record and offset).
+          ShardError: (gs://) a ranged read failed after its retries (names the shard).
+        """
+        shards, rows = self.shards_and_records(indices)
+        out: list[bytes | None] = [None] * len(rows)
+        for shard in np.unique(shards).tolist():
+            at = np.flatnonzero(shards == shard)
+            got = self._read_shard(shard, rows[at])
+            for i, record in zip(at.tolist(), got, strict=True):
+                out[i] = record
+        return out  # type: ignore[return-value]
+
+    def shards_and_records(self, indices: Sequence[int] | np.ndarray) -> tuple[np.ndarray, ...]:
+        """(index of the shard in `shard_list`, record in that shard) of each of `indices`."""
+        index = np.asarray(indices, dtype=np.int64).reshape(-1)
+        n = len(self)
+        if index.size and (index.min() < -n or index.max() >= n):
+            bad = index[(index < -n) | (index >= n)][0]
+            raise IndexError(f"{self.info.path}: record {int(bad)} out of range [0, {n})")
+        index = np.where(index < 0, index + n, index)
+        span = np.searchsorted(self._starts, index, side="right") - 1
+        shards = np.asarray(self._span_shard, np.int64)[span]
+        rows = np.asarray(self._span_first, np.int64)[span] + (index - self._starts[span])
+        return shards, rows
+
+    def load_offsets(self) -> None:
+        """Reads and checks every shard's record offsets now (in parallel for URLs), so a bad
+        offsets file fails here rather than at the first record of its shard.
+
+        Raises:
+          NoOffsetsError, MissingShardError, CorruptShardError: `replay.offsets.read_offsets`.
+        """
+        if len(self._shards) > 4 and storage.is_url(self.info.path):
+            with ThreadPoolExecutor(REMOTE_THREADS) as pool:
+                list(pool.map(self._shard_offsets, range(len(self._shards))))
+        for shard in range(len(self._shards)):
+            self._shard_offsets(shard)
+
+    @property
+    def shard_list(self) -> list[ShardInfo]:
+        """The shards read, in first-use order of the spans (`shards_and_records` indexes it)."""
+        return list(self._shards)
+
+    def locate(self, index: int) -> Location:
+        """Where record `index` is (reads the shard's offsets file, not the shard)."""
+        shards, rows = self.shards_and_records([index])
+        shard, row = int(shards[0]), int(rows[0])
+        starts = self._shard_offsets(shard)
+        return Location(
+            self._shards[shard], row, int(starts[row]), int(self._frame_end(shard, starts, row))
+        )
+
+    def close(self) -> None:
+        """Closes the open shards and the thread pool (also on garbage collection); a later read
+        opens them again. Not while another thread reads."""
+        with self._lock:
+            files, self._files = self._files, [None] * len(self._shards)
+            for file in files:
+                if file is not None:
+                    file.close()
+            if self._pool is not None:
+                self._pool.shutdown(wait=False)
+                self._pool = None
+
+    def __enter__(self) -> Records:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __getstate__(self) -> dict:  # pickled to worker processes: no files, locks or pool;
+        # the manifest's read-only mappings do not pickle: the copy loads the same version again
+        state = dict(self.__dict__)
+        state.update(_files=[None] * len(self._shards), _pool=None, bytes_read=0)
+        state["info"] = (self.info.path, self.info.version)
+        del state["_lock"], state["_counter_lock"]
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        path, version = state.pop("info")
+        self.__dict__.update(state)
+        self.info = load_info(path, version=version)
+        self._lock = threading.Lock()
+        self._counter_lock = threading.Lock()
+        heap.keep_freed_memory()
+
+    # ------------------------------------------------------------------ reading
+
+    def _shard_offsets(self, shard: int) -> np.ndarray:
+        """The shard's record offsets, checked against the manifest once (`read_offsets`) and
+        for order here: each frame at least `FRAME_BYTES` after the last, the first at 0."""
+        offsets = self._offsets[shard]
+        if offsets is None:
+            info = self._shards[shard]
+            data = read_offsets(self.info, info)
+            offsets = np.frombuffer(data, dtype="<u8").astype(np.int64)
+            ends = np.append(offsets[1:], info.num_bytes)
+            bad = np.flatnonzero(ends - offsets < FRAME_BYTES)
+            if offsets.size and offsets[0] != 0:
+                bad = np.insert(bad, 0, 0)
+            if bad.size:
+                r = int(bad[0])
+                raise CorruptShardError(
+                    f"{info.offsets_path}: record {r} of {info.filename} at offset "
+                    f"{int(offsets[r])}, the next at {int(ends[r])}: not a record's frame"
+                )
+            self._offsets[shard] = offsets
+        return offsets
+
+    def _frame_end(self, shard: int, starts: np.ndarray, row: int) -> int:
+        return int(starts[row + 1]) if row + 1 < len(starts) else self._shards[shard].num_bytes
+
+    def _read_shard(self, shard: int, rows: np.ndarray) -> list[bytes]:
+        """The records `rows` of shard `shard`, checked, in the order of `rows`."""
+        starts = self._shard_offsets(shard)
+        info = self._shards[shard]
+        begin = starts[rows]
+        ends = np.append(starts[1:], info.num_bytes)[rows]
+        if storage.is_url(info.path):
+            frames = self._read_remote(shard, begin, ends)
+            return [
+                _check_record(frame[:12], frame[12:-4], frame[-4:], info, row, b)
+                for frame, row, b in zip(frames, rows.tolist(), begin.tolist(), strict=True)
+            ]
+        # Local: the data read straight into the bytes returned (no second copy of a record):
+        # three reads a frame (its length and CRC, its data, its data's CRC), each a pread;
+        # each record once a batch, in offset order.
+        fd = self._open(shard).fileno()
+        unique, where = np.unique(rows, return_inverse=True)
+        begin, ends = starts[unique], np.append(starts[1:], info.num_bytes)[unique]
+        got = []
+        for row, b, e in zip(unique.tolist(), begin.tolist(), ends.tolist(), strict=True):
+            head = _pread(fd, info, b, b + 12)
+            data = _pread(fd, info, b + 12, e - 4)
+            got.append(_check_record(head, data, _pread(fd, info, e - 4, e), info, row, b))
+        self._count(int((ends - begin).sum()))
+        return [got[i] for i in where.tolist()]
+
+    def _count(self, n: int) -> None:
+        with self._counter_lock:
+            self.bytes_read += n
+
+    def _open(self, shard: int) -> io.FileIO:
+        file = self._files[shard]
+        if file is None:
+            with self._lock:
+                file = self._files[shard]
+                if file is None:
+                    file = self._files[shard] = _open_local(self.info, self._shards[shard])
+        return file
+
+    def _read_remote(self, shard: int, begin: np.ndarray, ends: np.ndarray) -> list[memoryview]:
+        """Frames `begin[i]:ends[i]` of a URL shard, by merged ranged reads in the pool."""
+        info = self._shards[shard]
+        ranges = merge_ranges(begin.tolist(), ends.tolist(), gap=GAP_BYTES)
+        if self._pool is None:
+            with self._lock:
+                if self._pool is None:
+                    self._pool = ThreadPoolExecutor(REMOTE_THREADS, "replay-records")
+        reads = list(self._pool.map(lambda r: _read_range(info, r[0], r[1]), ranges))
+        self._count(sum(end - start for start, end in ranges))
+        return _frames(ranges, reads, begin, ends)
+
+
+def _frames(
+    ranges: list[tuple[int, int]], reads: list[bytes], begin: np.ndarray, ends: np.ndarray
+) -> list[memoryview]:
+    """Frames `begin[i]:ends[i]`, cut from the bytes `reads` of `ranges` (`merge_ranges`')."""
+    frames = []
+    for b, e in zip(begin.tolist(), ends.tolist(), strict=True):
+        k = bisect.bisect_right(ranges, (b, float("inf"))) - 1
+        start = ranges[k][0]
+        frames.append(memoryview(reads[k])[b - start : e - start])
+    return frames
+
+
+def merge_ranges(begin: Iterable[int], ends: Iterable[int], *, gap: int) -> list[tuple[int, int]]:
+    """Byte ranges ``[start, end)`` covering every ``[begin[i], ends[i])``, sorted, ranges
+    closer than `gap` bytes merged into one."""
+    merged: list[list[int]] = []
+    for b, e in sorted(zip(begin, ends, strict=True)):
+        if merged and b - merged[-1][1] < gap:
+            merged[-1][1] = max(merged[-1][1], e)
+        else:
+            merged.append([b, e])
+    return [(b, e) for b, e in merged]
+
+
+def _check_record(
+    head: bytes | memoryview,
+    data: bytes | memoryview,
+    foot: bytes | memoryview,
+    shard: ShardInfo,
+    row: int,
+    offset: int,
+) -> bytes:
+    """The data of one record's frame (`head`: its length and that length's masked CRC;
+    `data`; `foot`: the data's masked CRC), checked as TensorFlow's reader checks it."""
+    length, length_crc = _LENGTH.unpack_from(head, 0)
+    if masked_crc32c(head[:8]) != length_crc:  # first, as TensorFlow: a corrupt shard
+        raise _corrupt(shard, row, offset, "corrupted record (length checksum mismatch)")
+    if length != len(data):  # a sound length elsewhere: a lying offsets file
+        raise _corrupt(
+            shard,
+            row,
+            offset,
+            f"its length field says {length} bytes, the record offsets {len(data)} "
+            "(a corrupt shard or offsets file)",
+        )
+    if masked_crc32c(data) != _CRC.unpack_from(foot, 0)[0]:
+        raise _corrupt(shard, row, offset, "corrupted record (data checksum mismatch)")
+    return bytes(data)  # (the same object when `data` is bytes)
+
+
+def _corrupt(shard: ShardInfo, row: int, offset: int, reason: str) -> CorruptShardError:
+    """The error of a record that fails its checks; `shard_path` names its shard."""
+    error = CorruptShardError(f"{shard.path}: record {row} at byte offset {offset}: {reason}")
+    error.shard_path = shard.path
+    return error
+
+
+def _open_local(info: DatasetInfo, shard: ShardInfo) -> io.FileIO:
+    """A local shard opened for reading: a regular file inside the dataset directory of the
+    manifest's size."""
+    real = storage.outside(info.path, shard.path)
+    if real is not None:
+        raise CorruptShardError(f"{shard.path}: shard leads outside the dataset, to {real}")
+    try:
+        file = io.FileIO(shard.path, "r")
+    except FileNotFoundError as e:
+        raise MissingShardError(f"{shard.path}: shard missing") from e
+    st = os.fstat(file.fileno())
+    if not stat.S_ISREG(st.st_mode) or st.st_size != shard.num_bytes:
+        file.close()
+        if not stat.S_ISREG(st.st_mode):
+            raise CorruptShardError(f"{shard.path}: not a regular file")
+        raise ShardSizeError(
+            f"{shard.path}: {st.st_size} bytes, the manifest says {shard.num_bytes} "
+            "(truncated or rewritten)"
+        )
+    return file
+
+
+def _pread(fd: int, shard: ShardInfo, start: int, end: int) -> bytes:
+    """Bytes ``[start, end)`` of an open local shard."""
+    parts, got = [], 0
+    while got < end - start:  # one call reads at most ~2 GiB
+        part = os.pread(fd, end - start - got, start + got)
+        if not part:
+            break
+        parts.append(part)
+        got += len(part)
+    data = parts[0] if len(parts) == 1 else b"".join(parts)
+    if len(data) != end - start:
+        raise CorruptShardError(
+            f"{shard.path}: truncated: {len(data)} of the {end - start} bytes at offset {start} "
+            f"(the manifest says {shard.num_bytes} bytes)"
+        )
+    return data
+
+
+def _read_range(shard: ShardInfo, start: int, end: int) -> bytes:
+    """Bytes ``[start, end)`` of a URL shard, one ranged read (`replay.storage.read_range`)."""
+    try:
+        data = storage.read_range(shard.path, start, end - start)
+    except FileNotFoundError as e:  # (gs://) the object is gone
+        raise MissingShardError(f"{shard.path}: shard missing") from e
+    except OSError as e:  # (gs://) the read failed after its retries: the message names it
+        raise ShardError(str(e)) from e
+    if len(data) != end - start:
+        raise CorruptShardError(
+            f"{shard.path}: truncated: {len(data)} of the {end - start} bytes at offset {start} "
+            f"(the manifest says {shard.num_bytes} bytes)"
+        )
+    return data
+
+
+__all__ = [
+    "FRAME_BYTES",
+    "Location",
+    "Records",
+    "masked_crc32c",
+    "merge_ranges",
+    "open_records",
+]
