@@ -62,6 +62,7 @@ def _same_records(local: Path, clips: Path, remote: Path) -> None:
         np.testing.assert_array_equal(element["log_mel"], other["log_mel"])  # one machine
 
 
+@pytest.mark.slow  # a record job end to end against a server (as the gs:// ones): ~11 s
 def test_s3_inputs_record_what_the_same_local_files_record(tmp_path, s3, clips):
     local = record(f"{clips}/*/*.wav", tmp_path / "local", *COMMON)
     remote = record(f"s3://{BUCKET}/{PREFIX}/*/*.wav", tmp_path / "s3", *COMMON, *s3.beam_args())

@@ -177,6 +177,7 @@ def _start(directory: Path) -> tuple[float, float, list[str]]:
     return middle - start, end - middle, opened
 
 
+@pytest.mark.slow  # tables of 1,000,000 files written and read: ~11 s
 def test_reader_starts_without_opening_the_tables(tmp_path):
     small = _synthetic(tmp_path / "small", 100)
     big = _synthetic(tmp_path / "big", 1_000_000)
