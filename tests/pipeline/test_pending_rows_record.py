@@ -18,6 +18,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pytest
 import soundfile as sf
 
 from pipelines import record_dataset
@@ -83,6 +84,7 @@ def _hash_sharding(element: dict) -> int:
     return shard_of(key, label="", split_rank=0, num_shards=NUM_SHARDS, sharding=Sharding())
 
 
+@pytest.mark.slow  # two record runs of 100 files compared byte for byte: ~8 s
 def test_batched_hand_offs_record_the_dataset_of_per_file_ones(tmp_path, monkeypatch):
     pattern = _inputs(tmp_path / "in")
     batched = _record(pattern, tmp_path / "batched")
