@@ -148,10 +148,10 @@ class Records:
             )
         self.info = info
         self.spans = tuple(span for span in spans if span.count)
-        shards = {span.shard.filename: span.shard for span in self.spans}
+        shards = {span.shard.path: span.shard for span in self.spans}  # each shard once
         self._shards = list(shards.values())
-        self._shard_index = {name: i for i, name in enumerate(shards)}
-        self._span_shard = [self._shard_index[span.shard.filename] for span in self.spans]
+        self._shard_index = {path: i for i, path in enumerate(shards)}
+        self._span_shard = [self._shard_index[span.shard.path] for span in self.spans]
         self._span_first = [span.first for span in self.spans]
         self._starts = np.cumsum([0] + [span.count for span in self.spans], dtype=np.int64)
         self._offsets: list[np.ndarray | None] = [None] * len(self._shards)
