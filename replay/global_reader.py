@@ -51,7 +51,9 @@ def random_access(info: DatasetInfo, *, served: bool) -> bool:
     return not info.compression_type and not served
 
 
-def run_count(spans: Sequence[ShardSpan], order: GlobalOrder, slots: Slots, *, repeat: bool):
+def run_count(
+    spans: Sequence[ShardSpan], order: GlobalOrder, slots: Slots, *, repeat: bool
+) -> int | None:
     """This pipeline's elements in the run: None with `repeat` (infinite); else its positions
     from `order.start` to the end of the epoch holding it."""
     n = sum(span.count for span in spans)
