@@ -154,7 +154,7 @@ class Records:
         self._span_shard = [self._shard_index[span.shard.path] for span in self.spans]
         self._span_first = [span.first for span in self.spans]
         self._starts = np.cumsum([0] + [span.count for span in self.spans], dtype=np.int64)
-        self._offsets: list[np.ndarray | None] = [None] * len(self._shards)
+        self._frames: list[tuple[np.ndarray, np.ndarray] | None] = [None] * len(self._shards)
         self._files: list[io.FileIO | None] = [None] * len(self._shards)
         self._lock = threading.Lock()
         self._counter_lock = threading.Lock()
@@ -208,9 +208,9 @@ class Records:
         """
         if len(self._shards) > 4 and storage.is_url(self.info.path):
             with ThreadPoolExecutor(REMOTE_THREADS) as pool:
-                list(pool.map(self._shard_offsets, range(len(self._shards))))
+                list(pool.map(self._frame_extents, range(len(self._shards))))
         for shard in range(len(self._shards)):
-            self._shard_offsets(shard)
+            self._frame_extents(shard)
 
     @property
     def shard_list(self) -> list[ShardInfo]:
@@ -221,10 +221,8 @@ class Records:
         """Where record `index` is (reads the shard's offsets file, not the shard)."""
         shards, rows = self.shards_and_records([index])
         shard, row = int(shards[0]), int(rows[0])
-        starts = self._shard_offsets(shard)
-        return Location(
-            self._shards[shard], row, int(starts[row]), int(self._frame_end(shard, starts, row))
-        )
+        starts, ends = self._frame_extents(shard)
+        return Location(self._shards[shard], row, int(starts[row]), int(ends[row]))
 
     def close(self) -> None:
         """Closes the open shards and the thread pool (also on garbage collection); a later read
@@ -262,11 +260,12 @@ class Records:
 
     # ------------------------------------------------------------------ reading
 
-    def _shard_offsets(self, shard: int) -> np.ndarray:
-        """The shard's record offsets, checked against the manifest once (`read_offsets`) and
-        for order here: each frame at least `FRAME_BYTES` after the last, the first at 0."""
-        offsets = self._offsets[shard]
-        if offsets is None:
+    def _frame_extents(self, shard: int) -> tuple[np.ndarray, np.ndarray]:
+        """Each record's frame in the shard, (starts, ends): from its record offsets, checked
+        against the manifest once (`read_offsets`) and for order here: each frame at least
+        `FRAME_BYTES` after the last, the first at 0."""
+        extents = self._frames[shard]
+        if extents is None:
             info = self._shards[shard]
             data = read_offsets(self.info, info)
             offsets = np.frombuffer(data, dtype="<u8").astype(np.int64)
@@ -280,20 +279,16 @@ class Records:
                     f"{info.offsets_path}: record {r} of {info.filename} at offset "
                     f"{int(offsets[r])}, the next at {int(ends[r])}: not a record's frame"
                 )
-            self._offsets[shard] = offsets
-        return offsets
-
-    def _frame_end(self, shard: int, starts: np.ndarray, row: int) -> int:
-        return int(starts[row + 1]) if row + 1 < len(starts) else self._shards[shard].num_bytes
+            extents = self._frames[shard] = (offsets, ends)
+        return extents
 
     def _read_shard(self, shard: int, rows: np.ndarray) -> list[bytes]:
         """The records `rows` of shard `shard`, checked, in the order of `rows`."""
-        starts = self._shard_offsets(shard)
+        starts, ends = self._frame_extents(shard)
         info = self._shards[shard]
-        begin = starts[rows]
-        ends = np.append(starts[1:], info.num_bytes)[rows]
         if storage.is_url(info.path):
-            frames = self._read_remote(shard, begin, ends)
+            begin = starts[rows]
+            frames = self._read_remote(shard, begin, ends[rows])
             return [
                 _check_record(frame[:12], frame[12:-4], frame[-4:], info, row, b)
                 for frame, row, b in zip(frames, rows.tolist(), begin.tolist(), strict=True)
@@ -303,13 +298,13 @@ class Records:
         # each record once a batch, in offset order.
         fd = self._open(shard).fileno()
         unique, where = np.unique(rows, return_inverse=True)
-        begin, ends = starts[unique], np.append(starts[1:], info.num_bytes)[unique]
+        begin, end = starts[unique], ends[unique]
         got = []
-        for row, b, e in zip(unique.tolist(), begin.tolist(), ends.tolist(), strict=True):
+        for row, b, e in zip(unique.tolist(), begin.tolist(), end.tolist(), strict=True):
             head = _pread(fd, info, b, b + 12)
             data = _pread(fd, info, b + 12, e - 4)
             got.append(_check_record(head, data, _pread(fd, info, e - 4, e), info, row, b))
-        self._count(int((ends - begin).sum()))
+        self._count(int((end - begin).sum()))
         return [got[i] for i in where.tolist()]
 
     def _count(self, n: int) -> None:
@@ -427,12 +422,7 @@ def _pread(fd: int, shard: ShardInfo, start: int, end: int) -> bytes:
         parts.append(part)
         got += len(part)
     data = parts[0] if len(parts) == 1 else b"".join(parts)
-    if len(data) != end - start:
-        raise CorruptShardError(
-            f"{shard.path}: truncated: {len(data)} of the {end - start} bytes at offset {start} "
-            f"(the manifest says {shard.num_bytes} bytes)"
-        )
-    return data
+    return _whole(data, shard, start, end)
 
 
 def _read_range(shard: ShardInfo, start: int, end: int) -> bytes:
@@ -443,6 +433,11 @@ def _read_range(shard: ShardInfo, start: int, end: int) -> bytes:
         raise MissingShardError(f"{shard.path}: shard missing") from e
     except OSError as e:  # (gs://) the read failed after its retries: the message names it
         raise ShardError(str(e)) from e
+    return _whole(data, shard, start, end)
+
+
+def _whole(data: bytes, shard: ShardInfo, start: int, end: int) -> bytes:
+    """`data`, bytes ``[start, end)`` of `shard`, unless the shard ended before `end`."""
     if len(data) != end - start:
         raise CorruptShardError(
             f"{shard.path}: truncated: {len(data)} of the {end - start} bytes at offset {start} "

@@ -10,7 +10,6 @@ import sys
 import pytest
 
 SNIPPET = """
-import ctypes, sys
 from replay import heap
 first, again = heap.keep_freed_memory(), heap.keep_freed_memory()
 print(first, again)
