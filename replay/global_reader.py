@@ -89,11 +89,7 @@ def pipeline_batches(
         return tf.data.Dataset.from_tensors(tf.zeros([0], tf.string)).take(0)
     base = np.cumsum([0] + [span.count for span in spans], dtype=np.int64)
     ids = _WindowIds(blocks, base, order, slots)
-    epoch = order.start // blocks.num_records
-    epochs = (
-        tf.data.Dataset.range(epoch, epoch + 1) if not repeat else tf.data.Dataset.counter(epoch)
-    )
-    windows = epochs.flat_map(_traced(ids.epoch_windows))
+    windows = _epochs(blocks, order, repeat=repeat).flat_map(_traced(ids.epoch_windows))
     batches = windows.map(_traced(ids.ids)).rebatch(batch_size, drop_remainder=drop_remainder)
     read = _BatchRead(records)
     return batches.map(_traced(read))
@@ -199,11 +195,11 @@ def pipeline_records(
     slots: Slots,
     repeat: bool,
     positions: bool = False,
-) -> tuple[tf.data.Dataset, int | None]:
+) -> tf.data.Dataset:
     """The block path (module docstring): this pipeline's serialized records in the global
-    order, as a Dataset of ``[n]`` string vectors (one per window), and their count (None with
-    `repeat`: infinite). With `positions` each element is (records, ``[n]`` int64: each
-    record's position in the run), what `check_positions` checks.
+    order, as a Dataset of ``[n]`` string vectors (one per window; their count: `run_count`).
+    With `positions` each element is (records, ``[n]`` int64: each record's position in the
+    run), what `check_positions` checks.
 
     Without `repeat` the run ends with the epoch that holds `order.start`.
 
@@ -212,22 +208,23 @@ def pipeline_records(
         used (`replay.offsets.read_offsets`).
     """
     blocks = _span_blocks(spans, order)
-    n = blocks.num_records
-    count = run_count(spans, order, slots, repeat=repeat)
-    if not n:
+    if not blocks.num_records:
         empty = tf.zeros([0], tf.string)
         empty = (empty, tf.zeros([0], tf.int64)) if positions else empty
-        return tf.data.Dataset.from_tensors(empty).take(0), 0
-    epoch = order.start // n
+        return tf.data.Dataset.from_tensors(empty).take(0)
     reader = _WindowReader(info, spans, blocks, order, slots, positions=positions)
-    epochs = (
-        tf.data.Dataset.range(epoch, epoch + 1) if not repeat else tf.data.Dataset.counter(epoch)
+    windows = _epochs(blocks, order, repeat=repeat).flat_map(_traced(reader.epoch_windows))
+    return windows.map(
+        _traced(reader.read), num_parallel_calls=tf.data.AUTOTUNE, deterministic=True
     )
-    windows = epochs.flat_map(_traced(reader.epoch_windows))
-    return (
-        windows.map(_traced(reader.read), num_parallel_calls=tf.data.AUTOTUNE, deterministic=True),
-        count,
-    )
+
+
+def _epochs(blocks: Blocks, order: GlobalOrder, *, repeat: bool) -> tf.data.Dataset:
+    """The run's epochs from the one holding `order.start`: that one, or on forever."""
+    epoch = order.start // blocks.num_records
+    if repeat:
+        return tf.data.Dataset.counter(epoch)
+    return tf.data.Dataset.range(epoch, epoch + 1)
 
 
 def _traced(fn):

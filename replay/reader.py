@@ -358,7 +358,7 @@ def _global(
         )
         ds = ds.map(parse, num_parallel_calls=AUTOTUNE)
     else:
-        ds, _ = pipeline_records(
+        ds = pipeline_records(
             info, spans, order, slots=slots, repeat=output.repeat, positions=served
         )
         ds = ds.rebatch(batch_size, drop_remainder=drop_remainder)
