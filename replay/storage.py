@@ -111,7 +111,7 @@ def read_bytes(path: str, *, limit: int | None = None) -> bytes:
 def read_range(path: str, offset: int, length: int) -> bytes:
     """`length` bytes of the file from byte `offset` (fewer at its end): one exact ranged GET
     on ``gs://`` (google-cloud-storage, retried: module docstring), one ranged read through
-    TensorFlow's file system for another URL, `os.pread` for a local path.
+    TensorFlow's file system otherwise (`replay.records` reads local shards itself).
 
     Raises:
       FileNotFoundError: (gs://) no such object.
@@ -120,15 +120,9 @@ def read_range(path: str, offset: int, length: int) -> bytes:
     """
     if scheme(path) == "gs":
         return _gcs_read_range(path, offset, length)
-    if is_url(path):
-        with gfile().GFile(path, "rb") as f:
-            f.seek(offset)
-            return f.read(length)
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        return os.pread(fd, length, offset)
-    finally:
-        os.close(fd)
+    with gfile().GFile(path, "rb") as f:
+        f.seek(offset)
+        return f.read(length)
 
 
 def _gcs():  # noqa: ANN202 - a google.cloud.storage.Client
