@@ -28,5 +28,12 @@ setuptools.setup(
         "google-crc32c>=1.5",
         "crc32c>=2.4",  # replay.records: hardware CRC-32C of every record read by number
     ],
+    # replay._frames: a batch of local TFRecord frames read and CRC-checked outside the GIL
+    # (replay/records.py); optional: where it cannot be built, records.py reads in Python
+    ext_modules=[
+        setuptools.Extension(
+            "replay._frames", ["replay/_frames.c"], extra_compile_args=["-O2"], optional=True
+        )
+    ],
     extras_require={"report": ["matplotlib>=3.7"], "gcs": ["google-cloud-storage>=2"]},
 )

@@ -387,7 +387,8 @@ def build(path: str, spec: str, *, features=KEYS, batch_size: int = BATCH, start
             target = getattr(fn, "__wrapped__", fn)  # through do_not_convert
             if (
                 par is not None
-                and type(getattr(target, "__self__", None)).__name__ == "_WindowReader"
+                and type(getattr(target, "__self__", target)).__name__
+                in ("_WindowReader", "_BatchRead")
             ):
                 kwargs["num_parallel_calls"] = par
             return saved_map(self, fn, *args, **kwargs)

@@ -42,6 +42,7 @@ from replay.shards import unreadable_message
 from replay.slicing import ShardSpan
 
 READ_BUFFER_BYTES = 256 * 1024  # a block read's buffer at most (TFRecordDataset's default)
+READ_CALLS = tf.data.AUTOTUNE  # batches read at once (each read releases the GIL: replay/_frames.c)
 
 
 def random_access(info: DatasetInfo, *, served: bool) -> bool:
@@ -92,7 +93,7 @@ def pipeline_batches(
     windows = _epochs(blocks, order, repeat=repeat).flat_map(_traced(ids.epoch_windows))
     batches = windows.map(_traced(ids.ids)).rebatch(batch_size, drop_remainder=drop_remainder)
     read = _BatchRead(records)
-    return batches.map(_traced(read))
+    return batches.map(_traced(read), num_parallel_calls=READ_CALLS, deterministic=True)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -64,6 +64,15 @@ from replay.info import DatasetInfo, ShardInfo, load_info
 from replay.offsets import read_offsets
 from replay.slicing import ShardSpan, read_spans, span_shards
 
+try:  # a batch's local frames read and checked outside the GIL (replay/_frames.c, built by
+    # setup.py where a C compiler is): reads of several batches then run in parallel threads
+    from replay import _frames as _native
+
+    if not _native.available():  # no CRC-32C instruction: the Python path below
+        _native = None
+except ImportError:  # pragma: no cover - an install without the extension
+    _native = None
+
 try:  # the SSE 4.2 / ARMv8 CRC-32C: ~7x google-crc32c's speed on window-sized records
     from crc32c import crc32c as _crc32c
 except ImportError:  # pragma: no cover - crc32c is a requirement; google-crc32c comes with Beam
@@ -299,13 +308,21 @@ class Records:
         fd = self._open(shard).fileno()
         unique, where = np.unique(rows, return_inverse=True)
         begin, end = starts[unique], ends[unique]
-        got = []
-        for row, b, e in zip(unique.tolist(), begin.tolist(), end.tolist(), strict=True):
-            head = _pread(fd, info, b, b + 12)
-            data = _pread(fd, info, b + 12, e - 4)
-            got.append(_check_record(head, data, _pread(fd, info, e - 4, e), info, row, b))
+        got = None
+        if _native is not None:  # the same reads and checks in C; any failure is read again
+            # below, which names it
+            got, _ = _native.read_frames(fd, begin, end)
+        if got is None:
+            got = [self._read_frame(fd, info, row, b, e) for row, b, e in zip(
+                unique.tolist(), begin.tolist(), end.tolist(), strict=True)]
         self._count(int((end - begin).sum()))
         return [got[i] for i in where.tolist()]
+
+    @staticmethod
+    def _read_frame(fd: int, info: ShardInfo, row: int, b: int, e: int) -> bytes:
+        head = _pread(fd, info, b, b + 12)
+        data = _pread(fd, info, b + 12, e - 4)
+        return _check_record(head, data, _pread(fd, info, e - 4, e), info, row, b)
 
     def _count(self, n: int) -> None:
         with self._counter_lock:

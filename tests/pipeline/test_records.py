@@ -30,6 +30,7 @@ from replay import CorruptShardError, NoOffsetsError, ShardSizeError, load_info
 from replay import format as fmt
 from replay.errors import MissingShardError, NoRandomAccessError, ShardError
 from replay.global_order import WINDOW_BLOCKS, plan_blocks, positions_records
+from replay import records as records_module
 from replay.records import FRAME_BYTES, GAP_BYTES, Records, merge_ranges, open_records
 from replay.slicing import read_spans, split_spans
 from tests.support.replay_fixtures import write_dataset, write_manifest
@@ -37,6 +38,17 @@ from tests.support.replay_fixtures import write_dataset, write_manifest
 ROOT = Path(__file__).resolve().parents[2]
 # an empty shard in each split, shard ends anywhere: train 28 records, test 9
 COUNTS = {"train": (13, 0, 9, 6), "test": (5, 0, 4)}
+
+
+@pytest.fixture(params=["C", "Python"])
+def read_path(request, monkeypatch) -> str:
+    """Local shards read by `replay._frames` (the extension setup.py builds; required here) and
+    by records.py's own Python reads (where it cannot be built), each check named the same."""
+    if request.param == "Python":
+        monkeypatch.setattr(records_module, "_native", None)
+    else:
+        assert records_module._native is not None, "replay._frames is not built (pip install -e .)"
+    return request.param
 
 
 def _tf_read(paths: list[str]) -> list[bytes]:
@@ -64,6 +76,7 @@ def _ordered(path: str, split=None) -> list[bytes]:
     return _tf_read([shard.path for shard in load_info(path).shard_list(split)])
 
 
+@pytest.mark.usefixtures("read_path")
 def test_every_record_is_the_one_tf_data_reads(dataset):
     path, _ = dataset
     ordered = _ordered(path)
@@ -85,6 +98,7 @@ def _frames(ordered: list[bytes], ids) -> int:
     return sum(FRAME_BYTES + len(ordered[i]) for i in set(np.asarray(ids).tolist()))
 
 
+@pytest.mark.usefixtures("read_path")
 def test_a_batched_get_in_any_order_with_repeats_reads_exactly_its_frames(dataset):
     """`bytes_read`: each frame a batch asks for, once; nothing between them."""
     path, _ = dataset
@@ -105,6 +119,7 @@ def test_a_batched_get_in_any_order_with_repeats_reads_exactly_its_frames(datase
     assert r.bytes_read == _frames(ordered, [5, 7])
 
 
+@pytest.mark.usefixtures("read_path")
 @pytest.mark.parametrize(
     "split",
     [
@@ -178,6 +193,7 @@ def test_merge_ranges():
     assert merge_ranges(*frames, gap=85) == [(100, 316)]
 
 
+@pytest.mark.usefixtures("read_path")
 def test_a_pickled_copy_reads_the_same_and_threads_share_one(dataset):
     """As a Grain or PyTorch worker gets it: pickled after use (its shards open), read in the
     copy; and 4 threads' batched gets at once on one object."""
@@ -229,6 +245,7 @@ def _flip(file: str, offset: int) -> None:
         f.write(bytes([byte[0] ^ 0x01]))
 
 
+@pytest.mark.usefixtures("read_path")
 def test_a_flipped_byte_in_a_record_s_data_names_shard_record_and_offset(tmp_path):
     path, shards, ordered = _small(tmp_path)
     start = _offsets(path, 1)[2]
@@ -244,6 +261,7 @@ def test_a_flipped_byte_in_a_record_s_data_names_shard_record_and_offset(tmp_pat
     assert e.value.shard_path == shards[1]
 
 
+@pytest.mark.usefixtures("read_path")
 def test_a_flipped_byte_in_a_length_field_names_shard_record_and_offset(tmp_path):
     path, shards, _ = _small(tmp_path)
     start = _offsets(path, 0)[3]
@@ -257,6 +275,7 @@ def test_a_flipped_byte_in_a_length_field_names_shard_record_and_offset(tmp_path
         r[3]
 
 
+@pytest.mark.usefixtures("read_path")
 def test_a_truncated_shard_is_named_by_records_and_at_the_read(tmp_path):
     """Cut mid-record: `records` stats every shard it reads (as `replay_dataset` does) and
     refuses it before any read; a shard cut after that fails at its first read."""
@@ -331,6 +350,7 @@ def _tamper_offsets(path: str, shard: int, change) -> None:
     write_manifest(directory, manifest)
 
 
+@pytest.mark.usefixtures("read_path")
 def test_an_offset_moved_into_a_frame_names_the_records_it_breaks(tmp_path):
     path, shards, ordered = _small(tmp_path)
     start = _offsets(path, 0)[4]
