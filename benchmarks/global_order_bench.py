@@ -46,11 +46,13 @@ Parts:
   ``ordered``, ``shuffle`` (``shuffle_buffer=10000, seed=0``), and
   ``b:K:M`` (the same order read by the block path: ``replay.reader.random_access`` patched to
   False while built, as GZIP shards and the tf.data service read), and
-  ``g:K:M[:rb=BYTES][:par=N][:take=BATCHES]``: ``order=GlobalOrder(seed=0,
+  ``g:K:M[:rb=BYTES][:par=N][:py=1][:take=BATCHES]``: ``order=GlobalOrder(seed=0,
   global_batch_size=64, block_length=K, window_blocks=M)``, with
   ``replay.global_reader.READ_BUFFER_BYTES`` (each block read's buffer at most) set to BYTES
   while the dataset is built, the window map's num_parallel_calls N (patched in while built;
-  default AUTOTUNE), only the first BATCHES batches of an epoch timed.
+  default AUTOTUNE; the record-id path: its batch read map's), with ``py=1`` local frames read
+  by records.py's Python path instead of ``replay._frames``, only the first BATCHES batches of
+  an epoch timed.
 - ``resume``: a fresh process per measurement, the ordered reader's first batch taken
   untimed first (imports, tf.data's first use, page cache); then the time from the
   ``replay_dataset(...,
@@ -346,7 +348,7 @@ def quality_report(out: dict) -> str:
 
 
 def parse_variant(spec: str) -> dict:
-    """``ordered`` | ``shuffle`` | ``g:K:M[:rb=BYTES][:par=N][:take=BATCHES]`` (module
+    """``ordered`` | ``shuffle`` | ``g:K:M[:rb=BYTES][:par=N][:py=1][:take=BATCHES]`` (module
     docstring)."""
     parts = spec.split(":")
     out: dict = {"kind": parts[0], "take": None}
@@ -367,6 +369,7 @@ def build(path: str, spec: str, *, features=KEYS, batch_size: int = BATCH, start
 
     from replay import GlobalOrder, global_reader, replay_dataset
     from replay import reader as replay_reader
+    from replay import records as replay_records
 
     v = parse_variant(spec)
     feats = list(features) if features else None
@@ -385,16 +388,17 @@ def build(path: str, spec: str, *, features=KEYS, batch_size: int = BATCH, start
 
         def patched_map(self, fn, *args, **kwargs):  # the window map's num_parallel_calls
             target = getattr(fn, "__wrapped__", fn)  # through do_not_convert
-            if (
-                par is not None
-                and type(getattr(target, "__self__", target)).__name__
-                in ("_WindowReader", "_BatchRead")
+            if par is not None and type(getattr(target, "__self__", target)).__name__ in (
+                "_WindowReader",
+                "_BatchRead",
             ):
                 kwargs["num_parallel_calls"] = par
             return saved_map(self, fn, *args, **kwargs)
 
-        saved_access = replay_reader.random_access
+        saved_access, saved_native = replay_reader.random_access, replay_records._native
         try:
+            if v.get("py"):  # local frames read by records.py's Python path, not replay._frames
+                replay_records._native = None
             if v["rb"] is not None:
                 global_reader.READ_BUFFER_BYTES = v["rb"]
             tf.data.Dataset.map = patched_map
@@ -403,7 +407,7 @@ def build(path: str, spec: str, *, features=KEYS, batch_size: int = BATCH, start
             ds = replay_dataset(path, features=feats, batch_size=batch_size, order=order)
         finally:
             global_reader.READ_BUFFER_BYTES, tf.data.Dataset.map = saved_rb, saved_map
-            replay_reader.random_access = saved_access
+            replay_reader.random_access, replay_records._native = saved_access, saved_native
     else:
         raise SystemExit(f"unknown variant {spec!r}")
     return ds.take(v["take"]) if v["take"] else ds

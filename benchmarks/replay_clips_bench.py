@@ -17,7 +17,11 @@ the clock, as a training script would), one after the other in this run:
 - ``ours_shuffle``: ``shuffle_buffer=--buffer`` (default block_length: 64 at 10,000);
 - ``ours_shuffle_b1``: the same with ``block_length=1`` (the default block before issue 28);
 - ``ours_global``: ``order=GlobalOrder(seed=epoch, global_batch_size=64)`` (the defaults: records
-  read by id through `replay.records`, issue 51), a new seed each epoch as HF's;
+  read by id through `replay.records`, issue 51), a new seed each epoch as HF's: a dataset
+  built each epoch;
+- ``ours_global_run``: one ``GlobalOrder(seed=0, global_batch_size=64)`` dataset with
+  ``repeat=True`` read epoch after epoch from one iterator, as a training run reads it (each
+  epoch is a new permutation of the order's own);
 - ``ours_global_blocks``: the same order read by the block path (``replay.reader.random_access``
   patched to False while the dataset is built: what GZIP shards and the
   tf.data service read by), with ``block_length=4, window_blocks=256`` (its defaults before
@@ -69,6 +73,7 @@ VARIANTS = (
     "hf_shuffle",
     "ours_global",
     "ours_global_blocks",
+    "ours_global_run",
     "ours_shuffle_b1",
     "ours_autotune",
 )
@@ -135,6 +140,8 @@ def child_global(variant: str, path: str, epochs: int) -> dict:
     from replay import GlobalOrder, replay_dataset
     from replay import reader as replay_reader
 
+    if variant == "ours_global_run":
+        return child_global_run(path, epochs)
     blocks = variant == "ours_global_blocks"
     size = {"block_length": 4, "window_blocks": 256} if blocks else {}
     epoch = [0]
@@ -153,6 +160,27 @@ def child_global(variant: str, path: str, epochs: int) -> dict:
 
     first, rates = _epochs(make_iter, lambda b: int(b["target"].shape[0]), epochs)
     return {"first": first, "rates": rates, "block_length": size.get("block_length", 1)}
+
+
+def child_global_run(path: str, epochs: int) -> dict:
+    """``ours_global_run`` (module docstring): epochs of one repeated global-order dataset."""
+    import itertools
+
+    sys.path.insert(0, ROOT)
+    from replay import GlobalOrder, load_info, replay_dataset
+
+    per_epoch = load_info(path).num_examples() // BATCH
+    order = GlobalOrder(seed=0, global_batch_size=BATCH)
+    ds = replay_dataset(path, batch_size=BATCH, features=list(OURS_KEYS), order=order, repeat=True)
+    run: list = []
+
+    def make_iter():
+        if not run:
+            run.append(iter(ds))
+        return itertools.islice(run[0], per_epoch)
+
+    first, rates = _epochs(make_iter, lambda b: int(b["target"].shape[0]), epochs)
+    return {"first": first, "rates": rates, "block_length": 1}
 
 
 def child_hf(variant: str, path: str, epochs: int) -> dict:
@@ -245,6 +273,8 @@ def report(rows: list[dict], args: argparse.Namespace) -> str:
         ("ours_shuffle", "hf_shuffle", ">= 2"),
         ("ours_global", "ours", ">= 0.9"),
         ("ours_global", "hf_shuffle", ">= 2"),
+        ("ours_global_run", "ours", ">= 0.9"),
+        ("ours_global_run", "hf_shuffle", ">= 2"),
         ("ours_global_blocks", "ours", "-"),
         ("ours_shuffle", "ours_shuffle_b1", "-"),
         ("ours", "ours_autotune", "-"),

@@ -1,15 +1,16 @@
 """The records of one input pipeline in the global read order (`replay.global_order`).
 
-Pipeline (graph code, but one Python call per batch)::
+Pipeline (graph code, but one Python call per batch: `replay.records` reads its frames with the
+GIL released, so several batches are read at once)::
 
     epochs from start // N (one, or forever with repeat)
       -> flat_map: the epoch's windows from the one holding `start`
       -> map: a window's record ids in the window's order, only this pipeline's positions at or
          after `start` (the order's arithmetic: no record is read here)
       -> rebatch(batch_size): ``[b]`` record ids
-      -> map (sequential): the batch's records, read by id from the random-access layer
-         (`replay.records`: each record's frame checked, the batch's records of one shard read
-         together), ``[b]`` serialized records
+      -> map (parallel, deterministic): the batch's records, read by id from the
+         random-access layer (`replay.records`: each record's frame checked, the batch's
+         records of one shard read together), ``[b]`` serialized records
 
 Only the records of this pipeline's positions are read: with W pipelines each reads about 1/W of
 an epoch's bytes, and a resume reads nothing before `start`.

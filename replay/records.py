@@ -17,8 +17,13 @@ The CRC is the ``crc32c`` package's (SSE 4.2 / ARMv8 instructions), falling back
 
 Storage. Local shards are read with ``os.pread`` (each opened once, on first use; it must be a
 regular file inside the dataset with the manifest's size), a record's data straight into the
-bytes returned (a frame is three reads: its head, its data, its CRC), so each record is copied
-once.
+bytes returned, so each record is copied once. A batch's frames of one shard are read and
+checked by `replay._frames` (C, built by setup.py where a compiler is; one ``preadv`` a frame,
+the same checks) with the GIL released, so the reads of several batches run in parallel
+threads beside the rest of a tf.data pipeline; any frame it cannot read or check is read again
+by the Python path here (three ``os.pread`` a frame: head, data, CRC), which names the
+failure. Without the extension (no compiler, or a CPU without SSE 4.2) that path reads
+everything.
 Not a memory map: a mapped shard truncated in place kills the process with SIGBUS at the first
 record past its new end, where a short read fails naming the shard. Shards under a URL
 are read with ranged reads (`replay.storage.read_range`): the records a batch wants from one
@@ -169,6 +174,7 @@ class Records:
         self._counter_lock = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None
         self.bytes_read = 0
+        self._in_c = _native is not None  # local frames read by replay._frames
         info.check_paths(self._shards)
         heap.keep_freed_memory()
 
@@ -302,24 +308,26 @@ class Records:
                 _check_record(frame[:12], frame[12:-4], frame[-4:], info, row, b)
                 for frame, row, b in zip(frames, rows.tolist(), begin.tolist(), strict=True)
             ]
-        # Local: the data read straight into the bytes returned (no second copy of a record):
-        # three reads a frame (its length and CRC, its data, its data's CRC), each a pread;
-        # each record once a batch, in offset order.
+        # Local: the data read straight into the bytes returned (no second copy of a record),
+        # each record once a batch, in offset order (module docstring: C, or Python).
         fd = self._open(shard).fileno()
         unique, where = np.unique(rows, return_inverse=True)
         begin, end = starts[unique], ends[unique]
         got = None
-        if _native is not None:  # the same reads and checks in C; any failure is read again
-            # below, which names it
+        if self._in_c and _native is not None:  # the same reads and checks in C; any failure
+            # is read again below, which names it
             got, _ = _native.read_frames(fd, begin, end)
         if got is None:
-            got = [self._read_frame(fd, info, row, b, e) for row, b, e in zip(
-                unique.tolist(), begin.tolist(), end.tolist(), strict=True)]
+            got = [
+                self._read_frame(fd, info, row, b, e)
+                for row, b, e in zip(unique.tolist(), begin.tolist(), end.tolist(), strict=True)
+            ]
         self._count(int((end - begin).sum()))
         return [got[i] for i in where.tolist()]
 
     @staticmethod
     def _read_frame(fd: int, info: ShardInfo, row: int, b: int, e: int) -> bytes:
+        """Record `row`'s data, its frame ``[b, e)`` read in three preads (head, data, CRC)."""
         head = _pread(fd, info, b, b + 12)
         data = _pread(fd, info, b + 12, e - 4)
         return _check_record(head, data, _pread(fd, info, e - 4, e), info, row, b)

@@ -28,9 +28,9 @@ import tensorflow as tf
 
 from replay import CorruptShardError, NoOffsetsError, ShardSizeError, load_info
 from replay import format as fmt
+from replay import records as records_module
 from replay.errors import MissingShardError, NoRandomAccessError, ShardError
 from replay.global_order import WINDOW_BLOCKS, plan_blocks, positions_records
-from replay import records as records_module
 from replay.records import FRAME_BYTES, GAP_BYTES, Records, merge_ranges, open_records
 from replay.slicing import read_spans, split_spans
 from tests.support.replay_fixtures import write_dataset, write_manifest
@@ -45,7 +45,7 @@ def read_path(request, monkeypatch) -> str:
     """Local shards read by `replay._frames` (the extension setup.py builds; required here) and
     by records.py's own Python reads (where it cannot be built), each check named the same."""
     if request.param == "Python":
-        monkeypatch.setattr(records_module, "_native", None)
+        monkeypatch.setattr(records_module, "_native", None)  # the Records made here
     else:
         assert records_module._native is not None, "replay._frames is not built (pip install -e .)"
     return request.param
