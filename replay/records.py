@@ -71,7 +71,7 @@ from replay.slicing import ShardSpan, read_spans, span_shards
 
 try:  # a batch's local frames read and checked outside the GIL (replay/_frames.c, built by
     # setup.py where a C compiler is): reads of several batches then run in parallel threads
-    from replay import _frames as _native
+    import replay._frames as _native
 
     if not _native.available():  # no CRC-32C instruction: the Python path below
         _native = None
