@@ -43,7 +43,9 @@ Parts:
   ``ordered`` (``replay_dataset(path, batch_size=64)``); the process CPU time of each epoch,
   and per window against the ordered reader's (on a shared host the steadier figure). Keys:
   signal, log_mel, target, filepath (``--keys all`` in a child: every key). Variants:
-  ``ordered``, ``shuffle`` (``shuffle_buffer=10000, seed=0``), and
+  ``ordered``, ``shuffle`` (``shuffle_buffer=10000, seed=0``), ``layer`` (the recorded order
+  read by record id through `replay.records`, batches of 64 ids, then the same parse: issue
+  51's item 5), and
   ``b:K:M`` (the same order read by the block path: ``replay.reader.random_access`` patched to
   False while built, as GZIP shards and the tf.data service read), and
   ``g:K:M[:rb=BYTES][:par=N][:py=1][:take=BATCHES]``: ``order=GlobalOrder(seed=0,
@@ -379,6 +381,26 @@ def build(path: str, spec: str, *, features=KEYS, batch_size: int = BATCH, start
         ds = replay_dataset(
             path, features=feats, batch_size=batch_size, shuffle_buffer=10_000, seed=0
         )
+    elif v["kind"] == "layer":  # issue 51 item 5: the recorded order read through the layer
+        from replay import load_info
+        from replay.global_reader import BatchRead
+        from replay.parsing import batch_parser
+        from replay.records import Records
+        from replay.shards import reader_options
+        from replay.slicing import read_spans
+
+        info = load_info(path)
+        records = Records(info, read_spans(info, None))
+        records.load_offsets()
+        parse = batch_parser(info.select_features(feats), info.elements)
+        ds = (
+            tf.data.Dataset.range(len(records))
+            .batch(batch_size)
+            .map(BatchRead(records), num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+            .map(parse, num_parallel_calls=tf.data.AUTOTUNE)
+            .with_options(reader_options(True))
+            .prefetch(1)
+        )
     elif v["kind"] in ("g", "b"):
         order = GlobalOrder(
             seed=0, start=start, global_batch_size=BATCH, block_length=v["k"], window_blocks=v["m"]
@@ -390,7 +412,7 @@ def build(path: str, spec: str, *, features=KEYS, batch_size: int = BATCH, start
             target = getattr(fn, "__wrapped__", fn)  # through do_not_convert
             if par is not None and type(getattr(target, "__self__", target)).__name__ in (
                 "_WindowReader",
-                "_BatchRead",
+                "BatchRead",
             ):
                 kwargs["num_parallel_calls"] = par
             return saved_map(self, fn, *args, **kwargs)

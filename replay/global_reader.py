@@ -93,13 +93,14 @@ def pipeline_batches(
     ids = _WindowIds(blocks, base, order, slots)
     windows = _epochs(blocks, order, repeat=repeat).flat_map(_traced(ids.epoch_windows))
     batches = windows.map(_traced(ids.ids)).rebatch(batch_size, drop_remainder=drop_remainder)
-    read = _BatchRead(records)
+    read = BatchRead(records)
     return batches.map(_traced(read), num_parallel_calls=READ_CALLS, deterministic=True)
 
 
 @dataclasses.dataclass(frozen=True)
-class _BatchRead:
-    """A batch of record ids -> the records (one `Records.__getitems__` in a numpy_function)."""
+class BatchRead:
+    """A batch of record ids -> the records (one `Records.__getitems__` in a numpy_function):
+    the global order's read, and the ordered reader's where it reads by id (`replay.shards`)."""
 
     records: Records
 

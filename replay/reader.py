@@ -13,11 +13,22 @@ Pipeline (all of it graph code: no Python runs per element)::
          default_reader_func, tf.data's parallel interleave)
       -> no shuffle_buffer: [repeat] -> rebatch(batch_size)    (one copy, exact batch sizes)
          shuffle_buffer:    unbatch -> shuffle -> [repeat] -> batch(batch_size)
+      -> [by id: map, parallel: the batch's records read through the random-access layer]
       -> map: one tf.io.parse_example + decode_raw per batch, <feature>_norm computed
       -> assert_cardinality -> tf.data service -> prefetch
 
     reader_func: per-shard datasets of decoded elements (the `Dataset.load` contract)
       -> reader_func(datasets) -> assert_cardinality -> shuffle -> repeat -> batch -> ...
+
+By id. Where the random-access layer reads (`replay.records`: uncompressed local shards with
+record offsets, format version 4 on; not under the tf.data service, whose worker may run in
+another process) the per-shard datasets are blocks of record *ids*, not records: the same
+blocks in the same order, interleaved, shuffled and batched as the records would be, then each
+batch's records are read in one call (its frames read and CRC-checked in C outside the GIL,
+several batches at once). The elements are the same; a record that fails its checks fails the
+read naming its shard, record and byte offset; a shuffle buffer holds ids, not records. Else
+(GZIP / ZLIB, a URL, older formats, the service) the blocks are read by TensorFlow's TFRecord
+reader, each shard's record count checked against the manifest.
 
 Order. The default reader takes `block_length` consecutive records (default 64) from a shard,
 then a block of the next open shard, round robin over `cycle_length` shards, and rebatches to
@@ -53,9 +64,11 @@ from typing import Any
 import tensorflow as tf
 
 from replay import format as fmt
+from replay import storage
 from replay.errors import CorruptShardError
 from replay.global_order import GlobalOrder, Slots
 from replay.global_reader import (
+    BatchRead,
     check_positions,
     pipeline_batches,
     pipeline_records,
@@ -69,7 +82,7 @@ from replay.read_config import resolve as resolve_read_config
 from replay.records import Records
 from replay.shard_check import shard_reader
 from replay.shards import PARSE_BATCH, reader_options, shard_datasets
-from replay.slicing import read_spans, span_shards
+from replay.slicing import ShardSpan, read_spans, span_shards
 
 AUTOTUNE = tf.data.AUTOTUNE
 _ShardingPolicy = tf.data.experimental.service.ShardingPolicy
@@ -418,9 +431,10 @@ def _share_datasets(
     output: _Output,
     *,
     block: int | None = None,
+    by_id: bool = False,
 ) -> tf.data.Dataset:
     """`shard_datasets` of this reader's share of the shards, in its shard order (`block`:
-    records per element, None: one record)."""
+    records per element, None: one record; `by_id`: blocks of record ids)."""
     return shard_datasets(
         info,
         share.spans,
@@ -430,7 +444,24 @@ def _share_datasets(
         seed=config.seed,
         reshuffle_each_iteration=config.reshuffle_each_iteration,
         block=block,
+        by_id=by_id,
     )
+
+
+def _read_by_id(
+    info: DatasetInfo, spans: Sequence[ShardSpan], config: ReadConfig
+) -> BatchRead | None:
+    """How the default reader reads batches of record ids through the random-access layer
+    (`replay.records`: a batch one call, its frames read and checked outside the GIL), where
+    the layer reads: local uncompressed shards with record offsets (format version 4), not
+    under the tf.data service (whose worker may run in another process). None: by
+    TensorFlow's TFRecord reader. A shard's offsets are read at its first block."""
+    if config.service is not None or info.compression_type:
+        return None
+    shards = span_shards(spans)
+    if not shards or any(s.offsets_path is None or storage.is_url(s.path) for s in shards):
+        return None
+    return BatchRead(Records(info, spans))
 
 
 def _reader_func_pipeline(
@@ -483,12 +514,23 @@ def _default_pipeline(
     block_length = config.block_length or (
         shuffle_block_length(shuffle_buffer) if shuffle_buffer else PARSE_BATCH
     )
-    datasets = _share_datasets(info, share, specs, config, output, block=block_length)
+    read = _read_by_id(info, share.spans, config)
+    by_id = read is not None
+    datasets = _share_datasets(info, share, specs, config, output, block=block_length, by_id=by_id)
     ds = _interleave_blocks(datasets, config, deterministic=deterministic)
     parse = batch_parser(specs, info.elements)
     total = None if config.service is not None else share.total
     ds = _shuffle_and_batch(ds, config, output, total=total)
-    ds = ds.map(parse, num_parallel_calls=AUTOTUNE, deterministic=deterministic)
+    if read is not None:  # batches of record ids, each read in one call and parsed, several
+        # at once; in order unless deterministic=False is asked for (reads vary in time more
+        # than parses: a map free to reorder would, where TensorFlow's reader keeps the order)
+        ds = ds.map(
+            lambda ids: parse(read(ids)),
+            num_parallel_calls=AUTOTUNE,
+            deterministic=config.deterministic is not False,
+        )
+    else:
+        ds = ds.map(parse, num_parallel_calls=AUTOTUNE, deterministic=deterministic)
     if output.batch_size is None:
         ds = ds.unbatch()
     return _assert_count(ds, output, total=total)

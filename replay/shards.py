@@ -57,6 +57,7 @@ def shard_datasets(
     seed: int | None = None,
     reshuffle_each_iteration: bool = True,
     block: int | None = None,
+    by_id: bool = False,
 ) -> tf.data.Dataset:
     """The Dataset of per-shard Datasets handed to `reader_func` (one per span, in order).
 
@@ -72,6 +73,10 @@ def shard_datasets(
       block: None: per-shard datasets of decoded elements (the reader_func contract); else of
         blocks of `block` serialized records, ``[<= block]`` strings, the last block shorter,
         then an empty block (the end-of-shard sentinel; the default reader's; `specs` unused).
+      by_id: with `block`, blocks of record ids, ``[<= block]`` int64, instead of records:
+        the ids of ``Records(info, spans)`` (the spans' records numbered in order), for the
+        caller to read through the random-access layer (`replay.global_reader.BatchRead`)
+        once batched; the same blocks, in the same order, as the records they stand for.
 
     A span of part of a shard ends after its count. The default reader's (`block`) starts at
     its first record's byte offset (format version 4 on: `replay.offsets`, as the global
@@ -81,7 +86,10 @@ def shard_datasets(
     ``TFRecordDatasetV2`` op) refuses: it writes out 3 of the op's 4 inputs.
     """
     num, index = element_shard
-    starts = _span_starts(info, spans) if block else None
+    starts = _span_starts(info, spans) if block and not by_id else None
+    bases = [0]
+    for span in spans:  # each span's first record id in the layer's numbering
+        bases.append(bases[-1] + span.count)
     files = tf.data.Dataset.from_tensor_slices(
         (
             tf.constant([s.shard.path for s in spans], tf.string, shape=[len(spans)]),
@@ -90,6 +98,7 @@ def shard_datasets(
             tf.constant([s.first for s in spans], tf.int64, shape=[len(spans)]),
             tf.constant(starts or [0] * len(spans), tf.int64, shape=[len(spans)]),
             tf.constant([-1 if s.whole else s.count for s in spans], tf.int64, [len(spans)]),
+            tf.constant(bases[:-1], tf.int64, shape=[len(spans)]),
         )
     )
     if shuffle and len(spans) > 1:
@@ -104,6 +113,7 @@ def shard_datasets(
         num_pipelines=num,
         pipeline_id=index,
         start=_start_mode(spans, starts),
+        by_id=bool(block and by_id),
     )
     return files.map(make)
 
@@ -157,6 +167,7 @@ def _shard_dataset(
     first: tf.Tensor,
     offset: tf.Tensor,
     limit: tf.Tensor,
+    base: tf.Tensor,
     *,
     compression_type: str,
     parse: Callable[[tf.Tensor], dict[str, tf.Tensor]] | None,
@@ -164,12 +175,20 @@ def _shard_dataset(
     num_pipelines: int,
     pipeline_id: int,
     start: str,
+    by_id: bool,
 ) -> tf.data.Dataset:
     """One span's elements decoded (`parse`), or its blocks of `block` serialized records
     (`parse` None), with the record-count check that names the shard (`name`): records `first`
-    on (read from byte `offset` with `start` "offset"), `limit` of them (-1: to the end)."""
+    on (read from byte `offset` with `start` "offset"), `limit` of them (-1: to the end); with
+    `by_id`, blocks of the span's record ids ``base ..`` instead (only this pipeline's, with
+    `num_pipelines`), which need no count check: the layer reads exactly those records."""
     # A multiple of num_pipelines, so each batch starts at a record index divisible by it.
     read_batch = block * num_pipelines
+    if by_id:
+        ids = tf.data.Dataset.range(base, base + num_records).batch(read_batch)
+        if num_pipelines > 1:
+            ids = ids.map(lambda batch: batch[pipeline_id::num_pipelines])
+        return ids.concatenate(tf.data.Dataset.from_tensors(tf.zeros([0], tf.int64)))
     if start == "offset":
         variant = tf.raw_ops.TFRecordDatasetV2(
             filenames=tf.reshape(path, [1]),
