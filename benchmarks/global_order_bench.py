@@ -43,7 +43,8 @@ Parts:
   ``ordered`` (``replay_dataset(path, batch_size=64)``); the process CPU time of each epoch,
   and per window against the ordered reader's (on a shared host the steadier figure). Keys:
   signal, log_mel, target, filepath (``--keys all`` in a child: every key). Variants:
-  ``ordered``, ``shuffle`` (``shuffle_buffer=10000, seed=0``), ``layer`` (the recorded order
+  ``ordered``, ``tfr`` (the same read by TensorFlow's TFRecord reader, not by record id: as
+  GZIP shards are), ``shuffle`` (``shuffle_buffer=10000, seed=0``), ``layer`` (the recorded order
   read by record id through `replay.records`, batches of 64 ids, then the same parse: issue
   51's item 5), and
   ``b:K:M`` (the same order read by the block path: ``replay.reader.random_access`` patched to
@@ -377,6 +378,13 @@ def build(path: str, spec: str, *, features=KEYS, batch_size: int = BATCH, start
     feats = list(features) if features else None
     if v["kind"] == "ordered":
         ds = replay_dataset(path, features=feats, batch_size=batch_size)
+    elif v["kind"] == "tfr":  # the ordered reader by TensorFlow's TFRecord reader, not by id
+        saved_by_id = replay_reader._read_by_id
+        replay_reader._read_by_id = lambda *args, **kwargs: None
+        try:
+            ds = replay_dataset(path, features=feats, batch_size=batch_size)
+        finally:
+            replay_reader._read_by_id = saved_by_id
     elif v["kind"] == "shuffle":
         ds = replay_dataset(
             path, features=feats, batch_size=batch_size, shuffle_buffer=10_000, seed=0
