@@ -44,9 +44,9 @@ Parts:
   and per window against the ordered reader's (on a shared host the steadier figure). Keys:
   signal, log_mel, target, filepath (``--keys all`` in a child: every key). Variants:
   ``ordered``, ``tfr`` (the same read by TensorFlow's TFRecord reader, not by record id: as
-  GZIP shards are), ``shuffle`` (``shuffle_buffer=10000, seed=0``), ``layer`` (the recorded order
-  read by record id through `replay.records`, batches of 64 ids, then the same parse: issue
-  51's item 5), and
+  GZIP shards are), ``shuffle`` (``shuffle_buffer=10000, seed=0``), ``layer[:perm=1]`` (the recorded
+  order, or a numpy permutation, read by record id through `replay.records`, batches of 64
+  ids, then the same parse), and
   ``b:K:M`` (the same order read by the block path: ``replay.reader.random_access`` patched to
   False while built, as GZIP shards and the tf.data service read), and
   ``g:K:M[:rb=BYTES][:par=N][:py=1][:take=BATCHES]``: ``order=GlobalOrder(seed=0,
@@ -351,8 +351,8 @@ def quality_report(out: dict) -> str:
 
 
 def parse_variant(spec: str) -> dict:
-    """``ordered`` | ``shuffle`` | ``g:K:M[:rb=BYTES][:par=N][:py=1][:take=BATCHES]`` (module
-    docstring)."""
+    """``ordered`` | ``tfr`` | ``shuffle`` | ``layer[:perm=1]`` |
+    ``g:K:M[:rb=BYTES][:par=N][:py=1][:take=BATCHES]`` (module docstring)."""
     parts = spec.split(":")
     out: dict = {"kind": parts[0], "take": None}
     if parts[0] in ("g", "b"):
@@ -389,7 +389,7 @@ def build(path: str, spec: str, *, features=KEYS, batch_size: int = BATCH, start
         ds = replay_dataset(
             path, features=feats, batch_size=batch_size, shuffle_buffer=10_000, seed=0
         )
-    elif v["kind"] == "layer":  # issue 51 item 5: the recorded order read through the layer
+    elif v["kind"] == "layer":  # the recorded order (or a permutation) read through the layer
         from replay import load_info
         from replay.global_reader import BatchRead
         from replay.parsing import batch_parser
@@ -401,9 +401,12 @@ def build(path: str, spec: str, *, features=KEYS, batch_size: int = BATCH, start
         records = Records(info, read_spans(info, None))
         records.load_offsets()
         parse = batch_parser(info.select_features(feats), info.elements)
+        ids = tf.data.Dataset.range(len(records))
+        if v.get("perm"):  # a numpy permutation of the records: any permutation's ceiling
+            perm = np.random.default_rng(0).permutation(len(records))
+            ids = tf.data.Dataset.from_tensor_slices(perm.astype(np.int64))
         ds = (
-            tf.data.Dataset.range(len(records))
-            .batch(batch_size)
+            ids.batch(batch_size)
             .map(BatchRead(records), num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
             .map(parse, num_parallel_calls=tf.data.AUTOTUNE)
             .with_options(reader_options(True))

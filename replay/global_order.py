@@ -229,7 +229,7 @@ def _index_shuffle(index: tf.Tensor, key: tf.Tensor, max_index: tf.Tensor | int)
     import tensorflow as tf
 
     index = tf.convert_to_tensor(index, tf.int64)
-    top = tf.broadcast_to(tf.cast(max_index, tf.int64), tf.shape(index))
+    top = tf.cast(max_index, tf.int64)  # a scalar: the op broadcasts it
     odd_bits = tf.constant(0x5555555555555555, tf.int64)
     power_of_4 = tf.logical_and(
         tf.equal(tf.bitwise.bitwise_and(top, top - 1), 0),
@@ -241,7 +241,7 @@ def _index_shuffle(index: tf.Tensor, key: tf.Tensor, max_index: tf.Tensor | int)
     def shuffle(i: tf.Tensor) -> tf.Tensor:
         return tf.raw_ops.RandomIndexShuffle(index=i, seed=key, max_index=top, rounds=4)
 
-    places = shuffle(index)
+    places = shuffle(index)  # (the op costs ~1 us an index: max_index + 1's place is one call)
     return tf.where(tf.logical_and(broken, tf.equal(places, top)), shuffle(top), places)
 
 
