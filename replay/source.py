@@ -130,7 +130,7 @@ def z_score(x: np.ndarray, *, mean: float, var: float) -> np.ndarray:
     numerator = np.subtract(x, np.float32(mean), dtype=np.float32)
     if var == 0:
         return numerator
-    return np.divide(numerator, np.sqrt(np.float32(var)), dtype=np.float32)
+    return np.divide(numerator, np.sqrt(np.float32(var)), out=numerator, dtype=np.float32)
 
 
 # ------------------------------------------------------------------ the source
@@ -300,9 +300,7 @@ def _plan(spec: fmt.ElementSpec):  # noqa: ANN202 - a closure per key
 
         def bytes_value(key: str, buf: bytes, kind_values: tuple[int, list]) -> np.ndarray:
             start, stop = _one_bytes(key, kind_values)
-            out = np.empty((), dtype=object)
-            out[()] = buf[start:stop]
-            return out
+            return np.array(buf[start:stop], dtype=object)
 
         return bytes_value
 
@@ -335,6 +333,8 @@ def _plan(spec: fmt.ElementSpec):  # noqa: ANN202 - a closure per key
         if len(parts) != count and want == _INTS:
             raise ExampleError(f"{len(parts)} values, {count} expected (shape {list(shape)})", key)
         if want == _INTS:
+            if not shape and dtype == np.int64:  # the scalars of every record
+                return np.array(parts[0], dtype=np.int64)
             values = np.array(parts, dtype=np.int64)
             if dtype != np.int64:
                 values = values.astype(dtype)

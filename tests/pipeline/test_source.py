@@ -323,8 +323,8 @@ def _field(number: int, payload: bytes) -> bytes:
 def _unpacked_example(values: dict, *, unknown_inside: bool = False) -> bytes:
     """The Example of `values` written by hand: numbers unpacked (one field a value), an
     unknown field after the features, the ``id`` key given twice (the last entry wins); with
-    `unknown_inside` also an unknown field in each Feature and bytes list (valid protobuf
-    that TensorFlow's parser refuses)."""
+    `unknown_inside` also an unknown field in each Feature and bytes list, and each map entry's
+    value before its key (valid protobuf that TensorFlow's parser refuses)."""
     entries = [_field(1, _field(1, b"id") + _field(2, _field(3, _field(1, _varint(99)))))]
     unknown_int = _varint(9 << 3) + _varint(5) if unknown_inside else b""
     for key, value in values.items():
@@ -334,9 +334,10 @@ def _unpacked_example(values: dict, *, unknown_inside: bool = False) -> bytes:
             kind = _field(2, b"".join(b"\x0d" + struct.pack("<f", v) for v in value))
         else:
             kind = _field(3, b"".join(b"\x08" + _varint(v) for v in value))
-        entry = _field(1, key.encode()) + _field(
-            2, kind + (_field(7, b"?") if unknown_inside else b"")
-        )
+        if unknown_inside:  # and the value before the key
+            entry = _field(2, kind + _field(7, b"?")) + _field(1, key.encode())
+        else:
+            entry = _field(1, key.encode()) + _field(2, kind)
         entries.append(_field(1, entry))
     return _field(1, b"".join(entries)) + _field(5, b"an unknown field")
 
