@@ -39,6 +39,7 @@ from replay import format as fmt
 from replay.parsing import batch_parser
 from replay.records import FRAME_BYTES, masked_crc32c, open_records
 from replay.source import Decoder, ExampleError, Source, decode_example
+from tests.support.record_helpers import TUG_WAV, record
 from tests.support.replay_fixtures import NORM, append_commit, write_dataset
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -205,6 +206,43 @@ def test_reading_a_local_dataset_imports_no_tensorflow(datasets):
     assert out.stdout.strip() == "[]"
 
 
+@pytest.mark.parametrize("feature_dtype", fmt.FEATURE_DTYPES)
+def test_real_record_runs_read_as_replay_dataset_reads_them(recorded, feature_dtype):
+    path = str(recorded["runs"][feature_dtype])
+    source = open_source(path)
+    theirs = _tf_elements(path)
+    assert len(source) == len(theirs) == 8
+    specs = load_info(path).elements
+    assert specs["log_mel"].stored_dtype == (None if feature_dtype == "float32" else feature_dtype)
+    for i, element in enumerate(theirs):
+        _assert_same(source[i], element, specs)
+
+
+@pytest.mark.slow
+def test_an_annotated_24_bit_recording_reads_as_replay_dataset_reads_it(tmp_path):
+    """int32 signal (24-bit samples), multi-hot labels, events [k, 3], their count: the real
+    hydrophone excerpt recorded with its Raven table (docs/annotations.md), uncompressed."""
+    out = tmp_path / "tug"
+    record(
+        str(TUG_WAV),
+        out,
+        "--win_len", "32000", "--compression", "NONE",
+        "--annotations", str(ROOT / "tests" / "fixtures" / "annotations" / "*.txt"),
+    )  # fmt: skip
+    specs = load_info(out).elements
+    assert {k: specs[k].dtype for k in ("signal", "labels", "events")} == {
+        "signal": "int32",
+        "labels": "float32",
+        "events": "int64",
+    }
+    assert len(specs["events"].shape) == 2
+    source = open_source(out)
+    theirs = _tf_elements(str(out))
+    assert len(source) == len(theirs) == 10
+    for i, element in enumerate(theirs):
+        _assert_same(source[i], element, specs)
+
+
 # ------------------------------------------------------------------ broken records
 
 
@@ -352,9 +390,9 @@ def test_the_decoder_gives_what_tensorflows_parser_gives_for_every_encoding():
         values = _values(rng)
         records += [_example(values), _unpacked_example(values)]
     theirs = parse(tf.constant(records))
-    for i, record in enumerate(records):
+    for i, data in enumerate(records):
         _assert_same(
-            decode_example(record, decoder), {k: v[i].numpy() for k, v in theirs.items()}, specs
+            decode_example(data, decoder), {k: v[i].numpy() for k, v in theirs.items()}, specs
         )
     assert pickle.loads(pickle.dumps(decoder))(records[0]).keys() == specs.keys()
 
