@@ -9,9 +9,9 @@ manifest's statistics by the float32 operations of `replay.parsing.z_score`, in 
 The contract of Grain's ``RandomAccessDataSource`` and of a map-style PyTorch ``Dataset``:
 ``len(source)``, ``source[i]`` and the batched ``source.__getitems__(indices)`` (a list of
 elements, its records read grouped by shard); picklable, so worker processes open their own
-shards. No TensorFlow: neither this module nor the layer below it imports it for a local
-dataset (a ``gs://`` one reads through google-cloud-storage; other URLs through TensorFlow's
-file system).
+shards. No TensorFlow for a local dataset: neither this module nor the layer below it imports
+it. A dataset under a URL does: `replay.storage` reads its manifest, offsets files and sizes
+through ``tf.io.gfile`` (a ``gs://`` shard's records then come through google-cloud-storage).
 
 Decoding. Each record is a serialized ``tf.train.Example``, parsed here by `decode_example`, a
 parser of its wire format (``tensorflow/core/example/{example,feature}.proto``: ``Features``,

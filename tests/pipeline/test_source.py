@@ -28,8 +28,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from replay import (
+    CorruptShardError,
     MalformedRecordError,
     NoRandomAccessError,
+    ShardSizeError,
     UnknownFeatureError,
     load_info,
     open_source,
@@ -288,6 +290,26 @@ def test_a_record_that_is_no_example_is_named_by_shard_record_and_key(
         if key is not None:
             assert f"key {key!r}" in message
         assert (error.value.shard_path, error.value.record, error.value.key) == (shard, 2, key)
+
+
+def test_the_layers_broken_records_are_named_through_the_source(tmp_path):
+    write_dataset(tmp_path, num_examples_per_shard=(3, 4), compression="NONE", seed=8)
+    where = open_records(tmp_path).locate(4)
+    source = open_source(tmp_path)
+    with open(where.shard.path, "r+b") as f:  # a data byte flipped: its CRC fails
+        f.seek(where.start + 40)
+        byte = f.read(1)
+        f.seek(where.start + 40)
+        f.write(bytes([byte[0] ^ 0xFF]))
+    with pytest.raises(CorruptShardError, match="data checksum mismatch") as error:
+        source.__getitems__([0, 4])
+    assert not isinstance(error.value, MalformedRecordError)
+    assert str(error.value).startswith(f"{where.shard.path}: record 1 at byte offset {where.start}")
+    source[3]  # its neighbours read
+    with open(where.shard.path, "r+b") as f:
+        f.truncate(where.end - 1)
+    with pytest.raises(ShardSizeError, match=f"{where.shard.path}: .*the manifest says"):
+        open_source(tmp_path)
 
 
 # ------------------------------------------------------------------ the decoder
