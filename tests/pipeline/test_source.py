@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import multiprocessing
 import pickle
+import re
 import struct
 import subprocess
 import sys
@@ -402,6 +403,21 @@ def _unpacked_example(values: dict, *, unknown_inside: bool = False) -> bytes:
     return _field(1, b"".join(entries)) + _field(5, b"an unknown field")
 
 
+def _packed_example(values: dict) -> bytes:
+    """The Example of `values` as protobuf writes it (numbers packed), written by hand so its
+    bytes are the same in every process (protobuf's map order is not)."""
+    entries = []
+    for key, value in values.items():
+        if isinstance(value, bytes):
+            kind = _field(1, _field(1, value))
+        elif key == "fl":
+            kind = _field(2, _field(1, np.asarray(value, "<f4").tobytes()))
+        else:
+            kind = _field(3, _field(1, b"".join(_varint(v) for v in value)))
+        entries.append(_field(1, _field(1, key.encode()) + _field(2, kind)))
+    return _field(1, b"".join(entries))
+
+
 def test_the_decoder_gives_what_tensorflows_parser_gives_for_every_encoding():
     specs = _specs()
     decoder = Decoder(specs)
@@ -417,6 +433,40 @@ def test_the_decoder_gives_what_tensorflows_parser_gives_for_every_encoding():
             decode_example(data, decoder), {k: v[i].numpy() for k, v in theirs.items()}, specs
         )
     assert pickle.loads(pickle.dumps(decoder))(records[0]).keys() == specs.keys()
+
+
+def test_a_changed_byte_decodes_as_tensorflows_parser_decodes_it_or_fails_named():
+    """Every single-byte change of a record at 300 places: when TensorFlow's parser reads it,
+    the decoder gives the same element or refuses it (TensorFlow reads nested lengths that
+    overrun their message, which protobuf refuses); when TensorFlow refuses it, so does the
+    decoder."""
+    specs = _specs()
+    decoder, parse = Decoder(specs), batch_parser(specs)
+    values = _values(np.random.default_rng(5))
+    record = _packed_example(values)
+    assert tf.train.Example.FromString(record) == tf.train.Example.FromString(_example(values))
+    rng = np.random.default_rng(0)
+    outcomes = {"equal": 0, "both refuse": 0, "tf reads an overrun length": 0}
+    for _ in range(300):
+        changed = bytearray(record)
+        changed[int(rng.integers(len(record)))] = int(rng.integers(256))
+        try:
+            ours = decode_example(bytes(changed), decoder)
+        except ExampleError as e:
+            ours = e
+        try:
+            tf_element = parse(tf.constant([bytes(changed)]))
+        except (tf.errors.InvalidArgumentError, UnicodeDecodeError):  # (a message of bytes)
+            assert isinstance(ours, ExampleError)
+            outcomes["both refuse"] += 1
+            continue
+        if isinstance(ours, ExampleError):
+            assert re.search("overrun", str(ours)), ours
+            outcomes["tf reads an overrun length"] += 1
+            continue
+        _assert_same(ours, {k: v[0].numpy() for k, v in tf_element.items()}, specs)
+        outcomes["equal"] += 1
+    assert all(outcomes.values()), outcomes
 
 
 def test_fields_protobuf_allows_and_tensorflows_parser_refuses_are_read_as_protobuf_reads():
