@@ -40,16 +40,17 @@ the record in it, its byte offset and the key; never a wrong array.
 
 from __future__ import annotations
 
+import operator
 import os
 import struct
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, SupportsIndex
 
 import numpy as np
 
 from replay import format as fmt
 from replay.errors import MalformedRecordError
-from replay.info import load_info
+from replay.info import DatasetInfo, load_info
 from replay.records import Records
 from replay.slicing import read_spans, span_shards
 
@@ -183,6 +184,11 @@ class Source:
         self.split = split
 
     @property
+    def info(self) -> DatasetInfo:
+        """The dataset version read (`load_info`'s)."""
+        return self.records.info
+
+    @property
     def keys(self) -> list[str]:
         """The keys of every element, in order."""
         return list(self.decoder.specs)
@@ -195,10 +201,12 @@ class Source:
     def __len__(self) -> int:
         return len(self.records)
 
-    def __getitem__(self, index: int) -> Element:
-        if not isinstance(index, (int, np.integer)):
-            raise TypeError(f"Source indices are integers, not {type(index).__name__}")
-        return self.__getitems__([int(index)])[0]
+    def __getitem__(self, index: SupportsIndex) -> Element:
+        try:
+            index = operator.index(index)
+        except TypeError:
+            raise TypeError(f"Source indices are integers, not {type(index).__name__}") from None
+        return self.__getitems__([index])[0]
 
     def __getitems__(self, indices: Sequence[int] | np.ndarray) -> list[Element]:
         """The elements at `indices`, in that order (repeats allowed).
@@ -239,7 +247,7 @@ class Source:
         self.close()
 
     def __repr__(self) -> str:
-        info = self.records.info
+        info = self.info
         return (
             f"Source(path={info.path!r}, split={self.split!r}, version={info.version}, "
             f"len={len(self)}, keys={self.keys!r})"

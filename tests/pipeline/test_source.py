@@ -167,6 +167,7 @@ def test_len_index_errors_repr_close_and_compressed_shards(datasets, single):
             source[1:2]
         first = source[0]
     assert source[np.int64(0)][fmt.INDEX_KEY] == first[fmt.INDEX_KEY]  # reopened after close
+    assert source.info.version == 1 and source.info.path == path
     assert all(v.flags.writeable for v in first.values())  # copies, not views of the record
     with pytest.raises(NoRandomAccessError, match="GZIP shards have no random access"):
         open_source(single[0])  # the `single` dataset's shards are GZIP
