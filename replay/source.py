@@ -454,7 +454,9 @@ def _example(buf: bytes, wanted: Mapping[bytes, str]) -> dict[str, tuple]:
                     if value + n == entry_end:
                         name = wanted.get(buf[pos + 2 : key_end])
                         if name is not None:
-                            out[name] = _feature(buf, [(value, entry_end)], name)
+                            out[name] = _one_list(buf, value, entry_end) or _feature(
+                                buf, [(value, entry_end)], name
+                            )
                         pos = entry_end
                         continue
             key, parts = _map_entry(buf, pos, entry_end)  # any other layout
@@ -463,6 +465,41 @@ def _example(buf: bytes, wanted: Mapping[bytes, str]) -> dict[str, tuple]:
             if name is not None:
                 out[name] = _feature(buf, parts, name)
     return out
+
+
+def _one_list(buf: bytes, pos: int, end: int) -> tuple[int, list] | None:
+    """(kind, values) of the Feature ``buf[pos:end]`` when it is as the writers write it, one
+    list holding one field of values (one bytes value, or packed numbers) and nothing else;
+    None for any other layout (then `_feature` reads it)."""
+    tag = buf[pos]
+    if tag != 0x0A and tag != 0x12 and tag != 0x1A:
+        return None
+    n = buf[pos + 1]
+    pos += 2
+    if n >= 0x80:
+        n, pos = _varint(buf, pos - 1)
+    if pos + n != end or n == 0 or buf[pos] != _LEN1:
+        return None
+    n = buf[pos + 1]
+    pos += 2
+    if n >= 0x80:
+        n, pos = _varint(buf, pos - 1)
+    if pos + n != end:
+        return None
+    if tag == 0x0A:
+        return _BYTES, [(pos, end)]
+    if tag == 0x12:
+        return (_FLOATS, [np.frombuffer(buf, "<f4", n // 4, pos)]) if n % 4 == 0 else None
+    values = []
+    while pos < end:
+        value = buf[pos]
+        if value < 0x80:
+            pos += 1
+        else:
+            value, pos = _varint(buf, pos)
+            value -= (value & _INT64_SIGN) << 1
+        values.append(value)
+    return (_INTS, values) if pos == end else None
 
 
 def _map_entry(buf: bytes, pos: int, end: int) -> tuple[bytes, list[tuple[int, int]]]:
