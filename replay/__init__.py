@@ -7,6 +7,7 @@ Public API::
     info = load_info("out/")                      # manifest: counts, classes, shapes, ...
     info = load_info("out/", version=1)           # an earlier dataset version (appends)
     records = open_records("out/", split="train[:10%]")  # any record by number: records[i]
+    source = open_source("out/", split="train[:10%]")  # element i as numpy arrays: source[i]
     ds = replay_dataset("out/", split="train", shuffle_buffer=10_000, batch_size=64)
     ds = replay_dataset("out/", split="train", read_config=ReadConfig(seed=0, cycle_length=4))
     ds = replay_dataset("out/", split="train", order=GlobalOrder(seed=0, start=p), repeat=True)
@@ -16,7 +17,8 @@ Public API::
 `replay_dataset`, `default_reader_func`, `verify_dataset` or `GlobalOrderCheckpoint`, the Keras
 callback that resumes a killed `fit` mid-epoch) nor Apache Beam nor tensorflow-transform
 (`ReadConfig`, how `replay_dataset` reads, is plain Python; `open_records`, random access to the
-serialized records, needs no TensorFlow for a local dataset).
+serialized records, and `open_source`, the decoded elements as numpy arrays, need no TensorFlow
+for a local dataset).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from replay.errors import (
     CorruptShardError,
     DatasetNotFoundError,
     IncompleteDatasetError,
+    MalformedRecordError,
     ManifestError,
     MissingShardError,
     NoOffsetsError,
@@ -47,10 +50,14 @@ from replay.records import Records, open_records
 if TYPE_CHECKING:
     from replay.keras_resume import GlobalOrderCheckpoint
     from replay.reader import default_reader_func, replay_dataset, verify_dataset
+    from replay.source import Source, open_source
     from replay.transform import ServingTransform, load_transform
 
-# Attributes whose module imports TensorFlow: loaded on first access (PEP 562).
+# Attributes loaded on first access (PEP 562): those whose module imports TensorFlow, and the
+# source of numpy elements.
 _LAZY = {
+    "Source": "replay.source",
+    "open_source": "replay.source",
     "GlobalOrderCheckpoint": "replay.keras_resume",
     "replay_dataset": "replay.reader",
     "default_reader_func": "replay.reader",
@@ -66,6 +73,7 @@ __all__ = [
     "GlobalOrder",
     "GlobalOrderCheckpoint",
     "IncompleteDatasetError",
+    "MalformedRecordError",
     "ManifestError",
     "MissingShardError",
     "NoOffsetsError",
@@ -77,6 +85,7 @@ __all__ = [
     "ShardInfo",
     "ServingTransform",
     "ShardSizeError",
+    "Source",
     "UnknownFeatureError",
     "UnknownSplitError",
     "VersionNotFoundError",
@@ -84,6 +93,7 @@ __all__ = [
     "load_info",
     "load_transform",
     "open_records",
+    "open_source",
     "replay_dataset",
     "verify_dataset",
 ]

@@ -46,6 +46,13 @@ class CorruptShardError(ShardError):
     """A shard fails its record checksums or holds a different record count (`verify_dataset`)."""
 
 
+class MalformedRecordError(CorruptShardError):
+    """A record that passes its checksums but is not the ``tf.train.Example`` the manifest's
+    elements describe (`replay.source`): names the shard, the record and the key. Attributes
+    ``shard_path``, ``record`` (its index in the shard) and ``key`` (None: the Example's
+    structure)."""
+
+
 class UnknownSplitError(ReplayError, ValueError):
     """A requested split is not in the manifest (the message lists the available ones)."""
 

@@ -35,3 +35,14 @@ def splits(tmp_path_factory):
     path = str(tmp_path_factory.mktemp("splits"))
     counts = {"train": (5, 7, 3, 6), "eval": (2, 4)}
     return path, write_dataset(path, num_examples_per_shard=counts, split_names=["train", "eval"])
+
+
+@pytest.fixture(scope="session")
+def recorded(tmp_path_factory) -> dict:
+    """4 tiny WAV files recorded by the record job (DirectRunner, in process) once per
+    ``--feature_dtype`` (float32, float16, bfloat16), once per session (test_reader_recorded.py,
+    test_source.py): ``{"samples": {path: int16 samples}, "runs": {feature_dtype: dataset
+    directory}}``."""
+    from tests.support import replay_recorded
+
+    return replay_recorded.record_runs(tmp_path_factory.mktemp("recorded"))

@@ -16,21 +16,13 @@ import pytest
 import replay
 from replay import format as fmt
 from replay import load_info, replay_dataset
-from tests.support import replay_fixtures, replay_recorded
+from tests.support import replay_fixtures
 from tests.support.floats import bits
 from tests.support.replay_elements import collect
 from tests.support.replay_fixtures import stored_values, write_dataset, write_manifest
 from tests.support.replay_recorded import decode_raw, stored_records
 
 # --- real record runs ------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="session")
-def recorded(tmp_path_factory) -> dict:
-    """4 tiny WAV files recorded by the record job (DirectRunner, in process) once per
-    ``--feature_dtype`` (float32, float16, bfloat16), once per session:
-    ``{"samples": {path: int16 samples}, "runs": {feature_dtype: dataset directory}}``."""
-    return replay_recorded.record_runs(tmp_path_factory.mktemp("recorded"))
 
 
 def _replayed(path) -> dict[tuple[int, int], dict]:

@@ -1,6 +1,7 @@
 """The README's commands are the real ones: CI runs the README test command; and the examples
 of docs/training.md run as written: "Train with it" trains a Keras model for an epoch on the
-recorded bundled sample, "Random access" reads its records by number, "Keras: resume a killed
+recorded bundled sample, "Random access" reads its records by number, "Reading without
+TensorFlow" its elements, "Keras: resume a killed
 `fit` mid-epoch" trains it with checkpoints and runs again from the last one, "From Python"
 records it."""
 
@@ -11,6 +12,7 @@ import shlex
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from tests.support.docs import page
@@ -67,6 +69,29 @@ def test_random_access_example_runs(sample_dataset, tmp_path, monkeypatch):
     assert len(records) == round(len(ordered) / 2)
     assert records.__getitems__([7, 0, 7, 2]) == [ordered[i] for i in (7, 0, 7, 2)]
     assert records.bytes_read > 0
+
+
+@pytest.mark.slow
+def test_open_source_example_runs(sample_dataset, tmp_path, monkeypatch):
+    """ "Reading without TensorFlow: `open_source`" on the README's recording: its elements are
+    `replay_dataset`'s, in recorded order."""
+    from replay import replay_dataset
+
+    shutil.copytree(sample_dataset, tmp_path / "out" / "sample")
+    section = re.search(r"## Reading without TensorFlow: `open_source`\n(.*?)\n## ", TRAINING, re.S)
+    code = re.search(r"```python\n(.*?)```", section.group(1), flags=re.S).group(1)
+    monkeypatch.chdir(tmp_path)
+    namespace: dict = {}
+    exec(compile(code, "docs/training.md", "exec"), namespace)  # noqa: S102 - documented
+    source, batch = namespace["source"], namespace["batch"]
+    features = ["log_mel_norm", "target"]
+    ds = replay_dataset("out/sample", split="all[:50%]", features=features, cycle_length=1)
+    theirs = [{k: v.numpy() for k, v in e.items()} for e in ds]  # in recorded order
+    assert len(source) == len(theirs) > 7
+    for got, i in zip(batch, [7, 0, 7, 2], strict=True):
+        assert list(got) == list(theirs[i])
+        for key, value in theirs[i].items():
+            assert got[key].dtype == value.dtype and np.array_equal(got[key], value), key
 
 
 @pytest.mark.slow

@@ -30,6 +30,7 @@ REPLAY_NAMES = [
     "GlobalOrder",
     "GlobalOrderCheckpoint",
     "IncompleteDatasetError",
+    "MalformedRecordError",
     "ManifestError",
     "MissingShardError",
     "NoOffsetsError",
@@ -41,6 +42,7 @@ REPLAY_NAMES = [
     "ShardError",
     "ShardInfo",
     "ShardSizeError",
+    "Source",
     "UnknownFeatureError",
     "UnknownSplitError",
     "VersionNotFoundError",
@@ -48,6 +50,7 @@ REPLAY_NAMES = [
     "load_info",
     "load_transform",
     "open_records",
+    "open_source",
     "replay_dataset",
     "verify_dataset",
 ]
@@ -89,6 +92,12 @@ SIGNATURES = {  # name: [(parameter, kind, default)]
     "verify_dataset": [("path", POS, EMPTY), ("split", KW, None)],
     "load_info": [("path", POS, EMPTY), ("version", KW, None)],
     "open_records": [("path", POS, EMPTY), ("split", KW, None), ("version", KW, None)],
+    "open_source": [
+        ("path", POS, EMPTY),
+        ("split", KW, None),
+        ("features", KW, None),
+        ("version", KW, None),
+    ],
     "load_transform": [("path", POS, EMPTY), ("version", KW, None)],
 }
 
@@ -108,6 +117,7 @@ ERROR_BASES = {
     ],
     "ShardSizeError": ["ShardError", "ReplayError", "Exception"],
     "CorruptShardError": ["ShardError", "ReplayError", "Exception"],
+    "MalformedRecordError": ["CorruptShardError", "ShardError", "ReplayError", "Exception"],
     "UnknownSplitError": ["ReplayError", "ValueError", "Exception"],
     "NoRandomAccessError": ["ReplayError", "ValueError", "Exception"],
     "UnknownFeatureError": ["ReplayError", "ValueError", "Exception"],
