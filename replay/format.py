@@ -549,3 +549,21 @@ def tf_compression_type(compression: str) -> str:
     if compression not in COMPRESSION_SUFFIXES:
         raise ValueError(f"unknown compression {compression!r}")
     return "" if compression == "NONE" else compression
+
+
+def stored_specs(
+    specs: Mapping[str, ElementSpec], elements: Mapping[str, ElementSpec] | None = None
+) -> dict[str, ElementSpec]:
+    """The stored keys to parse for `specs`: the stored ones, and each z_score key's source
+    (looked up in `elements`, every key of the dataset; default `specs`)."""
+    elements = specs if elements is None else elements
+    stored = {}
+    for key, spec in specs.items():
+        if spec.z_score is not None:
+            source = spec.z_score.source
+            if source not in elements or not elements[source].stored:
+                raise ValueError(f"{key}: source key {source!r} is not a stored key")
+            stored[source] = elements[source]
+        else:
+            stored[key] = spec
+    return stored

@@ -13,26 +13,9 @@ from collections.abc import Callable, Mapping
 import tensorflow as tf
 
 from replay import format as fmt
+from replay.format import stored_specs
 
 Element = dict[str, tf.Tensor]
-
-
-def stored_specs(
-    specs: Mapping[str, fmt.ElementSpec], elements: Mapping[str, fmt.ElementSpec] | None = None
-) -> dict[str, fmt.ElementSpec]:
-    """The stored keys to parse for `specs`: the stored ones, and each z_score key's source
-    (looked up in `elements`, every key of the dataset; default `specs`)."""
-    elements = specs if elements is None else elements
-    stored = {}
-    for key, spec in specs.items():
-        if spec.z_score is not None:
-            source = spec.z_score.source
-            if source not in elements or not elements[source].stored:
-                raise ValueError(f"{key}: source key {source!r} is not a stored key")
-            stored[source] = elements[source]
-        else:
-            stored[key] = spec
-    return stored
 
 
 def feature_description(specs: Mapping[str, fmt.ElementSpec]) -> dict[str, tf.io.FixedLenFeature]:

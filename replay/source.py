@@ -89,7 +89,7 @@ class Decoder:
         elements: Mapping[str, fmt.ElementSpec] | None = None,
     ):
         self.specs = dict(specs)
-        self.stored = _stored_specs(self.specs, elements)
+        self.stored = fmt.stored_specs(self.specs, elements)
         for key, spec in self.stored.items():
             _check_spec(key, spec)
         self._wanted = {key.encode("utf-8"): key for key in self.stored}
@@ -255,23 +255,6 @@ class Source:
 
 
 # ------------------------------------------------------------------ specs
-
-
-def _stored_specs(
-    specs: Mapping[str, fmt.ElementSpec], elements: Mapping[str, fmt.ElementSpec] | None
-) -> dict[str, fmt.ElementSpec]:
-    """The stored keys to decode for `specs` (`replay.parsing.stored_specs`' rule)."""
-    elements = specs if elements is None else elements
-    stored = {}
-    for key, spec in specs.items():
-        if spec.z_score is not None:
-            source = spec.z_score.source
-            if source not in elements or not elements[source].stored:
-                raise ValueError(f"{key}: source key {source!r} is not a stored key")
-            stored[source] = elements[source]
-        else:
-            stored[key] = spec
-    return stored
 
 
 def _check_spec(key: str, spec: fmt.ElementSpec) -> None:
