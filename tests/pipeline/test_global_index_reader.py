@@ -7,12 +7,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import tensorflow as tf
 
-from replay import format as fmt
-from replay import open_records, replay_dataset
+from replay import open_records
 from replay.global_index import GlobalIndex
 from replay.global_order import GlobalOrder
+from tests.support.global_runs import record_index, tf_run
 from tests.support.replay_fixtures import write_dataset
 
 COUNTS = {"train": (37, 0, 50, 13), "eval": (6, 9)}
@@ -23,32 +22,6 @@ def dataset(tmp_path_factory):
     path = str(tmp_path_factory.mktemp("global_index"))
     write_dataset(path, num_examples_per_shard=COUNTS, split_names=list(COUNTS), compression="NONE")
     return path
-
-
-def record_index(record: bytes) -> int:
-    """The ``index`` of a serialized record."""
-    example = tf.train.Example.FromString(record)
-    return int(example.features.feature[fmt.INDEX_KEY].int64_list.value[0])
-
-
-def tf_run(path, split, order: GlobalOrder, *, workers: int, take: int) -> list[int]:
-    """`take` positions from `order.start` of `workers` pipelines, merged by position."""
-    g = order.global_batch_size or workers
-    per = g // workers
-    runs = []
-    for w in range(workers):
-        ctx = tf.distribute.InputContext(num_input_pipelines=workers, input_pipeline_id=w)
-        ds = replay_dataset(
-            path,
-            split=split,
-            order=order,
-            features=[fmt.INDEX_KEY],
-            repeat=True,
-            input_context=ctx,
-        )
-        mine = take // workers
-        runs.append([int(e[fmt.INDEX_KEY]) for e in ds.take(mine).as_numpy_iterator()])
-    return [i for b in range(take // g) for run in runs for i in run[b * per : (b + 1) * per]]
 
 
 # (split, seed, start, global batch, W, block_length, window_blocks)
