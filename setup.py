@@ -28,5 +28,11 @@ setuptools.setup(
         "google-crc32c>=1.5",
         "crc32c>=2.4",  # replay.records: hardware CRC-32C of every record read by number
     ],
-    extras_require={"report": ["matplotlib>=3.7"], "gcs": ["google-cloud-storage>=2"]},
+    extras_require={
+        "report": ["matplotlib>=3.7"],
+        "gcs": ["google-cloud-storage>=2"],
+        # replay.samplers: the global order for PyTorch's and Grain's loaders
+        "torch": ["torch>=2.4"],
+        "grain": ["grain>=0.2.18"],
+    },
 )

@@ -59,7 +59,7 @@ class PipelinePositions:
         return (
             k // s.per_pipeline * s.global_batch_size
             + s.pipeline * s.per_pipeline
-            + k % (s.per_pipeline)
+            + k % s.per_pipeline
         )
 
     def count(self, begin: int, end: int) -> int:
