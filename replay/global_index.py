@@ -177,10 +177,11 @@ class GlobalIndex:
     The same numbers as `replay.global_order.positions_records` on ``plan_blocks(counts)``
     (record index = the span's first index + the record in the span) and as the tf.data
     reader's ``replay_dataset(order=GlobalOrder(...))``. Picklable; caches the layout of the
-    last epochs it was asked for.
+    last epochs and the permutations of the last windows it was asked for.
     """
 
     _EPOCHS_KEPT = 2
+    _WINDOWS_KEPT = 16
 
     def __init__(
         self,
@@ -202,6 +203,7 @@ class GlobalIndex:
         self.num_blocks = len(blocks)
         self.num_records = int(base[-1])
         self._epochs: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+        self._windows: dict[tuple[int, int], np.ndarray] = {}
 
     @classmethod
     def of(cls, source: object, order: GlobalOrder) -> GlobalIndex:
@@ -215,7 +217,7 @@ class GlobalIndex:
         )
 
     def __getstate__(self) -> dict:
-        return {**self.__dict__, "_epochs": {}}
+        return {**self.__dict__, "_epochs": {}, "_windows": {}}
 
     def block_order(self, epoch: int) -> np.ndarray:
         """The epoch's blocks in read order (`EpochOrder.block_order`)."""
@@ -237,12 +239,24 @@ class GlobalIndex:
             self._epochs[epoch] = got
         return got
 
+    def _permutation(self, epoch: int, window: int, size: int) -> np.ndarray:
+        """The window's record at each of its positions (`EpochOrder.window_permutation`),
+        whole: one sampler call a position would otherwise shuffle a window's cipher block
+        each time."""
+        got = self._windows.get((epoch, window))
+        if got is None:
+            key = order_key(self.seed, epoch, window + 1)
+            got = index_shuffle(np.arange(size), key, max(size - 1, 0))
+            if len(self._windows) >= self._WINDOWS_KEPT:
+                self._windows.pop(next(iter(self._windows)))
+            self._windows[epoch, window] = got
+        return got
+
     def window_records(self, epoch: int, window: int, at: np.ndarray) -> np.ndarray:
         """The record index at each of the window's positions `at` (counted in the window)."""
         order, _, sizes = self._layout(epoch)
         blocks = order[window * self.window_blocks : (window + 1) * self.window_blocks]
-        key = order_key(self.seed, epoch, window + 1)
-        source = index_shuffle(at, key, max(int(sizes[window]) - 1, 0))
+        source = self._permutation(epoch, window, int(sizes[window]))[at]
         counts = self._count[blocks]
         block_first = np.cumsum(counts) - counts
         owner = np.searchsorted(block_first, source, side="right") - 1

@@ -116,6 +116,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.mark.slow  # worker processes that import torch / grain: seconds each
 def test_torch_distributed_two_processes(dataset, expected, tmp_path):
     """2 processes (gloo, CPU, 127.0.0.1), rank and world size from the process group: their
     global batches merged by position are W = 1's and tf.data's; each rank stopped after 3
@@ -172,6 +173,7 @@ def _grain_shard(records, *, workers: int, shard: int, order: GlobalOrder, num_e
     )
 
 
+@pytest.mark.slow  # worker processes that import torch / grain: seconds each
 @pytest.mark.parametrize("workers", [1, 2])
 def test_grain_dataloader_gives_the_global_batches(dataset, expected, workers):
     records = open_records(dataset, split=SPLIT)
@@ -187,6 +189,7 @@ def test_grain_dataloader_gives_the_global_batches(dataset, expected, workers):
     assert merge(runs, G // workers) == expected
 
 
+@pytest.mark.slow  # worker processes that import torch / grain: seconds each
 def test_grain_iterator_state_restores_the_sequence(dataset, expected):
     """Each of 2 shards read 7 elements into epoch 1, its state saved, the loader dropped; a
     new loader restored from that state continues where it stopped."""
