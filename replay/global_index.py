@@ -208,9 +208,16 @@ class GlobalIndex:
     @classmethod
     def of(cls, source: object, order: GlobalOrder) -> GlobalIndex:
         """The order `order` over a source's records: `Records` (or an object with its
-        ``spans``, or a ``records`` attribute that has them)."""
+        ``spans``, or a ``records`` attribute that has them); with blocks of one record, any
+        source of ``len(source)`` records (the order then depends on their number alone)."""
+        try:
+            counts = span_counts(source)
+        except TypeError:
+            if order.block_length != 1:
+                raise
+            counts = [len(source)]
         return cls(
-            span_counts(source),
+            counts,
             seed=order.seed,
             block_length=order.block_length,
             window_blocks=order.window_blocks,

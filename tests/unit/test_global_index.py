@@ -15,7 +15,13 @@ import pytest
 import tensorflow as tf
 
 from replay.global_index import GlobalIndex, _op_shuffle, index_shuffle, order_key, siphash24
-from replay.global_order import EpochOrder, _index_shuffle, plan_blocks, positions_records
+from replay.global_order import (
+    EpochOrder,
+    GlobalOrder,
+    _index_shuffle,
+    plan_blocks,
+    positions_records,
+)
 
 RNG_SEED = 53
 
@@ -160,3 +166,17 @@ def test_pickles_and_imports_without_tensorflow():
         "assert 'tensorflow' not in sys.modules, 'tensorflow imported'"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_blocks_of_one_record_depend_on_the_record_count_alone():
+    """So a source without spans (any ``len``) gets the order of the records it holds."""
+    spans = GlobalIndex((37, 0, 50, 13), seed=3, window_blocks=7)
+    assert np.array_equal(
+        spans.records(range(300)), GlobalIndex((100,), seed=3, window_blocks=7).records(range(300))
+    )
+    order = GlobalOrder(seed=3, window_blocks=7)
+    assert np.array_equal(
+        GlobalIndex.of(range(100), order).records(range(300)), spans.records(range(300))
+    )
+    with pytest.raises(TypeError, match="no `spans`"):
+        GlobalIndex.of(range(100), GlobalOrder(seed=3, block_length=2))
