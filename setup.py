@@ -35,5 +35,11 @@ setuptools.setup(
             "replay._frames", ["replay/_frames.c"], extra_compile_args=["-O2"], optional=True
         )
     ],
-    extras_require={"report": ["matplotlib>=3.7"], "gcs": ["google-cloud-storage>=2"]},
+    extras_require={
+        "report": ["matplotlib>=3.7"],
+        "gcs": ["google-cloud-storage>=2"],
+        # replay.samplers: the global order for PyTorch's and Grain's loaders
+        "torch": ["torch>=2.4"],
+        "grain": ["grain>=0.2.18"],
+    },
 )

@@ -12,13 +12,15 @@ Public API::
     ds = replay_dataset("out/", split="train", read_config=ReadConfig(seed=0, cycle_length=4))
     ds = replay_dataset("out/", split="train", order=GlobalOrder(seed=0, start=p), repeat=True)
     checkpoint = GlobalOrderCheckpoint("ckpt/", save_every_steps=100, global_batch_size=64)
+    sampler = GlobalOrderSampler(records, order=GlobalOrder(seed=0, start=p))  # replay.samplers
 
 ``import replay`` is cheap: it loads neither TensorFlow (imported on first use of
 `replay_dataset`, `default_reader_func`, `verify_dataset` or `GlobalOrderCheckpoint`, the Keras
 callback that resumes a killed `fit` mid-epoch) nor Apache Beam nor tensorflow-transform
 (`ReadConfig`, how `replay_dataset` reads, is plain Python; `open_records`, random access to the
 serialized records, and `open_source`, the decoded elements as numpy arrays, need no TensorFlow
-for a local dataset).
+for a local dataset; `replay.samplers`, the global order for PyTorch's and Grain's loaders,
+imports torch and grain only when used).
 """
 
 from __future__ import annotations
