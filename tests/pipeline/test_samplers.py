@@ -228,3 +228,72 @@ def test_grain_map_dataset_recipes(dataset, expected, workers):
     assert sorted(shuffled) == sorted(records.__getitems__(range(n))) and shuffled != list(
         records.__getitems__(range(n))
     )
+
+
+DECODED = ["signal", "log_mel_norm", "index"]  # numeric keys: torch's default_collate stacks them
+
+
+def _tf_decoded(path: str, epochs: int) -> list[dict]:
+    """tf.data's global order, one pipeline, decoded: `epochs` epochs of elements."""
+    from replay import replay_dataset
+
+    ds = replay_dataset(
+        path, split=SPLIT, order=GlobalOrder(**ORDER), features=DECODED, repeat=True
+    )
+    n = len(open_records(path, split=SPLIT))
+    return list(ds.take(epochs * n).as_numpy_iterator())
+
+
+def _assert_elements(got: list[dict], want: list[dict]) -> None:
+    assert len(got) == len(want)
+    for x, y in zip(got, want, strict=True):
+        assert sorted(x) == sorted(y) == sorted(DECODED)
+        for key in DECODED:
+            a, b = np.asarray(x[key]), np.asarray(y[key])
+            assert a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes(), key
+
+
+@pytest.mark.slow  # worker processes that import torch / grain: seconds each
+def test_decoded_elements_are_tf_data_s_in_torch_and_grain(dataset):
+    """`open_source` (decoded numpy elements) through a torch DataLoader with 2 workers and
+    torch's default collate, and through grain.DataLoader with 2 workers and Grain's Batch: the
+    same global batches as `replay_dataset(order=...)`, value for value, bit for bit."""
+    from replay import open_source
+
+    want = _tf_decoded(dataset, 2)
+    source = open_source(dataset, split=SPLIT, features=DECODED)
+    sampler = GlobalOrderSampler(source, order=GlobalOrder(**ORDER), num_replicas=1, rank=0)
+    loader = DataLoader(source, batch_size=G, sampler=sampler, num_workers=2)
+    got = []
+    for epoch in range(2):
+        sampler.set_epoch(epoch)
+        for batch in loader:  # a dict of [G, ...] tensors
+            got.extend({k: batch[k][i].numpy() for k in DECODED} for i in range(G))
+    _assert_elements(got, want)
+
+    grain_loader = grain.DataLoader(  # elements, batched after the loader (docs/training.md)
+        data_source=source,
+        sampler=GlobalOrderIndexSampler(source, order=GlobalOrder(**ORDER), num_epochs=2),
+        shard_options=grain.sharding.ShardOptions(shard_index=0, shard_count=1),
+        worker_count=2,
+    )
+    _assert_elements(list(grain_loader), want)
+
+
+@pytest.mark.slow  # worker processes that import grain
+def test_grain_batch_in_the_workers_batches_each_worker_s_elements(dataset):
+    """Why the recipe batches after `grain.DataLoader`: with 2 workers, a `Batch` operation
+    batches each worker's own elements (every other position), not the global batches."""
+    from replay import open_source
+
+    source = open_source(dataset, split=SPLIT, features=["index"])
+    loader = grain.DataLoader(
+        data_source=source,
+        sampler=GlobalOrderIndexSampler(source, order=GlobalOrder(**ORDER), num_epochs=1),
+        shard_options=grain.sharding.ShardOptions(shard_index=0, shard_count=1),
+        operations=[grain.transforms.Batch(batch_size=G)],
+        worker_count=2,
+    )
+    first = next(iter(loader))["index"].tolist()
+    want = [int(e["index"]) for e in _tf_decoded(dataset, 1)[: 2 * G]]
+    assert first == want[0 : 2 * G : 2]
