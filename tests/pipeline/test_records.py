@@ -33,7 +33,7 @@ from replay.errors import MissingShardError, NoRandomAccessError, ShardError
 from replay.global_order import WINDOW_BLOCKS, plan_blocks, positions_records
 from replay.records import FRAME_BYTES, GAP_BYTES, Records, merge_ranges, open_records
 from replay.slicing import read_spans, split_spans
-from tests.support.replay_fixtures import write_dataset, write_manifest
+from tests.support.replay_fixtures import flip_byte, write_dataset, write_manifest
 
 ROOT = Path(__file__).resolve().parents[2]
 # an empty shard in each split, shard ends anywhere: train 28 records, test 9
@@ -237,19 +237,11 @@ def _offsets(path: str, shard: int) -> list[int]:
     )
 
 
-def _flip(file: str, offset: int) -> None:
-    with open(file, "r+b") as f:
-        f.seek(offset)
-        byte = f.read(1)
-        f.seek(offset)
-        f.write(bytes([byte[0] ^ 0x01]))
-
-
 @pytest.mark.usefixtures("read_path")
 def test_a_flipped_byte_in_a_record_s_data_names_shard_record_and_offset(tmp_path):
     path, shards, ordered = _small(tmp_path)
     start = _offsets(path, 1)[2]
-    _flip(shards[1], start + 12 + 5)  # record 2 of shard 1: record 8 of the dataset
+    flip_byte(shards[1], start + 12 + 5)  # record 2 of shard 1: record 8 of the dataset
     with pytest.raises(tf.errors.DataLossError, match=f"corrupted record at {start + 12}"):
         _tf_read([shards[1]])  # TensorFlow's own reader fails it too (at the data's offset)
     r = open_records(path)
@@ -265,7 +257,7 @@ def test_a_flipped_byte_in_a_record_s_data_names_shard_record_and_offset(tmp_pat
 def test_a_flipped_byte_in_a_length_field_names_shard_record_and_offset(tmp_path):
     path, shards, _ = _small(tmp_path)
     start = _offsets(path, 0)[3]
-    _flip(shards[0], start + 1)  # record 3's length, 256 bytes more
+    flip_byte(shards[0], start + 1)  # record 3's length, 256 bytes more
     with pytest.raises(tf.errors.DataLossError, match=f"corrupted record at {start}"):
         _tf_read([shards[0]])
     r = open_records(path)

@@ -666,3 +666,12 @@ def write_manifest(directory: str | os.PathLike, manifest: Mapping[str, Any]) ->
     """(Re)write `directory`/manifest.json."""
     with open(os.path.join(os.fspath(directory), fmt.MANIFEST_FILENAME), "w") as f:
         json.dump(manifest, f, indent=1)
+
+
+def flip_byte(path: str | os.PathLike, offset: int) -> None:
+    """Flip the lowest bit of byte `offset` of the file at `path`, in place (a bit rot)."""
+    with open(path, "r+b") as f:
+        f.seek(offset)
+        byte = f.read(1)
+        f.seek(offset)
+        f.write(bytes([byte[0] ^ 0x01]))

@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 
 from replay import records
 from replay.records import masked_crc32c
+from tests.support.replay_fixtures import flip_byte
 
 if platform.machine() not in ("x86_64", "AMD64"):
     pytest.skip("replay._frames reads only where SSE 4.2's CRC-32C is", allow_module_level=True)
@@ -87,14 +88,6 @@ def test_frames_read_as_tf_data_reads_them_in_any_order_from_threads(tmp_path):
         os.close(fd)
 
 
-def _flip(path: str, offset: int) -> None:
-    with open(path, "r+b") as f:
-        f.seek(offset)
-        byte = f.read(1)
-        f.seek(offset)
-        f.write(bytes([byte[0] ^ 0x01]))
-
-
 @pytest.mark.parametrize(
     "where",
     ["length", "length crc", "data", "data crc", "truncated", "frame too long", "frame too short"],
@@ -103,13 +96,13 @@ def test_a_broken_frame_is_reported_by_its_index(tmp_path, where):
     path, _, starts, ends = _shard(tmp_path, [10, 300, 20])
     b = int(starts[1])
     if where == "length":
-        _flip(path, b + 2)
+        flip_byte(path, b + 2)
     elif where == "length crc":
-        _flip(path, b + 9)
+        flip_byte(path, b + 9)
     elif where == "data":
-        _flip(path, b + 12 + 299)
+        flip_byte(path, b + 12 + 299)
     elif where == "data crc":
-        _flip(path, int(ends[1]) - 1)
+        flip_byte(path, int(ends[1]) - 1)
     elif where == "truncated":
         os.truncate(path, int(ends[1]) - 3)
     elif where == "frame too long":  # offsets that lie: the frame's length field disagrees
