@@ -51,18 +51,27 @@ def test_readme_record_command_parses_with_our_options():
     assert list(SAMPLE_DIR.glob("*.wav")), "the bundled sample is missing"
 
 
+def _run_section(heading: str, sample_dataset, tmp_path, monkeypatch) -> dict:
+    """Run the first Python block of docs/training.md's section `heading` in `tmp_path`, the
+    README's recording at ``out/sample``; its namespace."""
+    shutil.copytree(sample_dataset, tmp_path / "out" / "sample")
+    section = re.search(re.escape(heading) + r"\n(.*?)\n## ", TRAINING, re.S)
+    code = re.search(r"```python\n(.*?)```", section.group(1), flags=re.S).group(1)
+    monkeypatch.chdir(tmp_path)
+    namespace: dict = {}
+    exec(compile(code, "docs/training.md", "exec"), namespace)  # noqa: S102 - documented
+    return namespace
+
+
 @pytest.mark.slow
 def test_random_access_example_runs(sample_dataset, tmp_path, monkeypatch):
     """ "Random access: any record by its number" on the README's recording: the records it
     names are the ones tf.data reads from the shards, in recorded order."""
     import tensorflow as tf
 
-    shutil.copytree(sample_dataset, tmp_path / "out" / "sample")
-    section = re.search(r"## Random access: any record by its number\n(.*?)\n## ", TRAINING, re.S)
-    code = re.search(r"```python\n(.*?)```", section.group(1), flags=re.S).group(1)
-    monkeypatch.chdir(tmp_path)
-    namespace: dict = {}
-    exec(compile(code, "docs/training.md", "exec"), namespace)  # noqa: S102 - documented
+    namespace = _run_section(
+        "## Random access: any record by its number", sample_dataset, tmp_path, monkeypatch
+    )
     records = namespace["records"]
     shards = [str(s) for s in sorted((tmp_path / "out" / "sample").glob("*.tfrecord-*"))]
     ordered = [r.numpy() for r in tf.data.TFRecordDataset(shards)]
@@ -77,12 +86,9 @@ def test_open_source_example_runs(sample_dataset, tmp_path, monkeypatch):
     `replay_dataset`'s, in recorded order."""
     from replay import replay_dataset
 
-    shutil.copytree(sample_dataset, tmp_path / "out" / "sample")
-    section = re.search(r"## Reading without TensorFlow: `open_source`\n(.*?)\n## ", TRAINING, re.S)
-    code = re.search(r"```python\n(.*?)```", section.group(1), flags=re.S).group(1)
-    monkeypatch.chdir(tmp_path)
-    namespace: dict = {}
-    exec(compile(code, "docs/training.md", "exec"), namespace)  # noqa: S102 - documented
+    namespace = _run_section(
+        "## Reading without TensorFlow: `open_source`", sample_dataset, tmp_path, monkeypatch
+    )
     source, batch = namespace["source"], namespace["batch"]
     features = ["log_mel_norm", "target"]
     ds = replay_dataset("out/sample", split="all[:50%]", features=features, cycle_length=1)
