@@ -22,12 +22,13 @@ Pipeline (all of it graph code: no Python runs per element)::
 
 By id. Where the random-access layer reads (`replay.records`: uncompressed local shards with
 record offsets, format version 4 on; not under the tf.data service, whose worker may run in
-another process) the per-shard datasets are blocks of record *ids*, not records: the same
-blocks in the same order, interleaved, shuffled and batched as the records would be, then each
-batch's records are read in one call (its frames read and CRC-checked in C outside the GIL,
-several batches at once). The elements are the same; a record that fails its checks fails the
-read naming its shard, record and byte offset; a shuffle buffer holds ids, not records. Else
-(GZIP / ZLIB, a URL, older formats, the service) the blocks are read by TensorFlow's TFRecord
+another process) and the records average `BY_ID_MIN_RECORD_BYTES` (6 KiB) or more, the
+per-shard datasets are blocks of record *ids*, not records: the same blocks in the same order,
+interleaved, shuffled and batched as the records would be, then each batch's records are read
+in one call (its frames read and CRC-checked in C outside the GIL, several batches at once).
+The elements are the same; a record that fails its checks fails the read naming its shard,
+record and byte offset; a shuffle buffer holds ids, not records. Else (GZIP / ZLIB, a URL,
+older formats, the service, small records) the blocks are read by TensorFlow's TFRecord
 reader, each shard's record count checked against the manifest.
 
 Order. The default reader takes `block_length` consecutive records (default 64) from a shard,
@@ -93,6 +94,9 @@ CYCLE_LENGTH = 16
 SHUFFLE_MIN_BLOCKS = 64
 # Default reader, default num_parallel_reads: blocks each open shard reads ahead (its prefetch).
 READ_AHEAD_BLOCKS = 2
+# Records read by id (`_read_by_id`) only when the shards' records average this much: a batch's
+# call costs about what TensorFlow's reader spends on records of ~5 KB (docs/performance.md).
+BY_ID_MIN_RECORD_BYTES = 6 << 10  # 6 KiB
 
 ReaderFunc = Callable[[tf.data.Dataset], tf.data.Dataset]
 
@@ -454,12 +458,16 @@ def _read_by_id(
     """How the default reader reads batches of record ids through the random-access layer
     (`replay.records`: a batch one call, its frames read and checked outside the GIL), where
     the layer reads: local uncompressed shards with record offsets (format version 4), not
-    under the tf.data service (whose worker may run in another process). None: by
-    TensorFlow's TFRecord reader. A shard's offsets are read at its first block."""
+    under the tf.data service (whose worker may run in another process), of records of
+    `BY_ID_MIN_RECORD_BYTES` or more on average. None: by TensorFlow's TFRecord reader. A
+    shard's offsets are read at its first block."""
     if config.service is not None or info.compression_type:
         return None
     shards = span_shards(spans)
     if not shards or any(s.offsets_path is None or storage.is_url(s.path) for s in shards):
+        return None
+    records = sum(s.num_examples for s in shards)
+    if not records or sum(s.num_bytes for s in shards) < BY_ID_MIN_RECORD_BYTES * records:
         return None
     return BatchRead(Records(info, spans))
 

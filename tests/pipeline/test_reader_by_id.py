@@ -10,14 +10,17 @@ layer does not read.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import tensorflow as tf
 
+from replay import format as fmt
+from replay import load_info, replay_dataset
 from replay import reader as reader_module
-from replay import replay_dataset
 from tests.support.replay_elements import collect, indices
-from tests.support.replay_fixtures import write_dataset
+from tests.support.replay_fixtures import flip_byte, write_dataset
 
 # shards end anywhere, an empty one, a shard longer than the 64-record block
 COUNTS = {"train": (5, 70, 0, 3, 66), "eval": (2, 4)}
@@ -27,11 +30,12 @@ _READ_BY_ID = reader_module._read_by_id
 @pytest.fixture(scope="module")
 def plain(tmp_path_factory) -> str:
     path = str(tmp_path_factory.mktemp("by_id"))
-    write_dataset(
+    write_dataset(  # records of ~8.5 KB: read by id (BY_ID_MIN_RECORD_BYTES)
         path,
         num_examples_per_shard=COUNTS,
         split_names=["train", "eval"],
         compression="NONE",
+        win_len=2048,
         signal_dtype="int32",
         seed=3,
     )
@@ -147,12 +151,46 @@ def test_each_element_shared_pipeline_reads_only_its_records(plain, monkeypatch)
     assert sum(sizes) == made[-1].records.bytes_read
 
 
-def test_not_by_id_where_the_layer_does_not_read(tmp_path, monkeypatch):
-    """GZIP shards and a dataset without record offsets (format version 3) read as before."""
-    for name, kwargs in {"gzip": {"compression": "GZIP"}, "v3": {"format_version": 3}}.items():
+def test_not_by_id_where_the_layer_does_not_read_or_records_are_small(tmp_path, monkeypatch):
+    """GZIP shards, a dataset without record offsets (format version 3) and records smaller
+    than `BY_ID_MIN_RECORD_BYTES` on average read by TensorFlow's reader, as before."""
+    big = {"win_len": 2048, "signal_dtype": "int32"}
+    cases = {
+        "gzip": {"compression": "GZIP", **big},
+        "v3": {"format_version": 3, **big},
+        "small": {"win_len": 64},  # ~1 KB records: TensorFlow's reader is faster
+    }
+    for name, kwargs in cases.items():
         path = tmp_path / name
         kwargs.setdefault("compression", "NONE")
         write_dataset(path, num_examples_per_shard=(4, 5), **kwargs)
         made = _spy(monkeypatch)
         assert len(collect(replay_dataset(str(path)))) == 9
-        assert made == [None]
+        assert made == [None], name
+    path = tmp_path / "big"
+    write_dataset(path, num_examples_per_shard=(4, 5), compression="NONE", **big)
+    made = _spy(monkeypatch)
+    assert len(collect(replay_dataset(str(path)))) == 9
+    assert made[0] is not None
+
+
+def test_a_corrupt_record_is_named_with_its_shard_and_offset(tmp_path):
+    """Read by id, a record that fails its CRC fails the read naming the shard, the record in
+    it and its byte offset (TensorFlow's reader: the shard's count check, "read N of M")."""
+    expected = write_dataset(
+        tmp_path,
+        num_examples_per_shard=(5, 70, 3),
+        compression="NONE",
+        win_len=2048,
+        signal_dtype="int32",
+    )
+    shard = expected["shards"]["all"][1]
+    offsets = fmt.parse_offsets(Path(load_info(tmp_path).shard_list()[1].offsets_path).read_bytes())
+    flip_byte(shard, int(offsets[40]) + 12 + 5)  # record 40 of shard 1's data
+    ds = replay_dataset(str(tmp_path), split="all[15:65]")  # shard 1's records 10 to 60
+    named = (
+        f"record 40 at byte offset {int(offsets[40])}: corrupted record \\(data checksum mismatch"
+    )
+    with pytest.raises(tf.errors.InvalidArgumentError, match=named) as e:
+        collect(ds)
+    assert f"shard {shard} is corrupt" in e.value.message
