@@ -40,9 +40,10 @@ Each epoch is timed from ``iter()`` (or the run's next element) to its last batc
 iterator's deletion, as replay_clips_bench.py's ``_epochs``; windows/s is the median of the
 warm epochs (all but each process's first) pooled over repeats; peak PSS is the peak of the
 summed PSS of the variant's process tree (its loader workers included), the max over repeats.
-Each epoch is checked to hold every clip once in batches of 64 (by class count per epoch: the
-clips are 1,024 of each class). Ratios: against ``ours_global_run`` and against
-``hf_shuffle_numpy`` (replay_clips_bench.py's ``hf_shuffle``).
+Each epoch is checked: whole batches of 64 of the keys' shapes, and the clips' class counts
+(an equal number of each of the 10 classes), a check of size and balance, not of identity.
+Ratios: against ``ours_global_run`` and against ``hf_shuffle_numpy`` (replay_clips_bench.py's
+``hf_shuffle``).
 """
 
 from __future__ import annotations
@@ -86,7 +87,7 @@ BASES = ("ours_global_run", "hf_shuffle_numpy")
 
 
 class Checked:
-    """Counts the windows of each epoch and checks the epoch: whole batches, every class even."""
+    """Counts the windows of each epoch and checks it: whole batches, each class's clips."""
 
     def __init__(self, key: str, clips: int):
         self.key, self.clips, self.classes = key, clips, np.zeros(0, np.int64)
