@@ -6,9 +6,10 @@ The training process is a child Python process that imports no TensorFlow: it re
 each global batch, atomically (a temporary file and ``os.replace``), ``sampler.position(step +
 1)`` and the ``index`` values it consumed; or through a ``grain.DataLoader`` (2 workers) and
 `GlobalOrderIndexSampler`, saving Grain's ``iterator.get_state()`` after each element. The test
-kills it once its saved state shows a step of the second epoch, starts it again on that state,
-and compares what the two runs consumed with tf.data's global order
-(``replay_dataset(order=GlobalOrder(...))``, `tests.support.global_runs.tf_run`).
+kills it at a pause point in the second epoch (once it has saved there, its loader's workers
+running and reading ahead), starts it again on that state, and compares what the two runs
+consumed with tf.data's global order (``replay_dataset(order=GlobalOrder(...))``,
+`tests.support.global_runs.tf_run`).
 """
 
 from __future__ import annotations
@@ -41,14 +42,16 @@ import json, os, sys, time
 from replay import open_source
 from replay.global_order import GlobalOrder
 
-framework, path, split, order, state_file, workers, epochs, pause = sys.argv[1:]
-order, workers, epochs, pause = json.loads(order), int(workers), int(epochs), float(pause)
+framework, path, split, order, state_file, workers, epochs, stop = sys.argv[1:]
+order, workers, epochs, stop = json.loads(order), int(workers), int(epochs), int(stop)
 
 
 def save(state):
     with open(state_file + ".tmp", "w") as f:
         json.dump(state, f)
     os.replace(state_file + ".tmp", state_file)
+    if len(state["consumed"]) == stop:  # the pause point: killed here, its loader running
+        time.sleep(600)
 
 
 state = {"steps": 0, "consumed": [], "position": 0, "iterator": None, "resumed": False}
@@ -81,7 +84,6 @@ if framework == "torch":
             state["consumed"] += [i for b in batches for i in b["index"].tolist()]
             state["steps"] += 1
             save(state)
-            time.sleep(pause)
 else:
     import grain
     from replay.samplers import GlobalOrderIndexSampler
@@ -100,7 +102,6 @@ else:
         state["iterator"] = iterator.get_state().decode()
         state["steps"] = len(state["consumed"]) // order["global_batch_size"]
         save(state)
-        time.sleep(pause / order["global_batch_size"])
 state["done"] = True
 state["tensorflow"] = sorted(m for m in sys.modules if m.split(".")[0] == "tensorflow")
 save(state)
@@ -121,10 +122,12 @@ def expected(dataset) -> list[int]:
     return tf_run(dataset, SPLIT, GlobalOrder(**ORDER), workers=1, take=EPOCHS * n)
 
 
-def _train(framework: str, dataset: str, state_file: Path, workers: int, pause: float):
+def _train(framework: str, dataset: str, state_file: Path, workers: int, stop: int):
+    """The training process, paused once it has consumed and saved `stop` elements (-1:
+    never)."""
     args = [framework, dataset, SPLIT, json.dumps(ORDER), str(state_file), str(workers)]
     return subprocess.Popen(
-        [sys.executable, "-c", TRAIN, *args, str(EPOCHS), str(pause)],
+        [sys.executable, "-c", TRAIN, *args, str(EPOCHS), str(stop)],
         cwd=ROOT,
         stderr=subprocess.PIPE,
         text=True,
@@ -139,15 +142,17 @@ def _state(state_file: Path) -> dict | None:
         return None
 
 
-def _kill_at(child: subprocess.Popen, state_file: Path, steps: int) -> dict:
+def _kill_at(child: subprocess.Popen, state_file: Path, stop: int) -> dict:
     """SIGKILLs the child's process group (it and its loader's workers) once its saved state
-    shows `steps` global batches; the state it left."""
-    deadline = time.monotonic() + 120
-    while (state := _state(state_file)) is None or state["steps"] < steps:
-        assert child.poll() is None, child.stderr.read()[-3000:]
-        assert time.monotonic() < deadline, "the training process saved no state in time"
-        time.sleep(0.005)
-    os.killpg(child.pid, signal.SIGKILL)
+    shows `stop` elements consumed (its pause point); the state it left."""
+    deadline = time.monotonic() + 600
+    try:
+        while (state := _state(state_file)) is None or len(state["consumed"]) < stop:
+            assert child.poll() is None, child.stderr.read()[-3000:]
+            assert time.monotonic() < deadline, "the training process saved no state in time"
+            time.sleep(0.005)
+    finally:
+        os.killpg(child.pid, signal.SIGKILL)
     assert child.wait(timeout=60) == -signal.SIGKILL
     child.stderr.close()
     return _state(state_file)
@@ -161,24 +166,20 @@ def test_a_training_process_killed_mid_epoch_resumes_the_same_sequence(
     dataset, expected, tmp_path, framework, workers
 ):
     n = len(expected) // EPOCHS
-    per_epoch = n // G
+    # in the second epoch: after 3 global batches (torch saves a batch at a time), 3 elements
+    # into the fourth (Grain saves an element at a time)
+    stop = n + 3 * G + (3 if framework == "grain" else 0)
     state_file = tmp_path / "state.json"
-    killed = _kill_at(
-        _train(framework, dataset, state_file, workers, pause=0.15),
-        state_file,
-        per_epoch + 3,
-    )
+    killed = _kill_at(_train(framework, dataset, state_file, workers, stop), state_file, stop)
     assert not killed.get("done") and not killed["resumed"]
-    stopped = len(killed["consumed"])
-    assert n + 3 * G <= stopped < EPOCHS * n  # killed in the second epoch, after a save
-    assert killed["consumed"] == expected[:stopped]
+    assert killed["consumed"] == expected[:stop]
     if framework == "torch":
-        assert killed["position"] == stopped and killed["steps"] == stopped // G
+        assert killed["position"] == stop and killed["steps"] == stop // G
 
-    resumed = _train(framework, dataset, state_file, workers, pause=0)
+    resumed = _train(framework, dataset, state_file, workers, -1)
     _, err = resumed.communicate(timeout=300)
     assert resumed.returncode == 0, err[-3000:]
     final = _state(state_file)
     assert final["done"] and final["resumed"] and final["tensorflow"] == []
-    assert final["consumed"][:stopped] == killed["consumed"]
+    assert final["consumed"][:stop] == killed["consumed"]
     assert final["consumed"] == expected
