@@ -17,7 +17,6 @@ import hashlib
 import json
 import os
 import pickle
-import struct
 from collections.abc import Callable
 from pathlib import Path
 
@@ -33,9 +32,9 @@ from replay import (
 )
 from replay import format as fmt
 from replay.errors import ReplayError
-from replay.records import FRAME_BYTES, masked_crc32c, open_records
+from replay.records import open_records
 from replay.source import Source
-from tests.support.replay_fixtures import write_dataset, write_manifest
+from tests.support.replay_fixtures import rewrite_record, write_dataset, write_manifest
 
 FEATURES = ["signal", "index"]  # numeric: torch's default_collate stacks them
 
@@ -71,15 +70,7 @@ def _rewrite(change: Callable[[bytes], bytes]) -> Callable[[str], tuple[int, int
     """Element 5's record replaced by ``change(data)`` (same length) with valid CRCs."""
 
     def apply(path: str) -> tuple[int, int]:
-        where = open_records(path).locate(5)
-        with open(where.shard.path, "r+b") as f:
-            f.seek(where.start)
-            frame = f.read(where.end - where.start)
-            data = change(frame[12:-4])
-            assert len(data) == len(frame) - FRAME_BYTES
-            f.seek(where.start + 12)
-            f.write(data + struct.pack("<I", masked_crc32c(data)))
-        return 5, where.record
+        return 5, rewrite_record(path, 5, change)[1]
 
     return apply
 

@@ -40,10 +40,10 @@ from replay import (
 )
 from replay import format as fmt
 from replay.parsing import batch_parser
-from replay.records import FRAME_BYTES, masked_crc32c, open_records
+from replay.records import open_records
 from replay.source import Decoder, ExampleError, Source, decode_example
 from tests.support.record_helpers import TUG_WAV, record
-from tests.support.replay_fixtures import NORM, append_commit, write_dataset
+from tests.support.replay_fixtures import NORM, append_commit, rewrite_record, write_dataset
 
 ROOT = Path(__file__).resolve().parents[2]
 COUNTS = {"train": (5, 0, 4, 3), "test": (3, 2)}  # an empty shard; train 12, test 5
@@ -250,20 +250,6 @@ def test_an_annotated_24_bit_recording_reads_as_replay_dataset_reads_it(tmp_path
 # ------------------------------------------------------------------ broken records
 
 
-def _rewrite_record(path: str, index: int, change) -> tuple[str, int]:
-    """Replaces record `index` of `path`'s dataset by ``change(data)`` (same length) with valid
-    CRCs, so only its content is wrong; returns (shard path, record in the shard)."""
-    where = open_records(path).locate(index)
-    with open(where.shard.path, "r+b") as f:
-        f.seek(where.start)
-        frame = f.read(where.end - where.start)
-        data = change(frame[12:-4])
-        assert len(data) == len(frame) - FRAME_BYTES
-        f.seek(where.start + 12)
-        f.write(data + struct.pack("<I", masked_crc32c(data)))
-    return where.shard.path, where.record
-
-
 @pytest.mark.parametrize(
     ("change", "key", "reason"),
     [
@@ -278,7 +264,7 @@ def test_a_record_that_is_no_example_is_named_by_shard_record_and_key(
     tmp_path, change, key, reason
 ):
     write_dataset(tmp_path, num_examples_per_shard=(3, 4), compression="NONE", seed=7)
-    shard, record = _rewrite_record(str(tmp_path), 5, change)
+    shard, record = rewrite_record(str(tmp_path), 5, change)
     assert record == 2
     features = None if key != "log_mel" else [NORM]  # log_mel_norm needs its stored source
     source = open_source(tmp_path, features=features)

@@ -675,3 +675,20 @@ def flip_byte(path: str | os.PathLike, offset: int) -> None:
         byte = f.read(1)
         f.seek(offset)
         f.write(bytes([byte[0] ^ 0x01]))
+
+
+def rewrite_record(path: str | os.PathLike, index: int, change) -> tuple[str, int]:
+    """Replace record `index` (`open_records` numbering) of `path`'s dataset by
+    ``change(data)`` (same length) with valid CRCs, so only its content is wrong; returns (its
+    shard's path, the record in the shard)."""
+    from replay.records import FRAME_BYTES, masked_crc32c, open_records
+
+    where = open_records(str(path)).locate(index)
+    with open(where.shard.path, "r+b") as f:
+        f.seek(where.start)
+        frame = f.read(where.end - where.start)
+        data = change(frame[12:-4])
+        assert len(data) == len(frame) - FRAME_BYTES
+        f.seek(where.start + 12)
+        f.write(data + struct.pack("<I", masked_crc32c(data)))
+    return where.shard.path, where.record
