@@ -21,6 +21,7 @@ from __future__ import annotations
 import functools
 import math
 import struct
+import threading
 from collections.abc import Sequence
 
 import numpy as np
@@ -176,8 +177,9 @@ class GlobalIndex:
 
     The same numbers as `replay.global_order.positions_records` on ``plan_blocks(counts)``
     (record index = the span's first index + the record in the span) and as the tf.data
-    reader's ``replay_dataset(order=GlobalOrder(...))``. Picklable; caches the layout of the
-    last epochs and the permutations of the last windows it was asked for.
+    reader's ``replay_dataset(order=GlobalOrder(...))``. Picklable; thread-safe (Grain's
+    loader asks its sampler from several threads); caches the layout of the last epochs and
+    the permutations of the last windows it was asked for.
     """
 
     _EPOCHS_KEPT = 2
@@ -204,6 +206,7 @@ class GlobalIndex:
         self.num_records = int(base[-1])
         self._epochs: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
         self._windows: dict[tuple[int, int], np.ndarray] = {}
+        self._lock = threading.Lock()  # the two caches
 
     @classmethod
     def of(cls, source: object, order: GlobalOrder) -> GlobalIndex:
@@ -224,7 +227,13 @@ class GlobalIndex:
         )
 
     def __getstate__(self) -> dict:
-        return {**self.__dict__, "_epochs": {}, "_windows": {}}
+        state = {**self.__dict__, "_epochs": {}, "_windows": {}}
+        del state["_lock"]
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
 
     def block_order(self, epoch: int) -> np.ndarray:
         """The epoch's blocks in read order (`EpochOrder.block_order`)."""
@@ -233,7 +242,8 @@ class GlobalIndex:
 
     def _layout(self, epoch: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(block order, each window's first record in the epoch, each window's size)."""
-        got = self._epochs.get(epoch)
+        with self._lock:
+            got = self._epochs.get(epoch)
         if got is None:
             order = self.block_order(epoch)
             sizes = np.add.reduceat(
@@ -241,22 +251,25 @@ class GlobalIndex:
             )
             firsts = np.cumsum(sizes) - sizes
             got = (order, firsts, sizes)
-            if len(self._epochs) >= self._EPOCHS_KEPT:
-                self._epochs.pop(next(iter(self._epochs)))
-            self._epochs[epoch] = got
+            with self._lock:
+                if len(self._epochs) >= self._EPOCHS_KEPT:
+                    self._epochs.pop(next(iter(self._epochs)))
+                self._epochs[epoch] = got
         return got
 
     def _permutation(self, epoch: int, window: int, size: int) -> np.ndarray:
         """The window's record at each of its positions (`EpochOrder.window_permutation`),
         whole: one sampler call a position would otherwise shuffle a window's cipher block
         each time."""
-        got = self._windows.get((epoch, window))
+        with self._lock:
+            got = self._windows.get((epoch, window))
         if got is None:
             key = order_key(self.seed, epoch, window + 1)
             got = index_shuffle(np.arange(size), key, max(size - 1, 0))
-            if len(self._windows) >= self._WINDOWS_KEPT:
-                self._windows.pop(next(iter(self._windows)))
-            self._windows[epoch, window] = got
+            with self._lock:
+                if len(self._windows) >= self._WINDOWS_KEPT:
+                    self._windows.pop(next(iter(self._windows)))
+                self._windows[epoch, window] = got
         return got
 
     def window_records(self, epoch: int, window: int, at: np.ndarray) -> np.ndarray:
