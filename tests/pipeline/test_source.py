@@ -76,8 +76,9 @@ def datasets(tmp_path_factory) -> dict[str, str]:
 
 
 def _tf_elements(path: str, **kwargs) -> list[dict]:
-    """`replay_dataset`'s elements in recorded order (one shard at a time), as numpy."""
-    ds = replay_dataset(path, cycle_length=1, **kwargs)
+    """`replay_dataset`'s elements in recorded order (one shard at a time, deterministic: without a
+    seed the parse map may hand blocks on out of order), as numpy."""
+    ds = replay_dataset(path, cycle_length=1, deterministic=True, **kwargs)
     return [{k: v.numpy() for k, v in element.items()} for element in ds]
 
 
