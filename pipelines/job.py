@@ -8,11 +8,11 @@ Stages (each a Beam step with its own counters), planned in `pipelines.plan`:
 
 1. Planning: match files, read every WAV header (window counts, the signal dtype), assign
    files to splits and cut the rows into read tasks (a single task when the runner runs tasks
-   one at a time: the in-memory DirectRunner); bad files are listed up front. A plain run
-   lists and labels in the launcher and reads the headers and plans in the job's first step
-   (`pipelines.plan.in_job`); ``--annotations``, ``--append``, ``--resume`` of an unfinished
-   run and a Python ``shard_func`` plan in the launcher (`pipelines.plan`), with the same
-   functions.
+   one at a time: the in-memory DirectRunner); bad files are listed up front. A plain run of
+   inputs on an object store lists and labels in the launcher and reads the headers and plans
+   in the job's first step (`pipelines.plan.in_job`), and resumes there; local inputs,
+   ``--annotations``, ``--append`` and a Python ``shard_func`` plan in the launcher
+   (`pipelines.plan`), with the same functions.
 2. ``ReadWindows``: decode, window, compute features and encode records per task; records
    stream to per-shard part files, and rows feed ``Analyze`` (TFT full pass: class vocabulary,
    z-score statistics) in the same fused stage. Only small descriptions cross stage boundaries.
@@ -59,12 +59,24 @@ from pipelines.plan import (
     read_headers,
     size_tasks,
 )
-from pipelines.plan.in_job import PLANNED_AUDIO_MS, PlanArgs, PlanInJob
+from pipelines.plan.in_job import (
+    PLANNED_AUDIO_MS,
+    REUSED_TASKS,
+    REUSED_WINDOWS,
+    PlanArgs,
+    PlanInJob,
+    ResumeArgs,
+)
 from pipelines.plan.reads import RUN_MARKER, output_dir_state
 from pipelines.result import RecordResult
 from pipelines.resume import fingerprint as fp
 from pipelines.resume import reuse
-from pipelines.resume.output_dir import job_fingerprint, prepare_output_dir, start_output_dir
+from pipelines.resume.output_dir import (
+    job_fingerprint,
+    prepare_output_dir,
+    resume_in_job,
+    start_output_dir,
+)
 from replay import format as fmt
 from replay.storage import is_url
 from runners import internals
@@ -229,8 +241,9 @@ def run_job(
 
     A plain run whose inputs are on an object store is planned in the job
     (`pipelines.plan.in_job`: the launcher reads no header but the first, where each header read
-    is a request); local inputs, ``--annotations``, ``--append``, ``--resume`` of an unfinished
-    run and a `shard_func` are planned in the launcher (`pipelines.plan`). Local inputs stay
+    is a request); ``--resume`` of an unfinished run is planned where the run was (its stored
+    fingerprint says); local inputs, ``--annotations``, ``--append`` and a `shard_func` are
+    planned in the launcher (`pipelines.plan`). Local inputs stay
     there: planned in the job, a run of many small local files peaks at about the memory of one
     planned in the launcher, both well above the same audio in long files, while a local
     header read is cheap (docs/running-at-scale.md).
@@ -275,12 +288,17 @@ def run_job(
         with internals.collector_paused():  # planning's objects live until the job ends
             listed = list_inputs(config, shard_func=shard_func)  # validates before the runner
         state = output_dir_state(listed.output_dir)
-        resuming = config.resume and state == "ours"
         in_job = is_url(config.input_pattern) if plan_in_job is None else plan_in_job
-        if in_job and not resuming:
+        stored = None
+        if config.resume and state == "ours":  # resumed where it planned: its fingerprint says
+            stored = fp.read_fingerprint(listed.output_dir)
+            in_job = stored is not None and fp.planned_in_job(stored)
+        if in_job:
             launch = _LaunchInJob(listed)
             del listed  # the job's launch holds the listing until its pipeline is built
-            return _run_planned_in_job(config, launch, state, options=options, argv=argv)
+            return _run_planned_in_job(
+                config, launch, state, options=options, argv=argv, stored=stored
+            )
     with internals.collector_paused():  # planning's objects live until the job ends
         if listed is None:
             listed_all = list_inputs(config, shard_func=shard_func, continuation=continuation)
@@ -305,9 +323,7 @@ def run_job(
         if runners.translation_only(options):  # Dataflow template: the job description only
             staged = stage_plan(plan, plan.tasks)
             return _describe_job(plan, options=options, release=staged.release, staged=staged)
-        reused = start_output_dir(
-            plan, resuming=config.resume, listed=listed, single_task=single_task
-        )
+        reused = start_output_dir(plan, resuming=config.resume)
         # the listing (files before their headers) and the stamps (in the fingerprint now) are
         # not held while the job runs
         del listed, scanned
@@ -485,9 +501,12 @@ def _run_planned_in_job(
     *,
     options: JobOptions,
     argv: list[str],
+    stored: Mapping[str, Any] | None = None,
 ) -> RecordResult:
     """A plain record run planned in the job (`pipelines.plan.in_job`): the launcher makes no
-    request a file (the listing, the labels, one header for the feature shapes).
+    request a file (the listing, the labels, one header for the feature shapes). `stored`:
+    ``--resume`` of such a run, its fingerprint: compared and the directory cleared in the
+    launcher (`resume_in_job`), what each task reuses decided in the job.
 
     Raises:
       UsageError: invalid inputs or options, found by the launcher or by the job's plan step
@@ -497,18 +516,27 @@ def _run_planned_in_job(
     out = listed.output_dir
     with internals.collector_paused():  # the launcher's steps; the job runs with it on
         plan, args = launcher_plan(config, listed, state, options=options, argv=argv)
+        cut = {"cpu_count": args.cpu_count, "single_task": args.single_task}
+        resume = None
+        if stored is not None:  # checked and cleared here, reused task by task in the job
+            fingerprint, reusable = resume_in_job(  # a template: compared, nothing deleted
+                plan, listed, stored, cut=cut, clear=not runners.translation_only(options)
+            )
+            if reusable:
+                resume = ResumeArgs(output_dir=out, checkpoints=not is_url(out))
         if runners.translation_only(options):  # Dataflow template: the job description only
             inputs = staged_lists.stage(out, "inputs", listed.inputs)  # for the plan step
             release = functools.partial(staged_lists.release, inputs)
-            planning = PlanInJob(inputs, args)
+            planning = PlanInJob(inputs, args, resume=resume)
             return _describe_job(plan, options=options, release=release, planning=planning)
-        cut = {"cpu_count": args.cpu_count, "single_task": args.single_task}
-        fingerprint = job_fingerprint(plan.params, listed, cut=cut)
+        if stored is None:
+            fingerprint = job_fingerprint(plan.params, listed, cut=cut)
         total_files = len(listed.inputs)
         inputs, data = staged_lists.pickled(out, "inputs", listed.inputs)
-        planning = PlanInJob(inputs, args)
+        planning = PlanInJob(inputs, args, resume=resume)
         del listed, args  # the job holds the staged inputs, not the launcher
-        prepare_output_dir(plan)
+        if stored is None:
+            prepare_output_dir(plan)
         try:  # the fingerprint is there before the job starts
             with written_while_built(out, fingerprint, inputs, data):
                 del fingerprint, data
@@ -539,7 +567,12 @@ def _run_planned_in_job(
     job_counters = counters(result)
     seconds = job_counters.get(PLANNED_AUDIO_MS, 0) / 1000  # failed while read: counted too
     summary = summarize(plan, elapsed, counters=job_counters, audio_seconds=seconds)
-    return dataclasses.replace(summary, total_tasks=job_counters.get("read_tasks", 0))
+    return dataclasses.replace(
+        summary,
+        total_tasks=job_counters.get("read_tasks", 0),
+        reused_tasks=job_counters.get(REUSED_TASKS, 0),
+        reused_windows=job_counters.get(REUSED_WINDOWS, 0),
+    )
 
 
 def _describe_job(

@@ -16,6 +16,13 @@ its segments as the plan step's pickled pieces, decoded as the task reads them
            (ReadWindowsConfig, Sharding) ("planned")
     header batches + TaskCut (side input) -> CutTasks: (task id, pickled segments), refused files
         ("errors") -> GroupByTask -> read tasks (main; their segments kept pickled)
+    ``--resume``: read tasks + the commit records' paths by task (one listing, side input)
+        -> ReuseCommitted: each task with what it reuses (`pipelines.resume.reuse.task_reuse`)
+
+``--resume`` of a run planned in the job: the launcher compares the fingerprint (made from the
+listing) and clears the directory (`pipelines.resume.output_dir.resume_in_job`); each task reads
+only its own commit records, where it runs, and deletes those it does not reuse before it is
+read (a continued task rewrites the part bytes they name).
 
 The ``planned`` singleton (the resolved signal dtype, the shard counts) is a side input of the
 read, write and finalize stages. A check that needs headers (``--signal_dtype`` that cannot
@@ -45,6 +52,8 @@ from pipelines.plan.batches import (
 )
 from pipelines.plan.reads import scan_headers
 from pipelines.plan.types import ScannedInputs
+from pipelines.resume import reuse
+from replay import storage
 from transforms.spec.types import InputFile, ReadTask
 from transforms.stages import staged
 from transforms.stages.task_coder import EncodedPiece, EncodedSegments, encode_segments
@@ -53,6 +62,8 @@ HEADER_BATCH = 256  # files whose headers one element of the header stage reads
 ERRORS_TAG = "errors"  # files refused for their header or label: {"path", "reason"}
 PLANNED_TAG = "planned"  # (ReadWindowsConfig, Sharding), one element
 PLANNED_AUDIO_MS = "planned_audio_ms"  # counter: milliseconds of audio in the planned files
+REUSED_TASKS = "reused_tasks"  # counter (--resume): tasks reused whole
+REUSED_WINDOWS = "reused_windows"  # counter (--resume): windows reused
 
 
 def batches(inputs: staged.Staged, *, size: int = HEADER_BATCH) -> Iterator[list[InputFile]]:
@@ -173,15 +184,51 @@ def to_task(keyed: tuple[int, Iterable[EncodedPiece]]) -> ReadTask:
     return ReadTask(task_id, EncodedSegments(pieces))
 
 
+@dataclasses.dataclass(frozen=True)
+class ResumeArgs:
+    """``--resume`` of a run planned in the job: what its tasks reuse is decided in the job.
+
+    Attributes:
+      output_dir: the run's output directory (its ``.tmp/commits`` records).
+      checkpoints: checkpoint records are reused too (False on an object store: whole tasks).
+    """
+
+    output_dir: str
+    checkpoints: bool
+
+
+def commit_paths(resume: ResumeArgs) -> dict[int, list[str]]:
+    """The run's commit and checkpoint records' paths by task (one listing, no record read)."""
+    return reuse.record_paths(resume.output_dir)
+
+
+def reuse_committed(task: ReadTask, paths: Mapping[int, list[str]], resume: ResumeArgs) -> ReadTask:
+    """A planned read task with what it reuses of its records (`reuse.task_reuse`); its records
+    not reused are deleted (a continued task rewrites the part bytes they name)."""
+    found = reuse.read_records(paths.get(task.task_id, ()))
+    one = reuse.task_reuse(resume.output_dir, task, found, checkpoints=resume.checkpoints)
+    for path in one.stale:
+        storage.gfile().remove(path)
+    beam.metrics.Metrics.counter("record", REUSED_TASKS).inc(one.whole_tasks)
+    beam.metrics.Metrics.counter("record", REUSED_WINDOWS).inc(one.windows)
+    return one.tasks[0]
+
+
 class PlanInJob(beam.PTransform):
     """Staged labelled inputs -> ``tasks`` (ReadTask), ``errors`` ({"path", "reason"}) and
     ``planned`` ((ReadWindowsConfig, Sharding), one element).
 
-    `batch_size`: files whose headers one element of the header stage reads.
+    `batch_size`: files whose headers one element of the header stage reads. `resume`
+    (``--resume``): each task goes with what it reuses of the committed work.
     """
 
     def __init__(
-        self, inputs: staged.Staged, args: PlanArgs, *, batch_size: int = HEADER_BATCH
+        self,
+        inputs: staged.Staged,
+        args: PlanArgs,
+        *,
+        batch_size: int = HEADER_BATCH,
+        resume: ResumeArgs | None = None,
     ) -> None:
         super().__init__()
         self._inputs = inputs
@@ -189,6 +236,7 @@ class PlanInJob(beam.PTransform):
             args, listed=dataclasses.replace(args.listed, inputs=(), stamps=())
         )
         self._batch_size = batch_size
+        self._resume = resume
 
     @property
     def single_task(self) -> bool:
@@ -220,4 +268,13 @@ class PlanInJob(beam.PTransform):
             | "GroupByTask" >> beam.GroupByKey()
             | "Tasks" >> beam.Map(to_task).with_output_types(ReadTask)
         )
+        if self._resume is not None:
+            paths = (  # {task id: [record path]}, one element
+                pbegin
+                | "CommitsDir" >> beam.Create([self._resume], reshuffle=False)
+                | "CommitPaths" >> beam.Map(commit_paths)
+            )
+            tasks = tasks | "ReuseCommitted" >> beam.Map(
+                reuse_committed, beam.pvalue.AsSingleton(paths), self._resume
+            ).with_output_types(ReadTask)
         return {"tasks": tasks, "errors": pieces[ERRORS_TAG], "planned": planned[PLANNED_TAG]}

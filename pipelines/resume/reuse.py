@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from pipelines.config import RecordConfig
@@ -102,14 +102,29 @@ def job_outputs(name: str, num_shards: Mapping[str, int]) -> frozenset[str]:
     return frozenset(fixed | shards)
 
 
-def unknown_entries(names: Sequence[str], known: frozenset[str]) -> list[str]:
-    """The entries of `names` the job did not write: neither `known` nor a temporary file of
-    one (``<name>.tmp-<8 hex>``, `transforms.stages.atomic.temp_name`)."""
+def unknown_entries(names: Sequence[str], is_output: Callable[[str], bool]) -> list[str]:
+    """The entries of `names` the job did not write: neither an output (`is_output`, e.g.
+    ``job_outputs(...).__contains__`` or `named_output`) nor a temporary file of one
+    (``<name>.tmp-<8 hex>``, `transforms.stages.atomic.temp_name`)."""
     unknown = []
     for entry in (n.rstrip("/") for n in names):
-        if entry not in known and _temp_of(entry) not in known:
+        temp = _temp_of(entry)
+        if not is_output(entry) and not (temp is not None and is_output(temp)):
             unknown.append(entry)
     return sorted(unknown)
+
+
+def named_output(name: str) -> Callable[[str], bool]:
+    """Whether a top-level entry is one a record job of dataset `name` writes, whatever its
+    shard counts (a run planned in the job: the launcher does not know them): a fixed output
+    of `job_outputs` or a shard file of `name`."""
+    fixed = job_outputs(name, {})
+
+    def is_output(entry: str) -> bool:
+        shard = fmt.parse_shard_filename(entry)
+        return entry in fixed or (shard is not None and shard["name"] == name)
+
+    return is_output
 
 
 def _temp_of(name: str) -> str | None:
@@ -212,26 +227,32 @@ def _parts_present(output_dir: str, record: Mapping[str, Any]) -> bool:
     return True
 
 
-def _records(output_dir: str) -> dict[int, list[tuple[str, dict[str, Any]]]]:
-    """The commit and checkpoint records in `output_dir`: (path, record | None when unreadable)
-    by task (by the name's task number)."""
+def record_paths(output_dir: str) -> dict[int, list[str]]:
+    """The commit and checkpoint records' paths in `output_dir`, by task (the name's task
+    number): one listing of the records' directory, no record read."""
     import tensorflow as tf  # listing local and object-store directories alike
 
     directory = f"{output_dir}/{COMMITS_DIR}"
-    found: dict[int, list[tuple[str, Any]]] = {}
+    found: dict[int, list[str]] = {}
     if not storage.isdir(directory):
         return found
     for name in sorted(tf.io.gfile.listdir(directory)):
         task = name.split("-", 1)[0]
-        if not (name.endswith(".json") and task.isdigit()):
-            continue
-        path = f"{directory}/{name}"
+        if name.endswith(".json") and task.isdigit():
+            found.setdefault(int(task), []).append(f"{directory}/{name}")
+    return found
+
+
+def read_records(paths: Sequence[str]) -> list[tuple[str, Any]]:
+    """(path, record | None when unreadable) of each of `paths`, in order."""
+    out = []
+    for path in paths:
         try:
             record = json.loads(storage.read_text(path))
         except (OSError, ValueError):  # written atomically: unreadable = absent
             record = None
-        found.setdefault(int(task), []).append((path, record))
-    return found
+        out.append((path, record))
+    return out
 
 
 def _chain(
@@ -261,32 +282,50 @@ def _chain(
 
 def plan_reuse(output_dir: str, tasks: Sequence[Any], *, checkpoints: bool = True) -> Reuse:
     """The committed work of the run in `output_dir` that the planned `tasks` (`ReadTask`s)
-    reuse (`_chain`): the tasks with their records, and the records not reused.
+    reuse (`task_reuse`, task by task): the tasks with their records, and the records not
+    reused (those of a task not planned too).
 
     `checkpoints`: False for an output on an object store (a part there cannot be continued in
     place): only whole tasks' records are reused."""
-    by_task = _records(output_dir)
+    by_task = record_paths(output_dir)
     todo, stale, whole, windows = [], [], 0, 0
     for task in tasks:
-        found = by_task.get(task.task_id, [])
-        chain = _chain(output_dir, task, found)
-        if not checkpoints and chain and chain[-1][1]["stop"] < len(task.segments):
-            chain = []
-        used = {path for path, _ in chain}
-        stale += [path for path, _ in found if path not in used]
-        windows += sum(int(r["windows"]) for _, r in chain)
-        at = chain[-1][1]["stop"] if chain else 0
-        if at == len(task.segments):
-            whole += 1
-            resumed = tuple(r for _, r in chain)
-        else:  # reused up to a checkpoint (or not at all): the task goes on from there
-            resumed = tuple({**r, "continued": True} for _, r in chain)
-        todo.append(
-            dataclasses.replace(task, segments=task.segments[at:], start=at, resumed=resumed)
-        )
+        found = read_records(by_task.get(task.task_id, []))
+        one = task_reuse(output_dir, task, found, checkpoints=checkpoints)
+        todo += one.tasks
+        stale += one.stale
+        whole += one.whole_tasks
+        windows += one.windows
     planned = {task.task_id for task in tasks}
-    stale += [p for t, found in by_task.items() if t not in planned for p, _ in found]
+    stale += [p for t, found in by_task.items() if t not in planned for p in found]
     return Reuse(tuple(todo), tuple(stale), whole, windows)
+
+
+def task_reuse(
+    output_dir: str,
+    task: Any,
+    found: Sequence[tuple[str, Any]],
+    *,
+    checkpoints: bool = True,
+) -> Reuse:
+    """What planned read task `task` reuses of its records `found` ((path, record | None),
+    `read_records`): the task with the records it reuses (`_chain`), to read from where they
+    stop, and its records not reused. `checkpoints` as `plan_reuse` takes it."""
+    chain = _chain(output_dir, task, found)
+    if not checkpoints and chain and chain[-1][1]["stop"] < len(task.segments):
+        chain = []
+    used = {path for path, _ in chain}
+    stale = tuple(path for path, _ in found if path not in used)
+    windows = sum(int(r["windows"]) for _, r in chain)
+    at = chain[-1][1]["stop"] if chain else 0
+    whole = at == len(task.segments)
+    if whole:
+        resumed = tuple(r for _, r in chain)
+    else:  # reused up to a checkpoint (or not at all): the task goes on from there
+        resumed = tuple({**r, "continued": True} for _, r in chain)
+    segments = task.segments[at:] if at else task.segments
+    todo = dataclasses.replace(task, segments=segments, start=at, resumed=resumed)
+    return Reuse((todo,), stale, int(whole), windows)
 
 
 def finished_result(info: Any, config: RecordConfig) -> RecordResult:

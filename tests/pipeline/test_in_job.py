@@ -481,8 +481,8 @@ def test_the_plan_step_with_small_header_batches_gives_the_launchers_tasks(tmp_p
 def test_a_version_1_record_of_a_run_planned_in_the_job_still_resumes(tmp_path):
     """An unfinished run planned in the job whose resume record version 1 wrote (the inputs a
     list of [path, size, time], the listing digested file by file) is resumed: the launcher
-    digests the listing as version 1 did to compare, then writes a version-2 record; a changed
-    label is still refused, in one line."""
+    digests the listing as version 1 did to compare, then gives a version-2 record to write; a
+    changed label is still refused, in one line."""
     import dataclasses
 
     from pipelines import job
@@ -518,15 +518,50 @@ def test_a_version_1_record_of_a_run_planned_in_the_job_still_resumes(tmp_path):
         (out / fp.FINGERPRINT_FILE).write_text(json.dumps(version_1, indent=1))
 
     unfinished(listed)
-    job.start_output_dir(plan, resuming=True, listed=listed, single_task=True)
-    stored = fp.read_fingerprint(str(out))
-    assert stored["fingerprint_version"] == 2 and fp.planned_in_job(stored)
-    assert stored["plan"] == fp.listing_digest(listed, cut=cut)
-    job.start_output_dir(plan, resuming=True, listed=listed, single_task=True)  # version 2 now
+    fingerprint, reusable = job.resume_in_job(plan, listed, fp.read_fingerprint(str(out)), cut=cut)
+    assert reusable and fingerprint["fingerprint_version"] == 2 and fp.planned_in_job(fingerprint)
+    assert fingerprint["plan"] == fp.listing_digest(listed, cut=cut)
+    (out / fp.FINGERPRINT_FILE).write_text(json.dumps(fingerprint))  # as the job writes it
+    assert job.resume_in_job(plan, listed, fp.read_fingerprint(str(out)), cut=cut)[1]
     first, *rest = listed.inputs
     relabelled = dataclasses.replace(
         listed, inputs=(dataclasses.replace(first, label="other"), *rest)
     )
     unfinished(relabelled)
     with pytest.raises(UsageError, match=r"--resume: .* another plan: the plan changed"):
-        job.start_output_dir(plan, resuming=True, listed=listed, single_task=True)
+        job.resume_in_job(plan, listed, fp.read_fingerprint(str(out)), cut=cut)
+
+
+def test_a_resume_planned_in_the_job_refuses_a_changed_input_naming_it(tmp_path, monkeypatch):
+    """``--resume`` of an unfinished run planned in the job is compared in the launcher from the
+    listing (the launcher's reader of every header fails if called): a file
+    that changed since the run started is refused in one line naming it, and the committed work
+    is left as it was."""
+    from pipelines import job
+    from pipelines.config import RecordConfig, UsageError
+    from pipelines.plan import list_inputs, plan_record
+    from pipelines.plan.reads import RUN_MARKER
+    from pipelines.resume import reuse
+
+    clips = _clips(tmp_path / "clips", 8)
+    out = tmp_path / "ds"
+    options = dict(input_pattern=f"{clips}/*/*.wav", output_dir=str(out), win_len=8000)
+    config = RecordConfig(**options, label_source="dirname", classes="yes,no,up", resume=True)
+    listed = list_inputs(config)
+    cut = {"cpu_count": os.cpu_count() or 1, "single_task": True}  # the in-memory DirectRunner
+    (out / reuse.COMMITS_DIR).mkdir(parents=True)
+    (out / RUN_MARKER).write_text("ours\n")
+    record = out / reuse.COMMITS_DIR / "000000-0-3.json"
+    record.write_text("{}")
+    stored = job.job_fingerprint(plan_record(config).params, listed, cut=cut)
+    (out / fp.FINGERPRINT_FILE).write_text(json.dumps(stored))
+
+    def no_header_read(*args, **kwargs):
+        raise AssertionError("the launcher read headers")
+
+    monkeypatch.setattr(job, "read_headers", no_header_read)
+    changed = clips / "up" / "c00002.wav"
+    changed.write_bytes(changed.read_bytes() + b"\0\0")
+    with pytest.raises(UsageError, match=rf"--resume: .* input changed: {changed} \(size"):
+        job.run_job(config, plan_in_job=True)
+    assert record.read_text() == "{}" and (out / fp.FINGERPRINT_FILE).exists()

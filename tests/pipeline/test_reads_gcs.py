@@ -508,11 +508,10 @@ print(len(listed.inputs))
 """
 
 
-def test_the_launcher_of_a_run_planned_in_the_job_makes_no_request_a_file(tmp_path, gcs, clips):
-    """Beam's requests from the launcher's planning (listing, labels, the output dir, the
-    runner, one header for the feature shapes) are as many for 40 files as for 10: none a file;
-    reading every header, as the launcher did, is two a file."""
-    many = tmp_path / "many"
+@pytest.fixture(scope="module")
+def many(tmp_path_factory, gcs, clips) -> str:
+    """40 clips of 0.25 s in 4 class folders under gs://clips/many/: their pattern."""
+    many = tmp_path_factory.mktemp("many")
     rng = np.random.default_rng(3)
     for i in range(40):
         folder = many / ("down", "go", "up", "yes")[i % 4]
@@ -520,8 +519,15 @@ def test_the_launcher_of_a_run_planned_in_the_job_makes_no_request_a_file(tmp_pa
         x = rng.integers(-3000, 3000, size=RATE // 4, dtype=np.int16)
         sf.write(folder / f"c{i:02d}.wav", x, RATE, "PCM_16")
     gcs.upload_tree(many, "clips", "many")
+    return "gs://clips/many/*/*.wav"
+
+
+def test_the_launcher_of_a_run_planned_in_the_job_makes_no_request_a_file(gcs, clips, many):
+    """Beam's requests from the launcher's planning (listing, labels, the output dir, the
+    runner, one header for the feature shapes) are as many for 40 files as for 10: none a file;
+    reading every header, as the launcher did, is two a file."""
     requests = {}
-    for pattern, n in (("gs://clips/speech/*/*.wav", "10"), ("gs://clips/many/*/*.wav", "40")):
+    for pattern, n in (("gs://clips/speech/*/*.wav", "10"), (many, "40")):
         for step in ("launcher", "headers"):
             gcs.beam_faults.requests = 0
             listed = _run(gcs, "-c", LAUNCHER, pattern, step).stdout.strip().splitlines()[-1]
@@ -529,3 +535,57 @@ def test_the_launcher_of_a_run_planned_in_the_job_makes_no_request_a_file(tmp_pa
             requests[(n, step)] = gcs.beam_faults.requests
     assert requests[("10", "launcher")] == requests[("40", "launcher")] <= 6, requests
     assert requests[("40", "headers")] - requests[("10", "headers")] >= 2 * 30, requests
+
+
+RESUME_LAUNCHER = """
+import json, os, sys
+from apache_beam.io.filesystems import FileSystems
+from apache_beam.options.pipeline_options import PipelineOptions
+from pipelines import job, record
+from pipelines.config import RecordConfig
+from pipelines.plan import list_inputs
+from pipelines.plan.reads import RUN_MARKER
+from pipelines.resume import fingerprint as fp
+from runners.internals import JobOptions
+from transforms.stages import atomic
+phase, *argv = sys.argv[1:]
+if phase == "resume":  # the launcher of --resume, the job described for Dataflow, not run
+    sys.exit(record.main([*argv, "--resume"]))
+FileSystems.set_options(JobOptions(argv))
+config = RecordConfig.from_namespace(PipelineOptions(argv).view_as(record.RecordOptions))
+listed = list_inputs(config)  # an unfinished run planned in the job: its marker and record
+cut = {"cpu_count": os.cpu_count() or 1, "single_task": False}
+stored = job.job_fingerprint(json.loads(json.dumps(config.params())), listed, cut=cut)
+atomic.write_atomically(f"{listed.output_dir}/{RUN_MARKER}", [b"ours"])
+atomic.write_atomically(f"{listed.output_dir}/{fp.FINGERPRINT_FILE}", fp.json_pieces(stored))
+print(len(listed.inputs))
+"""
+
+
+def test_the_launcher_of_a_resume_planned_in_the_job_makes_no_request_a_file(tmp_path, gcs, many):
+    """``--resume`` of an unfinished run planned in the job (inputs and output on gs://),
+    translated for Dataflow with 40 ms a request: the launcher's requests (Beam's and
+    TensorFlow's: the listing, the fingerprint compared, the output directory, the staged
+    listing, the job built) are as many for 40 files as for 10."""
+    (tmp_path / "staging").mkdir()
+    dataflow = ["--runner", "DataflowRunner", "--project", "p", "--region", "europe-west1"]
+    dataflow += ["--dataflow_endpoint", "http://localhost:1", "--no_auth"]
+    dataflow += ["--temp_location", str(tmp_path / "tmp")]
+    dataflow += ["--staging_location", str(tmp_path / "staging")]
+    requests = {}
+    for pattern, n in (("gs://clips/speech/*/*.wav", "10"), (many, "40")):
+        out = f"gs://out/resumed-{n}"
+        argv = [*ARGS, "--input_pattern", pattern, "--output_dir", out, *dataflow]
+        argv += ["--template_location", str(tmp_path / f"job-{n}.json")]
+        listed = _run(gcs, "-c", RESUME_LAUNCHER, "unfinished", *argv).stdout.strip()
+        assert listed.splitlines()[-1] == n
+        gcs.beam_faults.requests = gcs.tf_faults.requests = 0
+        gcs.beam_faults.latency_s = gcs.tf_faults.latency_s = 0.04
+        try:
+            _run(gcs, "-c", RESUME_LAUNCHER, "resume", *argv)
+        finally:
+            gcs.beam_faults.latency_s = gcs.tf_faults.latency_s = 0.0
+        requests[n] = (gcs.beam_faults.requests, gcs.tf_faults.requests)
+        names = gcs.list_names("out", f"resumed-{n}/")
+        assert f"resumed-{n}/.tmp/resume.json" in names, names  # compared, not replaced
+    assert requests["10"] == requests["40"], requests

@@ -1,6 +1,7 @@
 """``--resume`` (issue 30) in the other execution modes: the DirectRunner's multi_processing
 workers, the portable runner (a job service and our worker pool), a Flink session cluster, and
-a dataset on an object store (gs://, the emulator of tests/pipeline/test_reads_gcs.py).
+a dataset on an object store (gs://, the emulator of tests/pipeline/test_reads_gcs.py); a run
+planned in the job resumed in the job, on worker processes and on a Spark standalone cluster.
 
 Each test records an uninterrupted reference run, then a run killed once a read task has
 committed and before the job can finish, then resumes it: the dataset must equal the reference
@@ -117,6 +118,83 @@ def test_multi_processing_killed_after_a_commit_resumes_byte_identical(tmp_path)
     result = record.run(_args(pattern, out, *MULTI, "--resume"))
     assert 0 < result.reused_windows < FILES * WINDOWS, result
     assert result.num_examples == FILES * WINDOWS
+    assert_same_dataset(out, want)
+    assert not (out / ".tmp").exists()
+
+
+def _assert_resumed_in_the_job(result) -> None:
+    """The resumed run was planned in the job: its plan step read every header (the launcher
+    reads none) and its tasks' reuse was decided there (the job's counters)."""
+    assert result.counters.get("headers_read") == FILES, result.counters
+    assert 0 < result.counters.get("reused_windows", 0) == result.reused_windows < FILES * WINDOWS
+    assert result.num_examples == FILES * WINDOWS
+
+
+def test_planned_in_the_job_multi_processing_killed_after_a_commit_resumes_in_the_job(tmp_path):
+    """A run planned in the job on worker processes, killed once a task committed, resumes in
+    the job (the launcher compares the fingerprint made from the listing; each task reads its
+    own commit records where it runs) to the uninterrupted dataset byte for byte."""
+    pattern = _corpus(tmp_path / "corpus")
+    want, out, hold = tmp_path / "uninterrupted", tmp_path / "out", tmp_path / "hold"
+    record.run(_args(pattern, want, *MULTI))
+
+    hold.mkdir()
+    argv = (str(hold), "--in_job", *_args(pattern, out, *MULTI))
+    proc = cli(*argv, log=tmp_path / "killed.log", module="tests.support.resume_hold")
+    try:
+        _wait_for_hold(hold, lambda: proc.poll() is None)
+        _assert_unfinished_with_commits(out)
+    finally:
+        kill(proc)
+        (hold / "release").touch()
+    assert json.loads((out / ".tmp" / "resume.json").read_text())["planned_in"] == "job"
+
+    result = record.run(_args(pattern, out, *MULTI, "--resume"))
+    _assert_resumed_in_the_job(result)
+    assert_same_dataset(out, want)
+    assert not (out / ".tmp").exists()
+
+
+def test_planned_in_the_job_on_a_spark_cluster_killed_after_a_commit_resumes_in_the_job(
+    tmp_path,
+):
+    """The same on a Spark standalone cluster with our SDK workers: the killed launcher takes
+    its job server (the Spark driver) with it; the resume is a new Spark job whose plan step
+    and reuse run on the cluster's workers."""
+    from runners import jobserver
+
+    clusters.job_server_jar("spark")
+    pattern = _corpus(tmp_path / "corpus")
+    want, out, hold = tmp_path / "uninterrupted", tmp_path / "out", tmp_path / "hold"
+    record.run(_args(pattern, want, *IN_MEMORY))
+    cluster = clusters.SparkCluster(tmp_path / "spark", jobserver.lib_dir("spark"))
+    try:
+        with _worker_pool(tmp_path) as pool:
+            spark = ("--runner", "SparkRunner", "--spark_master_url", cluster.url)
+            spark += ("--spark_job_server_jar", str(jobserver.jar_path("spark")))
+            spark += ("--environment_type", "EXTERNAL")
+            spark += ("--environment_config", f"127.0.0.1:{pool}")
+            hold.mkdir()
+            argv = (str(hold), "--in_job", *_args(pattern, out, *spark))
+            proc = cli(
+                *argv,
+                log=tmp_path / "killed.log",
+                module="tests.support.resume_hold",
+                env=cluster.env,
+            )
+            try:
+                _wait_for_hold(hold, lambda: proc.poll() is None)
+                _assert_unfinished_with_commits(out)
+            finally:
+                kill(proc)  # the launcher and its job server, the Spark application's driver
+                (hold / "release").touch()
+            with pytest.MonkeyPatch.context() as env:
+                for key, value in cluster.env.items():
+                    env.setenv(key, value)
+                result = record.run(_args(pattern, out, *spark, "--resume"))
+    finally:
+        cluster.stop()
+    _assert_resumed_in_the_job(result)
     assert_same_dataset(out, want)
     assert not (out / ".tmp").exists()
 

@@ -2,7 +2,9 @@
 (test-only; the ``--resume`` tests of the other execution modes, tests/reliability/
 test_resume_modes.py).
 
-    python -m tests.support.resume_hold HOLD_DIR [record arguments...]
+    python -m tests.support.resume_hold HOLD_DIR [--in_job] [record arguments...]
+
+``--in_job``: the run is planned in the job whatever its inputs (`run_job(plan_in_job=True)`).
 
 `tests.support.pause_points` stops the launcher process, which only works when the read tasks
 run there (the in-memory DirectRunner). Here the read tasks may run in other processes (the
@@ -95,4 +97,14 @@ if __name__ == "__main__":
     hold_dir, *argv = sys.argv[1:]
     load_one_keras()  # as the CLI's own __main__ does
     resume_hold.install(hold_dir)
-    exit_now(record.main(argv))  # what `python -m pipelines.record` runs
+    if argv[:1] != ["--in_job"]:
+        exit_now(record.main(argv))  # what `python -m pipelines.record` runs
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    from pipelines import job
+    from pipelines.config import RecordConfig
+
+    argv = argv[1:]
+    config = RecordConfig.from_namespace(PipelineOptions(argv).view_as(record.RecordOptions))
+    job.run_job(config, beam_argv=argv, plan_in_job=True)
+    exit_now(0)

@@ -64,4 +64,19 @@ def test_only_the_jobs_own_outputs_are_known():
     known = reuse.job_outputs("ds", {"train": 2})
     names = ["manifest.json", "ds-train.tfrecord-00001-of-00002.gz", "transform_fn/"]
     names += ["manifest.json.tmp-0123abcd", ".tmp", "notes.txt", "ds-train.tfrecord-00002-of-00002"]
-    assert reuse.unknown_entries(names, known) == ["ds-train.tfrecord-00002-of-00002", "notes.txt"]
+    assert reuse.unknown_entries(names, known.__contains__) == [
+        "ds-train.tfrecord-00002-of-00002",
+        "notes.txt",
+    ]
+
+
+def test_without_shard_counts_any_shard_of_the_dataset_is_its_own():
+    """A run planned in the job: the launcher knows the dataset's name, not its shard counts."""
+    names = ["manifest.json", "ds-train.tfrecord-00001-of-00002.gz", "transform_fn/", ".tmp"]
+    names += ["ds.tfrecord-00007-of-00009.tmp-0123abcd", "ds-test.tfrecord-00000-of-00001"]
+    names += ["other-train.tfrecord-00000-of-00001", "notes.txt", "ds-train.tfrecord-1-of-2"]
+    assert reuse.unknown_entries(names, reuse.named_output("ds")) == [
+        "ds-train.tfrecord-1-of-2",
+        "notes.txt",
+        "other-train.tfrecord-00000-of-00001",
+    ]
