@@ -18,8 +18,9 @@ imports included) while its whole process tree's memory is sampled (`_measure`):
 - limit:    `baselines.py limit` (c): the log-mel computation alone on all cores (its own timer:
             the windows are decoded into memory first, untimed);
 - floor:    ``python -c "import tensorflow_transform.beam"``: what our job pays before any work;
-- tft_min:  `tft_min.py`: the smallest TFT job (2 rows, the same analysis, WriteTransformFn, ended
-            as our job ends): what any job that runs a TFT analysis pays at least;
+- tft_min:  `baselines.py tft_min`: the smallest TFT job (2 rows, the same analysis,
+            WriteTransformFn, ended as our job ends): what any job that runs a TFT analysis
+            pays at least;
 - ours_tiny: our job on 2 one-second files (2 windows): our own fixed cost.
 
 Prints a table (audio-seconds per wall second, windows/s, MB written, bytes per window, peak PSS
@@ -102,7 +103,7 @@ def measure(system: str, scale: int, input_dir: Path, work: Path, extra: list[st
     elif system == "floor":
         m, res = run_measured(FLOOR, env=QUIET), {"windows": 0, "bytes": 0, "seconds": None}
     elif system == "tft_min":
-        m = run_measured([PY, os.path.join(HERE, "tft_min.py")], env=QUIET)
+        m = run_measured([PY, os.path.join(HERE, "baselines.py"), "tft_min"], env=QUIET)
         res = last_json(m.stdout)
     else:
         m, res = run_baseline(system, input_dir, None if system == "limit" else out)
