@@ -61,11 +61,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-from _measure import append_rows, host_line, run_measured  # noqa: E402
-from corpus import DEFAULT_DIR, corpus, corpus_stats  # noqa: E402
-from record_bench import QUIET, RECORD_ARGS  # noqa: E402
+from benchmarks._measure import append_rows, host_line, run_measured
+from benchmarks.corpus import DEFAULT_DIR, corpus, corpus_stats
+from benchmarks.record_bench import QUIET, RECORD_ARGS
 
 PY = sys.executable
 TARGET = 1.2  # issue 41: append wall <= 1.2 x the new files recorded alone

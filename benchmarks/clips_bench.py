@@ -52,13 +52,19 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-from _measure import ROOT, Measured, append_rows, host_line, last_json, mib, run_measured  # noqa: E402
-from corpus import DEFAULT_DIR, RATE, coloured_noise, voice  # noqa: E402
+from benchmarks._measure import (
+    ROOT,
+    Measured,
+    append_rows,
+    host_line,
+    last_json,
+    mib,
+    module_cmd,
+    run_measured,
+)
+from benchmarks.corpus import DEFAULT_DIR, RATE, coloured_noise, voice
 
 PY = sys.executable
-HERE = os.path.dirname(os.path.abspath(__file__))
 CLASSES = ("yes", "no", "up", "down", "left", "right", "on", "off", "stop", "go")
 SEED = 2727
 SYSTEMS = ("ours", "ours_long", "seed", "hf")
@@ -148,7 +154,7 @@ def run_ours(
 
 
 def run_seed(clips: Path, out: Path) -> tuple[Measured, dict]:
-    cmd = [PY, os.path.join(HERE, "baselines.py"), "seed", "--input_dir", str(clips)]
+    cmd = module_cmd(PY, "baselines", "seed", "--input_dir", str(clips))
     cmd += ["--output_dir", str(out), "--label_source", "dirname"]
     m = run_measured(cmd, env=QUIET)
     return m, last_json(m.stdout)
@@ -172,7 +178,7 @@ def run_hf(clips: Path, out: Path, hf_python: str, hf_home: Path) -> tuple[Measu
     shutil.rmtree(hf_home, ignore_errors=True)
     env = {**QUIET, **HF_ENV, "HF_HOME": str(hf_home)}
     env["HF_DATASETS_CACHE"] = str(hf_home / "datasets")
-    cmd = [hf_python, os.path.join(HERE, "hf_baseline.py"), "--data_dir", str(clips)]
+    cmd = module_cmd(hf_python, "hf_baseline", "--data_dir", str(clips))
     cmd += ["--output_dir", str(out), "--num_proc", "2"]
     try:
         m = run_measured(cmd, env=env)

@@ -60,13 +60,18 @@ from pathlib import Path
 
 import numpy as np
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-
-from _measure import ROOT, append_rows, host_line, last_json, mib, run_measured  # noqa: E402
-from clips_bench import HF_ENV, PY, QUIET  # noqa: E402
-from corpus import DEFAULT_DIR  # noqa: E402
-from replay_clips_bench import _epochs, prepare  # noqa: E402
+from benchmarks._measure import (
+    ROOT,
+    append_rows,
+    host_line,
+    last_json,
+    mib,
+    module_cmd,
+    run_measured,
+)
+from benchmarks.clips_bench import HF_ENV, PY, QUIET
+from benchmarks.corpus import DEFAULT_DIR
+from benchmarks.replay_clips_bench import _epochs, prepare
 
 BATCH = 64
 WORKERS = 2
@@ -239,8 +244,9 @@ def prepare_all(args: argparse.Namespace) -> dict[str, Path]:
     paths["streaming"] = paths["hf"].parent / "mds"
     if not (paths["streaming"] / "index.json").exists():
         python = args.streaming_python
-        cmd = [python, os.path.abspath(__file__), "--write_mds", str(paths["streaming"])]
-        subprocess.run([*cmd, "--path", str(paths["hf"])], check=True, env={**os.environ, **QUIET})
+        cmd = module_cmd(python, "frameworks_bench", "--write_mds", str(paths["streaming"]))
+        env = {**os.environ, **QUIET}
+        subprocess.run([*cmd, "--path", str(paths["hf"])], check=True, cwd=ROOT, env=env)
     return paths
 
 
@@ -248,7 +254,7 @@ def measure(variant: str, paths: dict[str, Path], args: argparse.Namespace) -> d
     hf = variant in HF_VARIANTS
     data = paths["streaming"] if variant == "streaming" else paths["hf" if hf else "ours"]
     python = args.streaming_python if variant == "streaming" else args.hf_python if hf else PY
-    cmd = [python, os.path.abspath(__file__), "--child", variant, "--path", str(data)]
+    cmd = module_cmd(python, "frameworks_bench", "--child", variant, "--path", str(data))
     cmd += ["--epochs", str(args.epochs), "--clips", str(args.clips)]
     m = run_measured(cmd, env={**QUIET, **(HF_ENV if hf else {})})
     if m.returncode:

@@ -91,12 +91,9 @@ from pathlib import Path
 
 import numpy as np
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-
-from _measure import ROOT, append_rows, host_line, last_json, run_measured  # noqa: E402
-from clips_bench import PY, QUIET, RECORD_ARGS, clips_corpus  # noqa: E402
-from corpus import DEFAULT_DIR, corpus  # noqa: E402
+from benchmarks._measure import ROOT, append_rows, host_line, last_json, module_cmd, run_measured
+from benchmarks.clips_bench import PY, QUIET, RECORD_ARGS, clips_corpus
+from benchmarks.corpus import DEFAULT_DIR, corpus
 
 BATCH = 64
 KEYS = ("signal", "log_mel", "target", "filepath")
@@ -647,7 +644,7 @@ def part_bytes(args: argparse.Namespace) -> tuple[str, list[dict]]:
 
 
 def run_child(kind: str, path: Path, *extra: str) -> dict:
-    cmd = [PY, os.path.abspath(__file__), "--child", kind, "--path", str(path), *extra]
+    cmd = module_cmd(PY, "global_order_bench", "--child", kind, "--path", str(path), *extra)
     return last_json(run_measured(cmd, env=QUIET).stdout)
 
 

@@ -30,16 +30,12 @@ from __future__ import annotations
 import argparse
 import io
 import json
-import os
-import sys
 import time
 from typing import Any
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-from baselines import BINS, FFT, FRAME, FRAMES, LOG_OFFSET, LOWER, STEP, WIN, _du  # noqa: E402
+from benchmarks.baselines import BINS, FFT, FRAME, FRAMES, LOG_OFFSET, LOWER, STEP, WIN, _du
 
 PAD = (FFT - FRAME) // 2  # librosa centres the 400-sample window in its 512-sample frame
 

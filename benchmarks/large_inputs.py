@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import struct
 import sys
@@ -26,8 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _measure import run_measured  # noqa: E402
+from benchmarks._measure import run_measured
 
 MB = 1 << 20
 

@@ -313,7 +313,7 @@ def report_in_job(results: list[dict]) -> None:
     print(f"  ratio {total / match:.2f}x, without build_pipeline {per_file / match:.2f}x")
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default=",".join(str(n) for n in CORPORA))
     parser.add_argument("--pattern", help="a corpus of your own instead of --sizes")
@@ -324,7 +324,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=1, help="runs a size (fresh processes)")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--match-only", action="store_true", help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if args.child:
         if args.match_only:
             made = child_in_job(args.pattern, args.out, match_only=True)

@@ -42,14 +42,10 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-from _measure import host_line, run_measured  # noqa: E402
-from corpus import DEFAULT_DIR, corpus, corpus_stats  # noqa: E402
-from record_bench import tiny_corpus  # noqa: E402
-
-from tests.support.gcs_server import running_gcs_server  # noqa: E402
+from benchmarks._measure import ROOT, host_line, module_cmd, run_measured
+from benchmarks.corpus import DEFAULT_DIR, corpus, corpus_stats
+from benchmarks.record_bench import tiny_corpus
+from tests.support.gcs_server import running_gcs_server
 
 PY = sys.executable
 RECORD_ARGS = ["--win_len", "16000", "--features", "log_mel", "--overwrite"]
@@ -64,7 +60,6 @@ def record(inputs: str, output: str, env: dict[str, str]) -> tuple[float, str]:
     return m.wall, m.stdout.strip().splitlines()[-1]
 
 
-LAUNCHER_PROFILE = Path(__file__).resolve().parent / "launcher_profile.py"
 CLIPS = (
     Path(os.environ.get("AUDIORECORDS_BENCH_DIR", "/tmp/audiorecords-bench"))
     / "clips-2727-10240/clips"
@@ -75,9 +70,11 @@ def _child(gcs, pattern: str, out: str, *extra: str) -> tuple[dict, int, int]:
     """`launcher_profile.py`'s in-job child against the emulator: (its result, requests Beam's
     client sent, requests TensorFlow's sent)."""
     gcs.beam_faults.requests = gcs.tf_faults.requests = 0
-    cmd = [PY, str(LAUNCHER_PROFILE), "--child", "--in-job", "--pattern", pattern, "--out", out]
-    env = {**os.environ, **gcs.env(), **QUIET, "PYTHONPATH": str(LAUNCHER_PROFILE.parents[1])}
-    done = subprocess.run([*cmd, *extra], env=env, capture_output=True, text=True, check=False)
+    cmd = module_cmd(PY, "launcher_profile", "--child", "--in-job", "--pattern", pattern)
+    env = {**os.environ, **gcs.env(), **QUIET, "PYTHONPATH": ROOT}
+    done = subprocess.run(
+        [*cmd, "--out", out, *extra], cwd=ROOT, env=env, capture_output=True, text=True
+    )
     if done.returncode:
         sys.exit(f"the launcher failed:\n{done.stderr[-3000:]}")
     result = json.loads(done.stdout.strip().splitlines()[-1])
@@ -86,8 +83,7 @@ def _child(gcs, pattern: str, out: str, *extra: str) -> tuple[dict, int, int]:
 
 def launcher(files: int, latency_ms: float, repeats: int) -> None:
     """The in-job launcher on `files` clips in ``gs://`` against ``FileSystems.match``."""
-    sys.path.insert(0, str(LAUNCHER_PROFILE.parent))
-    from launcher_profile import report_in_job
+    from benchmarks.launcher_profile import report_in_job
 
     folders = sorted(p for p in CLIPS.glob("*") if p.is_dir())
     per_folder = -(-files // max(len(folders), 1))

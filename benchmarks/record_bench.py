@@ -34,19 +34,23 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import statistics
 import sys
 from pathlib import Path
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-from _measure import Measured, append_rows, host_line, last_json, mib, run_measured  # noqa: E402
-from corpus import DEFAULT_DIR, corpus, corpus_stats  # noqa: E402
+from benchmarks._measure import (
+    Measured,
+    append_rows,
+    host_line,
+    last_json,
+    mib,
+    module_cmd,
+    run_measured,
+)
+from benchmarks.corpus import DEFAULT_DIR, corpus, corpus_stats
 
 PY = sys.executable
-HERE = os.path.dirname(os.path.abspath(__file__))
 RECORD_ARGS = ["--win_len", "16000", "--features", "log_mel"]
 QUIET = {"TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONWARNINGS": "ignore"}
 # Variants of our job: extra flags (``--systems ours,ours_none,...`` to compare them).
@@ -83,7 +87,7 @@ def tiny_corpus(work: Path) -> Path:
 
 
 def run_baseline(mode: str, input_dir: Path, out: Path | None) -> tuple[Measured, dict]:
-    cmd = [PY, os.path.join(HERE, "baselines.py"), mode, "--input_dir", str(input_dir)]
+    cmd = module_cmd(PY, "baselines", mode, "--input_dir", str(input_dir))
     if out is not None:
         if out.exists():
             shutil.rmtree(out)
@@ -103,7 +107,7 @@ def measure(system: str, scale: int, input_dir: Path, work: Path, extra: list[st
     elif system == "floor":
         m, res = run_measured(FLOOR, env=QUIET), {"windows": 0, "bytes": 0, "seconds": None}
     elif system == "tft_min":
-        m = run_measured([PY, os.path.join(HERE, "baselines.py"), "tft_min"], env=QUIET)
+        m = run_measured(module_cmd(PY, "baselines", "tft_min"), env=QUIET)
         res = last_json(m.stdout)
     else:
         m, res = run_baseline(system, input_dir, None if system == "limit" else out)

@@ -47,13 +47,9 @@ import sys
 import time
 from pathlib import Path
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.dirname(HERE))
-
-from _measure import append_rows, host_line, last_json, mib, run_measured  # noqa: E402
-from baselines import BATCH, SEED_KEYS  # noqa: E402
-from corpus import DEFAULT_DIR, corpus  # noqa: E402
+from benchmarks._measure import append_rows, host_line, last_json, mib, module_cmd, run_measured
+from benchmarks.baselines import BATCH, SEED_KEYS
+from benchmarks.corpus import DEFAULT_DIR, corpus
 
 SAME = ("signal", "log_mel")  # the keys every system stores
 # variant -> (dataset, keys; None: every key the dataset has)
@@ -105,7 +101,6 @@ def prepare(
         cmd = [sys.executable, "-m", "pipelines.record", "--input_pattern", f"{src}/*.wav"]
         cmd += ["--output_dir", str(ours), "--overwrite", "--win_len", "16000"]
         run_measured([*cmd, "--features", "log_mel", *record_args.split()], env=QUIET)
-    script = os.path.join(HERE, "baselines.py")
     done_file = {"save": "snapshot.metadata", "seed": "meta.json", "tfdata": "meta.json"}
     for name, done in done_file.items():
         out = paths[name] = work / f"replay-{name}-{src.name}"
@@ -113,8 +108,8 @@ def prepare(
             tmp = Path(f"{out}.tmp")
             if tmp.exists():
                 shutil.rmtree(tmp)
-            run_measured([sys.executable, script, name, "--input_dir", str(src), "--output_dir",
-                          str(tmp)], env=QUIET)  # fmt: skip
+            cmd = module_cmd(sys.executable, "baselines", name, "--input_dir", str(src))
+            run_measured([*cmd, "--output_dir", str(tmp)], env=QUIET)
             tmp.rename(out)
     return paths
 
@@ -320,7 +315,8 @@ def main(argv: list[str] | None = None) -> None:
     rows = []
     for rep in range(args.repeats):
         for v in variants[rep % len(variants) :] + variants[: rep % len(variants)]:
-            cmd = [sys.executable, __file__, "--minutes", str(args.minutes), "--dir", args.dir]
+            cmd = module_cmd(sys.executable, "replay_bench", "--minutes", str(args.minutes))
+            cmd += ["--dir", args.dir]
             cmd += [f"--record_args={args.record_args}", *(["--pcm16"] if args.pcm16 else [])]
             load = float(Path("/proc/loadavg").read_text().split()[0])
             try:

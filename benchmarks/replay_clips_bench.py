@@ -56,12 +56,17 @@ from pathlib import Path
 
 import numpy as np
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-
-from _measure import ROOT, append_rows, host_line, last_json, mib, run_measured  # noqa: E402
-from clips_bench import HF_ENV, PY, QUIET, RECORD_ARGS, clips_corpus  # noqa: E402
-from corpus import DEFAULT_DIR  # noqa: E402
+from benchmarks._measure import (
+    ROOT,
+    append_rows,
+    host_line,
+    last_json,
+    mib,
+    module_cmd,
+    run_measured,
+)
+from benchmarks.clips_bench import HF_ENV, PY, QUIET, RECORD_ARGS, clips_corpus
+from benchmarks.corpus import DEFAULT_DIR
 
 BATCH = 64
 OURS_KEYS = ("signal", "log_mel", "target", "filepath")
@@ -234,8 +239,8 @@ def prepare(args: argparse.Namespace) -> dict[str, Path]:
     if not (paths["hf"] / "dataset_info.json").exists():
         home = work / "hf-home"
         env = {**os.environ, **QUIET, **HF_ENV, "HF_HOME": str(home)}
-        cmd = [args.hf_python, os.path.join(HERE, "hf_baseline.py"), "--data_dir", str(clips)]
-        subprocess.run([*cmd, "--output_dir", str(paths["hf"])], check=True, env=env)
+        cmd = module_cmd(args.hf_python, "hf_baseline", "--data_dir", str(clips))
+        subprocess.run([*cmd, "--output_dir", str(paths["hf"])], check=True, cwd=ROOT, env=env)
         shutil.rmtree(home, ignore_errors=True)
     return paths
 
@@ -243,7 +248,7 @@ def prepare(args: argparse.Namespace) -> dict[str, Path]:
 def measure(variant: str, paths: dict[str, Path], args: argparse.Namespace) -> dict:
     system = "hf" if variant.startswith("hf") else "ours"
     python = args.hf_python if system == "hf" else PY
-    cmd = [python, os.path.abspath(__file__), "--child", variant, "--path", str(paths[system])]
+    cmd = module_cmd(python, "replay_clips_bench", "--child", variant, "--path", str(paths[system]))
     cmd += ["--epochs", str(args.epochs), "--buffer", str(args.buffer)]
     env = {**QUIET, **(HF_ENV if system == "hf" else {})}
     m = run_measured(cmd, env=env)

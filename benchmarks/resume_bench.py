@@ -47,14 +47,10 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-from _measure import ROOT, append_rows, host_line, run_measured  # noqa: E402
-from corpus import DEFAULT_DIR, corpus, corpus_stats  # noqa: E402
-from record_bench import QUIET, RECORD_ARGS, tiny_corpus  # noqa: E402
-
-from tests.support.reliability import assert_same_dataset  # noqa: E402
+from benchmarks._measure import ROOT, append_rows, host_line, run_measured
+from benchmarks.corpus import DEFAULT_DIR, corpus, corpus_stats
+from benchmarks.record_bench import QUIET, RECORD_ARGS, tiny_corpus
+from tests.support.reliability import assert_same_dataset
 
 PY = sys.executable
 TARGET = 0.35  # issue 30: (resume - fixed) <= 0.35 x (full - fixed)

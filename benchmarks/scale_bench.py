@@ -36,11 +36,9 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-from _measure import ROOT, host_line, mib, run_measured  # noqa: E402
-from clips_bench import CLASSES, code_line  # noqa: E402
-from corpus import DEFAULT_DIR, RATE  # noqa: E402
+from benchmarks._measure import ROOT, host_line, mib, run_measured
+from benchmarks.clips_bench import CLASSES, code_line
+from benchmarks.corpus import DEFAULT_DIR, RATE
 
 PY = sys.executable
 SEED = 2728

@@ -146,14 +146,14 @@ def compare_with_tf(path: str, count: int) -> None:
     print(f"{count} elements against replay_dataset: max ulp distance {worst}, others equal")
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dataset", default=CLIPS)
     parser.add_argument("--records", type=int, default=1024)
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--tf", action="store_true")
     parser.add_argument("--compare", type=int, default=0, help="elements to compare with tf")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     info = load_info(args.dataset)
     records = open_records(args.dataset)
     data = records.__getitems__(np.arange(min(args.records, len(records))))
