@@ -1,11 +1,11 @@
 """What a user would write instead of audiorecords: the baselines of record_bench / replay_bench.
 
-    python benchmarks/baselines.py tfdata --input_dir DIR --output_dir OUT
-    python benchmarks/baselines.py seed     --input_dir DIR --output_dir OUT
-    python benchmarks/baselines.py seed     --input_dir DIR --output_dir OUT --label_source dirname
-    python benchmarks/baselines.py save     --input_dir DIR --output_dir OUT
-    python benchmarks/baselines.py limit    --input_dir DIR
-    python benchmarks/baselines.py tft_min
+    python -m benchmarks tfdata --input_dir DIR --output_dir OUT
+    python -m benchmarks seed     --input_dir DIR --output_dir OUT
+    python -m benchmarks seed     --input_dir DIR --output_dir OUT --label_source dirname
+    python -m benchmarks save     --input_dir DIR --output_dir OUT
+    python -m benchmarks limit    --input_dir DIR
+    python -m benchmarks tft_min
 
 Same files and same features as ``python -m pipelines.record --win_len 16000 --features
 log_mel``: windows of 16000 samples (hop 16000, partial windows dropped), log-mel with 64 bins,

@@ -1,6 +1,6 @@
 """The benchmark corpus: deterministic synthetic speech-like WAV files plus a real recording.
 
-    python benchmarks/corpus.py --minutes 60 [--dir /tmp/audiorecords-bench]
+    python -m benchmarks corpus --minutes 60 [--dir /tmp/audiorecords-bench]
 
 Every file is 16 kHz 16-bit mono, 45-75 s long, labelled by the last ``_``-separated word of its
 name (3 classes):

@@ -1,6 +1,6 @@
 """Benchmark the two feature paths of `transforms.audio.features`: numpy/scipy vs tf.signal.
 
-    python benchmarks/features_numpy_vs_tf.py [--windows 2000] [--repeats 3]
+    python -m benchmarks features [--windows 2000] [--repeats 3]
 
 Prints windows/s of `compute_features_numpy` and `compute_features_tf` for log_mel alone and for
 all three features, with the windows passed in calls of `--windows` (one call), 256 and 16

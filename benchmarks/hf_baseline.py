@@ -1,6 +1,6 @@
 """The Hugging Face `datasets` baseline of clips_bench.py: audiofolder, log-mel map, save_to_disk.
 
-    python benchmarks/hf_baseline.py --data_dir ROOT --output_dir OUT [--num_proc 2]
+    python -m benchmarks hf --data_dir ROOT --output_dir OUT [--num_proc 2]
 
 What a `datasets` user writes for a folder of labelled clips (``ROOT/<class>/*.wav``):
 ``load_dataset("audiofolder", data_dir=ROOT)`` (class labels from the folder names), a batched

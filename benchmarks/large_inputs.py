@@ -1,6 +1,6 @@
 """Large inputs: one 2-hour 48 kHz 16-bit mono file, and 10,000 tiny files; peak memory of each.
 
-    python benchmarks/large_inputs.py [--case long|many|both] [--workdir DIR] [--hours 2]
+    python -m benchmarks large_inputs [--case long|many|both] [--workdir DIR] [--hours 2]
         [--files 10000] [-- extra record flags]
 
 Writes the inputs once under --workdir (default /tmp/audiorecords-large; ~0.7 GB for the long
