@@ -186,8 +186,12 @@ def run(name: str, argv: Sequence[str]) -> int:
       KeyError: no scenario of that name.
     """
     scenario = BY_NAME[name]
-    sys.argv[0] = f"python -m benchmarks {name}"  # argparse's prog in usage lines
-    result = scenario.runner()([*scenario.args, *argv])
+    runner = scenario.runner()
+    program, sys.argv[0] = sys.argv[0], f"python -m benchmarks {name}"  # argparse's prog
+    try:
+        result = runner([*scenario.args, *argv])
+    finally:
+        sys.argv[0] = program
     return result if isinstance(result, int) else 0
 
 
