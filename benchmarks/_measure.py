@@ -125,6 +125,15 @@ def run_measured(
     return result
 
 
+def module_cmd(python: str, module: str, *args: str) -> list[str]:
+    """The command running ``benchmarks.<module>`` with the interpreter `python`.
+
+    Its working directory (or PYTHONPATH) must be the repository root, as `run_measured` runs
+    commands.
+    """
+    return [python, "-m", f"benchmarks.{module}", *args]
+
+
 def last_json(text: str) -> dict:
     """The last line of `text` that parses as a JSON object."""
     import json

@@ -1,6 +1,6 @@
 """What ``--append`` costs: growing a finished 8-h dataset by 1% and 10% more audio.
 
-    python benchmarks/append_bench.py [--minutes 480] [--fractions 0.01,0.1] [--repeats 3]
+    python -m benchmarks append [--minutes 480] [--fractions 0.01,0.1] [--repeats 3]
         [--work /tmp/audiorecords-bench/append] [--no_strace]
 
 Issue 41's point: appending 1% and 10% more audio to the dataset of the 8-h corpus takes at most
@@ -50,7 +50,6 @@ summary lines), the ratio append / new only, and the medians against the target 
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 import os
@@ -61,11 +60,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-from _measure import append_rows, host_line, run_measured  # noqa: E402
-from corpus import DEFAULT_DIR, corpus, corpus_stats  # noqa: E402
-from record_bench import QUIET, RECORD_ARGS  # noqa: E402
+from benchmarks import options
+from benchmarks._measure import append_rows, host_line, run_measured
+from benchmarks.corpus import DEFAULT_DIR, corpus, corpus_stats
+from benchmarks.record_bench import QUIET, RECORD_ARGS
+from benchmarks.table import num, spread, table
 
 PY = sys.executable
 TARGET = 1.2  # issue 41: append wall <= 1.2 x the new files recorded alone
@@ -318,17 +317,11 @@ def one_repeat(rep: int, setup: dict, args) -> list[dict]:
     return rows
 
 
-def show(x: float | None) -> str:
-    return "n/a" if x is None else f"{x:.2f}"
-
-
 def report(rows: list[dict], setup: dict, traces: dict, fulls: dict) -> str:
     """The table (a row per repeat and fraction, then the medians), the checks and the verdict."""
-    lines = [
-        "| repeat | fraction | new files | new windows | append s (job) | new only s (job) "
-        "| append / new only |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
-    ]
+    header = ("repeat", "fraction", "new files", "new windows", "append s (job)")
+    header += ("new only s (job)", "append / new only")
+    cells = []
     by = {(r["repeat"], r["step"], r["fraction"]): r for r in rows if "repeat" in r}
     repeats = sorted({r["repeat"] for r in rows if "repeat" in r})
     ratios: dict[float, list[float]] = {}
@@ -336,29 +329,26 @@ def report(rows: list[dict], setup: dict, traces: dict, fulls: dict) -> str:
         files = setup["extra_stats"][fraction]["files"]
         for rep in repeats:
             a, n = by[(rep, "append", fraction)], by[(rep, "new_only", fraction)]
-            ratio = a["wall"] / n["wall"]
-            ratios.setdefault(fraction, []).append(ratio)
+            ratios.setdefault(fraction, []).append(a["wall"] / n["wall"])
             same = "" if a["windows"] == n["windows"] else f" (append: {a['windows']}!)"
-            lines.append(
-                f"| {rep} | {fraction:.0%} | {files} | {n['windows']}{same} "
-                f"| {a['wall']:.2f} ({show(a['job'])}) | {n['wall']:.2f} ({show(n['job'])}) "
-                f"| {ratio:.2f} |"
-            )
+            cells.append(
+                (rep, f"{fraction:.0%}", files, f"{n['windows']}{same}",
+                 f"{a['wall']:.2f} ({num(a['job'])})", f"{n['wall']:.2f} ({num(n['job'])})",
+                 num(ratios[fraction][-1]))
+            )  # fmt: skip
         med_a = statistics.median(by[(r, "append", fraction)]["wall"] for r in repeats)
         med_n = statistics.median(by[(r, "new_only", fraction)]["wall"] for r in repeats)
-        lines.append(
-            f"| median | {fraction:.0%} | {files} | | {med_a:.2f} | {med_n:.2f} "
-            f"| {statistics.median(ratios[fraction]):.2f} (of medians {med_a / med_n:.2f}) |"
-        )
+        cells.append(
+            ("median", f"{fraction:.0%}", files, "", f"{med_a:.2f}", f"{med_n:.2f}",
+             f"{statistics.median(ratios[fraction]):.2f} (of medians {med_a / med_n:.2f})")
+        )  # fmt: skip
+    lines = [table(header, cells), ""]
     fixed = {
         step: [by[(r, step, None)]["wall"] for r in repeats]
         for step in ("fixed_append", "fixed_record")
     }
     for step, walls in fixed.items():
-        lines.append(
-            f"{step} (one 1-s file): " + ", ".join(f"{w:.2f}" for w in walls)
-            + f" s; median {statistics.median(walls):.2f} s"
-        )  # fmt: skip
+        lines.append(f"{step} (one 1-s file): {spread(walls, unit=' s')}")
     for fraction, (wall, line) in fulls.items():
         lines.append(f"full re-record, base + {fraction:.0%}: {wall:.2f} s | {line}")
     for fraction, trace in traces.items():
@@ -384,13 +374,10 @@ def report(rows: list[dict], setup: dict, traces: dict, fulls: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--minutes", type=float, default=480.0, help="the base corpus's length")
+    parser = options.common(options.parser(__doc__), minutes=480.0, repeats=3)
     parser.add_argument(
         "--fractions", default="0.01,0.1", help="new audio, as fractions of the corpus's"
     )
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--dir", default=DEFAULT_DIR, help="the corpus cache (corpus.py's)")
     parser.add_argument(
         "--work", default=os.path.join(DEFAULT_DIR, "append"), help="new audio and datasets"
     )
@@ -403,7 +390,6 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--no_strace", action="store_true", help="skip the strace'd append")
     parser.add_argument("--no_full", action="store_true", help="skip the full re-records")
-    parser.add_argument("--json", default=None, help="append the rows to this JSON file")
     args = parser.parse_args(argv)
     args.fractions = [float(f) for f in args.fractions.split(",")]
     if args.repeats < 1 or not all(0 < f <= 1 for f in args.fractions):

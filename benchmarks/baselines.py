@@ -1,10 +1,11 @@
 """What a user would write instead of audiorecords: the baselines of record_bench / replay_bench.
 
-    python benchmarks/baselines.py tfdata --input_dir DIR --output_dir OUT
-    python benchmarks/baselines.py seed     --input_dir DIR --output_dir OUT
-    python benchmarks/baselines.py seed     --input_dir DIR --output_dir OUT --label_source dirname
-    python benchmarks/baselines.py save     --input_dir DIR --output_dir OUT
-    python benchmarks/baselines.py limit    --input_dir DIR
+    python -m benchmarks tfdata --input_dir DIR --output_dir OUT
+    python -m benchmarks seed     --input_dir DIR --output_dir OUT
+    python -m benchmarks seed     --input_dir DIR --output_dir OUT --label_source dirname
+    python -m benchmarks save     --input_dir DIR --output_dir OUT
+    python -m benchmarks limit    --input_dir DIR
+    python -m benchmarks tft_min
 
 Same files and same features as ``python -m pipelines.record --win_len 16000 --features
 log_mel``: windows of 16000 samples (hop 16000, partial windows dropped), log-mel with 64 bins,
@@ -29,6 +30,16 @@ is 16-bit PCM, else int32 (the record job's ``--signal_dtype auto``); class = la
 - ``limit`` (c): the feature computation alone over all cores, no I/O: every window decoded into
   memory first (not timed), then our numpy path in one single-threaded process per core and
   tf.signal with all threads; prints the faster.
+- ``tft_min``: the smallest tensorflow-transform job, what any tool that runs a TFT analysis pays
+  at least. Two rows, as one Arrow RecordBatch through TFT's TFXIO input (as our record job feeds
+  it): the analysis our job runs (``compute_and_apply_vocabulary`` of a class column,
+  ``scale_to_z_score`` of a float feature), ``WriteTransformFn`` to a temporary directory, on
+  Beam's FnApiRunner in this process (what our DirectRunner default runs; no Prism attempt). It
+  ends as our job ends (atexit handlers, then ``os._exit``: `runners.internals.exit_now`), so
+  that interpreter teardown, which the floor ``python -c "import tensorflow_transform.beam"``
+  pays, is left out of both. Its wall time minus the floor's is TFT's fixed cost: tracing
+  `preprocessing_fn`, writing the SavedModels, building and running the Beam graph of the
+  analysis.
 
 Each prints one JSON line: windows, seconds (the timed part), bytes written. `tfdata_replay` and
 `seed_replay` are the replay halves of (a) and the seed-style script (batch 64, no shuffle).
@@ -368,6 +379,52 @@ def run_limit(input_dir: str, *, chunk: int = 256, repeats: int = 3) -> dict:
     }
 
 
+def _tft_preprocessing_fn(inputs: dict) -> dict:
+    import tensorflow_transform as tft
+
+    return {
+        "target": tft.compute_and_apply_vocabulary(inputs["class"]),
+        "x_norm": tft.scale_to_z_score(inputs["x"]),
+    }
+
+
+def run_tft_min() -> None:
+    """Runs the smallest TFT job, prints its JSON line and ends as our job ends."""
+    import tempfile
+
+    import apache_beam as beam
+    import pyarrow as pa
+    import tensorflow_transform.beam as tft_beam
+    from apache_beam.runners.portability.fn_api_runner import FnApiRunner
+    from tensorflow_metadata.proto.v0 import schema_pb2
+    from tfx_bsl.tfxio.tensor_adapter import TensorAdapterConfig
+
+    schema = pa.schema([("class", pa.list_(pa.binary())), ("x", pa.list_(pa.float32()))])
+    batch = pa.record_batch(
+        [pa.array([[b"a"], [b"b"]], schema.field("class").type),
+         pa.array([[1, 2, 3, 4], [0, 0, 0, 1]], schema.field("x").type)],
+        schema=schema,
+    )  # fmt: skip
+    reps = {"class": schema_pb2.TensorRepresentation(), "x": schema_pb2.TensorRepresentation()}
+    reps["class"].dense_tensor.column_name = "class"
+    reps["class"].dense_tensor.shape.SetInParent()
+    reps["x"].dense_tensor.column_name = "x"
+    reps["x"].dense_tensor.shape.dim.add().size = 4
+    with tempfile.TemporaryDirectory() as tmp:
+        with beam.Pipeline(runner=FnApiRunner()) as p:
+            with tft_beam.Context(temp_dir=os.path.join(tmp, "tft")):
+                rows = p | beam.Create([batch], reshuffle=False)
+                transform_fn = (rows, TensorAdapterConfig(schema, reps)) | tft_beam.AnalyzeDataset(
+                    _tft_preprocessing_fn
+                )
+                _ = transform_fn | tft_beam.WriteTransformFn(os.path.join(tmp, "out"))
+        written = os.path.isdir(os.path.join(tmp, "out", "transform_fn"))
+    print(json.dumps({"windows": 2, "bytes": 0, "seconds": None, "written": written}), flush=True)
+    from runners.internals import exit_now  # our job's own ending
+
+    exit_now(0 if written else 1)
+
+
 def _du(path: str) -> int:
     total = 0
     for root, _, names in os.walk(path):
@@ -377,8 +434,8 @@ def _du(path: str) -> int:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("mode", choices=("tfdata", "seed", "save", "limit"))
-    parser.add_argument("--input_dir", required=True)
+    parser.add_argument("mode", choices=("tfdata", "seed", "save", "limit", "tft_min"))
+    parser.add_argument("--input_dir", help="the corpus (every mode but tft_min)")
     parser.add_argument("--output_dir", default=None)
     parser.add_argument(
         "--label_source",
@@ -388,6 +445,11 @@ def main(argv: list[str] | None = None) -> None:
     )
     args = parser.parse_args(argv)
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    if args.mode == "tft_min":
+        run_tft_min()
+        return
+    if not args.input_dir:
+        parser.error(f"{args.mode} needs --input_dir")
     if args.mode == "tfdata":
         result = run_tfrecord(args.input_dir, args.output_dir)
     elif args.mode == "seed":

@@ -1,9 +1,9 @@
 """Byte identity of two checkouts: every command's output and replay's element order.
 
-    python benchmarks/byte_identity.py --base 81e8934 --head main
-    python benchmarks/byte_identity.py --base main --head /work/wt-branch     # a work tree as is
-    python benchmarks/byte_identity.py --base main --head main --cases sample --control 2
-    python benchmarks/byte_identity.py --base main --head HEAD --skip_big     # no 10,240 clips
+    python -m benchmarks byte_identity --base 81e8934 --head main
+    python -m benchmarks byte_identity --base main --head /work/wt-branch     # a work tree as is
+    python -m benchmarks byte_identity --base main --head main --cases sample --control 2
+    python -m benchmarks byte_identity --base main --head HEAD --skip_big     # no 10,240 clips
 
 A measurement of two checkouts, not a test. `--base` and `--head` are git revisions of this
 repository (copied with ``git archive``) or a work tree's path (its tracked and untracked,
@@ -901,13 +901,6 @@ def _uptime() -> str:
     return " ".join(Path("/proc/loadavg").read_text().split()[:3])
 
 
-def _print_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
-    print("| " + " | ".join(header) + " |")
-    print("|" + "|".join(" --- " for _ in header) + "|")
-    for row in rows:
-        print("| " + " | ".join(row) + " |")
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--base", default="main", help="git revision or work tree path")
@@ -925,6 +918,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.replay_child:
         replay_child(json.loads(args.replay_child), Path(args.child_out))
         return 0
+    # Not at the top: the replay child runs this file with another checkout's PYTHONPATH.
+    from benchmarks.table import table
+
     parts = set(args.parts.split(","))
     cases = [c for c in RECORD_CASES if not (args.skip_big and c.big)]
     if args.cases:
@@ -934,7 +930,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             parser.error(f"unknown cases: {sorted(unknown)}")
         cases = [c for c in RECORD_CASES if c.name in wanted]
     if any(c.big for c in cases) and not Path(CLIPS_DIR).is_dir():
-        parser.error(f"{CLIPS_DIR} is missing: make it with clips_bench.py, or --skip_big")
+        parser.error(f"{CLIPS_DIR} missing: `python -m benchmarks clips` makes it, or --skip_big")
     Path(BENCH_DIR).mkdir(parents=True, exist_ok=True)
     work = Path(args.work or tempfile.mkdtemp(prefix="byte-identity-", dir=BENCH_DIR)).resolve()
     started = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
@@ -968,10 +964,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"from {started} to {time.strftime('%H:%M:%S UTC', time.gmtime())}, load {_uptime()}\n"
         )
         header = ("part", "case", "runs", "exit", "files", "identical", "differing", "stdout equal")
-        _print_table(header, runner.rows)
+        print(table(header, runner.rows, align="l" * len(header)))
         if replay_rows:
             print()
-            _print_table(("option set", "elements", "identical", "2 passes equal"), replay_rows)
+            header = ("option set", "elements", "identical", "2 passes equal")
+            print(table(header, replay_rows, align="l" * len(header)))
         print("\nrun-specific bytes removed before hashing:")
         for key, why in RUN_SPECIFIC.items():
             print(f"- {key}: {why}")

@@ -1,11 +1,11 @@
 """Many short clips (issue 27): our record job on N one-second files against the same audio in 10
 long files, the seed-style script and Hugging Face `datasets`.
 
-    python benchmarks/clips_bench.py [--clips 10240] [--repeats 2]
-    python benchmarks/clips_bench.py --clips 2560 --repeats 1                  # quick run
-    python benchmarks/clips_bench.py --systems ours,ours_long                  # ours only
-    python benchmarks/clips_bench.py --hf_python /tmp/hf-venv/bin/python       # hf's venv
-    python benchmarks/clips_bench.py --systems ours --plan_in job              # plan in the job
+    python -m benchmarks clips [--clips 10240] [--repeats 2]
+    python -m benchmarks clips --clips 2560 --repeats 1                  # quick run
+    python -m benchmarks clips --systems ours,ours_long                  # ours only
+    python -m benchmarks clips --hf_python /tmp/hf-venv/bin/python       # hf's venv
+    python -m benchmarks clips --systems ours --plan_in job              # plan in the job
 
 Workload (made once into $AUDIORECORDS_BENCH_DIR, default /tmp/audiorecords-bench,
 ``clips-<seed>-<N>/``): N one-second 16 kHz 16-bit mono clips ``clips/<class>/clipNNNNN.wav`` in
@@ -44,7 +44,6 @@ import argparse
 import json
 import os
 import shutil
-import statistics
 import subprocess
 import sys
 from concurrent.futures import ProcessPoolExecutor
@@ -52,13 +51,21 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-from _measure import ROOT, Measured, append_rows, host_line, last_json, mib, run_measured  # noqa: E402
-from corpus import DEFAULT_DIR, RATE, coloured_noise, voice  # noqa: E402
+from benchmarks import options
+from benchmarks._measure import (
+    ROOT,
+    Measured,
+    append_rows,
+    host_line,
+    last_json,
+    mib,
+    module_cmd,
+    run_measured,
+)
+from benchmarks.corpus import DEFAULT_DIR, RATE, coloured_noise, voice
+from benchmarks.table import ratio, spread, table
 
 PY = sys.executable
-HERE = os.path.dirname(os.path.abspath(__file__))
 CLASSES = ("yes", "no", "up", "down", "left", "right", "on", "off", "stop", "go")
 SEED = 2727
 SYSTEMS = ("ours", "ours_long", "seed", "hf")
@@ -148,7 +155,7 @@ def run_ours(
 
 
 def run_seed(clips: Path, out: Path) -> tuple[Measured, dict]:
-    cmd = [PY, os.path.join(HERE, "baselines.py"), "seed", "--input_dir", str(clips)]
+    cmd = module_cmd(PY, "baselines", "seed", "--input_dir", str(clips))
     cmd += ["--output_dir", str(out), "--label_source", "dirname"]
     m = run_measured(cmd, env=QUIET)
     return m, last_json(m.stdout)
@@ -172,7 +179,7 @@ def run_hf(clips: Path, out: Path, hf_python: str, hf_home: Path) -> tuple[Measu
     shutil.rmtree(hf_home, ignore_errors=True)
     env = {**QUIET, **HF_ENV, "HF_HOME": str(hf_home)}
     env["HF_DATASETS_CACHE"] = str(hf_home / "datasets")
-    cmd = [hf_python, os.path.join(HERE, "hf_baseline.py"), "--data_dir", str(clips)]
+    cmd = module_cmd(hf_python, "hf_baseline", "--data_dir", str(clips))
     cmd += ["--output_dir", str(out), "--num_proc", "2"]
     try:
         m = run_measured(cmd, env=env)
@@ -235,20 +242,20 @@ def per_repeat(rows: list[dict], a: str, b: str) -> list[float]:
     return [rate(by[a, rep]) / rate(by[b, rep]) for rep in reps if (b, rep) in by]
 
 
-def table(rows: list[dict]) -> list[str]:
+def best_table(rows: list[dict]) -> str:
     """The markdown table of the best run of each system."""
-    head = ["system", "wall s", "windows", "windows/s", "MB out", "PSS tree MiB"]
-    head += ["RSS tree MiB", "RSS launcher MiB", "procs"]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    header = ("system", "wall s", "windows", "windows/s", "MB out", "PSS tree MiB")
+    header += ("RSS tree MiB", "RSS launcher MiB", "procs")
+    cells = []
     for system in SYSTEMS:
         r = best(rows, system)
-        if r is None:
-            continue
-        cells = [system, f"{r['wall']:.1f}", str(r["windows"]), f"{rate(r):.0f}"]
-        cells += [f"{r['bytes'] / 1e6:.0f}", mib(r["peak_pss_tree"]), mib(r["peak_rss_tree"])]
-        cells += [mib(r["peak_rss_root"]), str(r["processes"])]
-        lines.append("| " + " | ".join(cells) + " |")
-    return lines
+        if r is not None:
+            cells.append(
+                (system, f"{r['wall']:.1f}", r["windows"], f"{rate(r):.0f}",
+                 f"{r['bytes'] / 1e6:.0f}", mib(r["peak_pss_tree"]), mib(r["peak_rss_tree"]),
+                 mib(r["peak_rss_root"]), r["processes"])
+            )  # fmt: skip
+    return table(header, cells)
 
 
 def ratio_line(rows: list[dict], a: str, b: str, what: str) -> list[str]:
@@ -256,17 +263,16 @@ def ratio_line(rows: list[dict], a: str, b: str, what: str) -> list[str]:
     ra, rb = best(rows, a), best(rows, b)
     if ra is None or rb is None:
         return []
-    lines = [f"{a} / {b} windows/s: {rate(ra) / rate(rb):.2f}x ({what})"]
+    lines = [f"{a} / {b} windows/s: {ratio(rate(ra), rate(rb))} ({what})"]
     pairs = per_repeat(rows, a, b)
     if len(pairs) > 1:  # best-of ratios follow the luckiest run: show every pair
-        shown = ", ".join(f"{x:.2f}" for x in pairs)
-        lines.append(f"  per repeat: {shown}; median {statistics.median(pairs):.2f}x")
+        lines.append(f"  per repeat: {spread(pairs, unit='x')}")
     return lines
 
 
 def report(rows: list[dict]) -> str:
     """The table and the ratios as text."""
-    lines = table(rows)
+    lines = [best_table(rows), ""]
     peers = [r for r in (best(rows, s) for s in PEERS) if r]
     if peers:
         faster = max(peers, key=rate)["system"]
@@ -298,14 +304,13 @@ def code_line() -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = options.parser(__doc__)
+    options.common(parser, repeats=1)
     parser.add_argument("--clips", type=int, default=10240, help="one-second clips")
-    parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument(
         "--systems", default=",".join(SYSTEMS), help="comma list of " + ", ".join(SYSTEMS)
     )
     parser.add_argument("--hf_python", default=PY, help="interpreter that has datasets + librosa")
-    parser.add_argument("--dir", default=DEFAULT_DIR, help="corpus and output cache dir")
     parser.add_argument("--ours_args", default="", help="extra flags for pipelines.record")
     parser.add_argument(
         "--plan_in",
@@ -313,7 +318,6 @@ def main(argv: list[str] | None = None) -> None:
         default="default",
         help="where ours and ours_long plan (run_job's plan_in_job); default: run_job's rule",
     )
-    parser.add_argument("--json", default=None, help="append the rows to this JSON file")
     args = parser.parse_args(argv)
     plan = [s for s in args.systems.split(",") if s]
     unknown = sorted(set(plan) - set(SYSTEMS))

@@ -1,6 +1,6 @@
 """The benchmark corpus: deterministic synthetic speech-like WAV files plus a real recording.
 
-    python benchmarks/corpus.py --minutes 60 [--dir /tmp/audiorecords-bench]
+    python -m benchmarks corpus --minutes 60 [--dir /tmp/audiorecords-bench]
 
 Every file is 16 kHz 16-bit mono, 45-75 s long, labelled by the last ``_``-separated word of its
 name (3 classes):
@@ -208,13 +208,13 @@ def corpus_stats(directory: Path) -> dict:
     }
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--minutes", type=float, default=60.0)
     parser.add_argument("--dir", default=DEFAULT_DIR)
     parser.add_argument("--seed", type=int, default=SEED)
     parser.add_argument("--pcm16", action="store_true", help="leave out the 24-bit real file")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     out = corpus(args.minutes, root=args.dir, seed=args.seed, pcm16=args.pcm16)
     print(out, corpus_stats(out))
 

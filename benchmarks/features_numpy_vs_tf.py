@@ -1,6 +1,6 @@
 """Benchmark the two feature paths of `transforms.audio.features`: numpy/scipy vs tf.signal.
 
-    python benchmarks/features_numpy_vs_tf.py [--windows 2000] [--repeats 3]
+    python -m benchmarks features [--windows 2000] [--repeats 3]
 
 Prints windows/s of `compute_features_numpy` and `compute_features_tf` for log_mel alone and for
 all three features, with the windows passed in calls of `--windows` (one call), 256 and 16
@@ -29,6 +29,8 @@ import os
 import subprocess
 import sys
 import time
+
+from benchmarks.table import ratio, table
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SINGLE_THREAD_ENV = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
@@ -96,9 +98,11 @@ def _run_setting(setting: str, argv: list[str]) -> list[dict]:
         env.pop(key, None)
     if setting == "single":
         env.update(SINGLE_THREAD_ENV)
-    cmd = [sys.executable, os.path.abspath(__file__), *argv, "--setting", setting]
+    cmd = [sys.executable, "-m", "benchmarks.features_numpy_vs_tf", *argv, "--setting", setting]
     procs = [
-        subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        subprocess.Popen(
+            cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
         for _ in range(SETTINGS[setting])
     ]
     runs = []
@@ -114,7 +118,7 @@ def _run_setting(setting: str, argv: list[str]) -> list[dict]:
     return rows
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--windows", type=int, default=2000)
     parser.add_argument("--win_len", type=int, default=16000)
@@ -123,7 +127,7 @@ def main() -> None:
     parser.add_argument("--settings", nargs="+", default=list(SETTINGS), choices=list(SETTINGS))
     parser.add_argument("--block_frames", type=int, default=0, help="override numpy _BLOCK_FRAMES")
     parser.add_argument("--setting", help=argparse.SUPPRESS)  # set in the worker subprocess
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if args.setting:
         _worker(args)
         return
@@ -133,18 +137,17 @@ def main() -> None:
         f"frames 400/160, fft 512, 64 mel bins, 13 mfccs; best of {args.repeats}; "
         f"{os.cpu_count()} cores; win/s per process"
     )
-    print(
-        f"{'':24} {'windows / wall second':^27}   {'windows / CPU second':^27}\n"
-        f"{'setting':8} {'features':8} {'batch':>5}   {'numpy':>8} {'tf':>8} {'ratio':>7}   "
-        f"{'numpy':>8} {'tf':>8} {'ratio':>7}"
-    )
+    header = ("setting", "features", "batch", "numpy win/s", "tf win/s", "numpy / tf")
+    header += ("numpy win/CPU-s", "tf win/CPU-s", "numpy / tf (CPU)")
+    rows = []
     for setting in args.settings:
-        for row in _run_setting(setting, sys.argv[1:]):
-            print(
-                f"{setting:8} {row['features']:8} {row['batch']:>5}   {row['numpy']:>8.0f} "
-                f"{row['tf']:>8.0f} {row['numpy'] / row['tf']:>7.2f}   {row['numpy_cpu']:>8.0f} "
-                f"{row['tf_cpu']:>8.0f} {row['numpy_cpu'] / row['tf_cpu']:>7.2f}"
-            )
+        for row in _run_setting(setting, sys.argv[1:] if argv is None else list(argv)):
+            rows.append(
+                (setting, row["features"], row["batch"], f"{row['numpy']:.0f}",
+                 f"{row['tf']:.0f}", ratio(row["numpy"], row["tf"]), f"{row['numpy_cpu']:.0f}",
+                 f"{row['tf_cpu']:.0f}", ratio(row["numpy_cpu"], row["tf_cpu"]))
+            )  # fmt: skip
+    print(table(header, rows, align="llr" + "r" * 6))
 
 
 if __name__ == "__main__":

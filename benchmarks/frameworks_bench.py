@@ -1,9 +1,9 @@
 """Framework readers over the clips: tf.data, PyTorch, Grain, HF, Streaming (issue 53).
 
-    python benchmarks/frameworks_bench.py [--clips 10240] [--repeats 2] [--epochs 5]
+    python -m benchmarks frameworks [--clips 10240] [--repeats 2] [--epochs 5]
         [--hf_python /tmp/hf-venv/bin/python] [--streaming_python /tmp/streaming-venv/bin/python]
         [--variants ours_global_run,torch_global,...] [--json rows.json]
-    python benchmarks/frameworks_bench.py --report rows.json  # the table of runs' rows
+    python -m benchmarks frameworks --report rows.json  # the table of runs' rows
 
 The 10,240 one-second clips of replay_clips_bench.py (its ``prepare``: ours recorded with
 ``pipelines.record``, HF's with hf_baseline.py, both cached under ``--dir`` and made if missing)
@@ -60,13 +60,17 @@ from pathlib import Path
 
 import numpy as np
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-
-from _measure import ROOT, append_rows, host_line, last_json, mib, run_measured  # noqa: E402
-from clips_bench import HF_ENV, PY, QUIET  # noqa: E402
-from corpus import DEFAULT_DIR  # noqa: E402
-from replay_clips_bench import _epochs, prepare  # noqa: E402
+from benchmarks import options
+from benchmarks._measure import (
+    ROOT,
+    append_rows,
+    host_line,
+    last_json,
+    module_cmd,
+    run_measured,
+)
+from benchmarks.clips_bench import HF_ENV, PY, QUIET
+from benchmarks.replay_clips_bench import _epochs, prepare, warm_table
 
 BATCH = 64
 WORKERS = 2
@@ -239,8 +243,9 @@ def prepare_all(args: argparse.Namespace) -> dict[str, Path]:
     paths["streaming"] = paths["hf"].parent / "mds"
     if not (paths["streaming"] / "index.json").exists():
         python = args.streaming_python
-        cmd = [python, os.path.abspath(__file__), "--write_mds", str(paths["streaming"])]
-        subprocess.run([*cmd, "--path", str(paths["hf"])], check=True, env={**os.environ, **QUIET})
+        cmd = module_cmd(python, "frameworks_bench", "--write_mds", str(paths["streaming"]))
+        env = {**os.environ, **QUIET}
+        subprocess.run([*cmd, "--path", str(paths["hf"])], check=True, cwd=ROOT, env=env)
     return paths
 
 
@@ -248,7 +253,7 @@ def measure(variant: str, paths: dict[str, Path], args: argparse.Namespace) -> d
     hf = variant in HF_VARIANTS
     data = paths["streaming"] if variant == "streaming" else paths["hf" if hf else "ours"]
     python = args.streaming_python if variant == "streaming" else args.hf_python if hf else PY
-    cmd = [python, os.path.abspath(__file__), "--child", variant, "--path", str(data)]
+    cmd = module_cmd(python, "frameworks_bench", "--child", variant, "--path", str(data))
     cmd += ["--epochs", str(args.epochs), "--clips", str(args.clips)]
     m = run_measured(cmd, env={**QUIET, **(HF_ENV if hf else {})})
     if m.returncode:
@@ -257,35 +262,16 @@ def measure(variant: str, paths: dict[str, Path], args: argparse.Namespace) -> d
 
 
 def report(rows: list[dict]) -> str:
-    head = "| variant | warm windows/s (median) | epochs | first epoch s | peak PSS MiB |"
-    lines = [head + "".join(f" / {b} |" for b in BASES)]
-    lines.append("| --- | ---: | ---: | ---: | ---: |" + " ---: |" * len(BASES))
-    rate, cells = {}, {}
-    for variant in VARIANTS:
-        mine = [r for r in rows if r["variant"] == variant]
-        if mine:
-            rates = [x for r in mine for x in r["rates"]]
-            rate[variant] = statistics.median(rates)
-            first = statistics.median(r["first"] for r in mine)
-            peak = max(r["peak_pss"] for r in mine)
-            cells[variant] = [f"{rate[variant]:,.0f}", len(rates), f"{first:.3f}", mib(peak)]
-    for variant, row in cells.items():
-        ratios = [f"{rate[variant] / rate[b]:.2f}x" if b in rate else "-" for b in BASES]
-        lines.append("| " + " | ".join(map(str, [variant, *row, *ratios])) + " |")
-    return "\n".join(lines)
+    return warm_table(rows, VARIANTS, BASES)[0]
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = options.common(options.parser(__doc__), repeats=2, epochs=5)
     parser.add_argument("--clips", type=int, default=10240)
-    parser.add_argument("--repeats", type=int, default=2)
-    parser.add_argument("--epochs", type=int, default=5, help="warm epochs per process")
     parser.add_argument("--variants", default=",".join(VARIANTS))
     parser.add_argument("--hf_python", default=PY, help="with datasets, torch")
     parser.add_argument("--streaming_python", default=PY, help="with mosaicml-streaming")
-    parser.add_argument("--dir", default=DEFAULT_DIR, help="corpus and dataset cache dir")
     parser.add_argument("--rerecord", action="store_true", help="record both datasets again")
-    parser.add_argument("--json", default=None, help="append the rows to this JSON file")
     parser.add_argument("--report", default=None, help="print the table of this JSON's rows")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--path", help=argparse.SUPPRESS)

@@ -1,10 +1,10 @@
 """The global read order (issue 40): shuffle quality, throughput, resume latency, GZIP.
 
-    python benchmarks/global_order_bench.py --parts prepare          # datasets only (cached)
-    python benchmarks/global_order_bench.py --parts quality [--settings 16x64@0,4x256,...]
-    python benchmarks/global_order_bench.py --parts throughput [--rounds 6] [--variants ...]
-    python benchmarks/global_order_bench.py --parts resume,gzip [--resume_modes global]
-    python benchmarks/global_order_bench.py --parts bytes
+    python -m benchmarks global_order --parts prepare          # datasets only (cached)
+    python -m benchmarks global_order --parts quality [--settings 16x64@0,4x256,...]
+    python -m benchmarks global_order --parts throughput [--rounds 6] [--variants ...]
+    python -m benchmarks global_order --parts resume,gzip [--resume_modes global]
+    python -m benchmarks global_order --parts bytes
 
 Datasets (made once under ``$AUDIORECORDS_BENCH_DIR/work``, default /tmp/audiorecords-bench;
 every one recorded by the real job, ``python -m pipelines.record``):
@@ -91,12 +91,10 @@ from pathlib import Path
 
 import numpy as np
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-
-from _measure import ROOT, append_rows, host_line, last_json, run_measured  # noqa: E402
-from clips_bench import PY, QUIET, RECORD_ARGS, clips_corpus  # noqa: E402
-from corpus import DEFAULT_DIR, corpus  # noqa: E402
+from benchmarks._measure import ROOT, append_rows, host_line, last_json, module_cmd, run_measured
+from benchmarks.clips_bench import PY, QUIET, RECORD_ARGS, clips_corpus
+from benchmarks.corpus import DEFAULT_DIR, corpus
+from benchmarks.table import ratio, table
 
 BATCH = 64
 KEYS = ("signal", "log_mel", "target", "filepath")
@@ -325,10 +323,10 @@ def quality_report(out: dict) -> str:
         f"{n:,} windows, {out['classes']} classes, {out['shards']} shards; reference: numpy "
         f"permutation, mean of seeds 0-2 (tau null sd {sd:.5f}).",
         "",
-        "| order | held | tau (z) | displacement | ratio | batch L1 | ratio | slice chi2 | ratio "
-        "| all within 10% | epoch s |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: |",
     ]
+    header = ("order", "held", "tau (z)", "displacement", "ratio", "batch L1", "ratio")
+    header += ("slice chi2", "ratio", "all within 10%", "epoch s")
+    cells = []
     seen = set()
     for r in rows:
         if r["order"] == "permutation":
@@ -338,12 +336,13 @@ def quality_report(out: dict) -> str:
             r = {**r, **ref, "seconds": r["seconds"], "held": n}
         ratios = {m: r[m] / ref[m] for m in QUALITY_METRICS}
         ok = all(abs(x - 1) <= 0.1 for x in ratios.values()) and abs(r["tau"]) <= 3 * sd
-        lines.append(
-            f"| {r['order']} | {r.get('held', n):,} | {r['tau']:.4f} ({r['tau'] / sd:+.1f}) | "
-            f"{r['displacement']:.4f} | {ratios['displacement']:.3f} | {r['batch_l1']:.2f} | "
-            f"{ratios['batch_l1']:.3f} | {r['slice_chi2']:.1f} | {ratios['slice_chi2']:.2f} | "
-            f"{'yes' if ok else 'no'} | {r['seconds']:.1f} |"
-        )
+        cells.append(
+            (r["order"], f"{r.get('held', n):,}", f"{r['tau']:.4f} ({r['tau'] / sd:+.1f})",
+             f"{r['displacement']:.4f}", f"{ratios['displacement']:.3f}", f"{r['batch_l1']:.2f}",
+             f"{ratios['batch_l1']:.3f}", f"{r['slice_chi2']:.1f}", f"{ratios['slice_chi2']:.2f}",
+             "yes" if ok else "no", f"{r['seconds']:.1f}")
+        )  # fmt: skip
+    lines.append(table(header, cells, align="lrrrrrrrrlr"))
     return "\n".join(lines)
 
 
@@ -478,27 +477,25 @@ def time_datasets(datasets: dict, rounds: int) -> dict:
 def throughput_report(name: str, out: dict) -> str:
     rates = out["rates"]
     ref = rates.get("ordered")
-    lines = [
-        f"{name}:",
-        "",
-        "| variant | windows/epoch | warm windows/s (median) | rounds | "
-        "/ ordered (median of per-round ratios) | CPU s / epoch | CPU a window / ordered's |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
-    ]
+    header = ("variant", "windows/epoch", "warm windows/s (median)", "rounds")
+    header += (
+        "/ ordered (median of per-round ratios)",
+        "CPU s / epoch",
+        "CPU a window / ordered's",
+    )
+    cells = []
     cpu = {spec: statistics.median(xs) for spec, xs in out["cpu"].items()}
     for spec, xs in rates.items():
-        ratio = "-"
+        per_round = "-"
         if ref and spec != "ordered":
-            ratio = f"{statistics.median(a / b for a, b in zip(xs, ref, strict=True)):.2f}x"
+            per_round = ratio(statistics.median(a / b for a, b in zip(xs, ref, strict=True)), 1)
         per_window = cpu[spec] / out["windows"][spec]
-        cpu_ratio = (
-            f"{per_window / (cpu['ordered'] / out['windows']['ordered']):.2f}x" if ref else "-"
-        )
-        lines.append(
-            f"| {spec} | {out['windows'][spec]:,} | {statistics.median(xs):,.0f} | "
-            f"{len(xs)} | {ratio} | {cpu[spec]:.2f} | {cpu_ratio} |"
-        )
-    return "\n".join(lines)
+        cpu_ratio = ratio(per_window, cpu["ordered"] / out["windows"]["ordered"]) if ref else "-"
+        cells.append(
+            (spec, f"{out['windows'][spec]:,}", f"{statistics.median(xs):,.0f}", len(xs),
+             per_round, f"{cpu[spec]:.2f}", cpu_ratio)
+        )  # fmt: skip
+    return f"{name}:\n\n" + table(header, cells)
 
 
 # ---------------------------------------------------------------- resume latency
@@ -628,26 +625,24 @@ def child_bytes(path: str) -> dict:
 
 
 def part_bytes(args: argparse.Namespace) -> tuple[str, list[dict]]:
-    lines = [
-        "| dataset | W | bytes each pipeline read (MB) | / epoch's bytes (max) | all W / epoch |",
-        "| --- | ---: | --- | ---: | ---: |",
-    ]
-    rows = []
+    header = ("dataset", "W", "bytes each pipeline read (MB)", "/ epoch's bytes (max)")
+    header += ("all W / epoch",)
+    cells, rows = [], []
     datasets = [("clips-10,240", clips_dataset(args.dir)), ("2 h", long_dataset(args.dir))]
     for name, path in datasets:
         out = run_child("bytes", path)
         rows.append({"part": "bytes", "dataset": name, **out})
         for workers, read in out["pipelines"].items():
             each = ", ".join(f"{b / 1e6:,.1f}" for b in read)
-            lines.append(
-                f"| {name} | {workers} | {each} | {max(read) / out['epoch_bytes']:.3f} | "
-                f"{sum(read) / out['epoch_bytes']:.3f} |"
-            )
-    return "\n".join(lines), rows
+            cells.append(
+                (name, workers, each, f"{max(read) / out['epoch_bytes']:.3f}",
+                 f"{sum(read) / out['epoch_bytes']:.3f}")
+            )  # fmt: skip
+    return table(header, cells, align="lrlrr"), rows
 
 
 def run_child(kind: str, path: Path, *extra: str) -> dict:
-    cmd = [PY, os.path.abspath(__file__), "--child", kind, "--path", str(path), *extra]
+    cmd = module_cmd(PY, "global_order_bench", "--child", kind, "--path", str(path), *extra)
     return last_json(run_measured(cmd, env=QUIET).stdout)
 
 
@@ -678,11 +673,9 @@ def part_resume(args: argparse.Namespace) -> tuple[str, list[dict]]:
                 out = run_child("resume", path, "--mode", mode)
                 rows.append({"part": "resume", "dataset": name, "mode": mode, **out})
                 print(json.dumps(rows[-1]), flush=True)
-    lines = [
-        "| dataset | P | reader | call s | first batch s | total s | CPU s (call + first) "
-        "| rchar MB | read_bytes MB |",
-        "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
-    ]
+    header = ("dataset", "P", "reader", "call s", "first batch s", "total s")
+    header += ("CPU s (call + first)", "rchar MB", "read_bytes MB")
+    cells = []
     for name, _ in datasets:
         for mode in args.resume_modes.split(","):
             mine = [r for r in rows if r["dataset"] == name and r["mode"] == mode]
@@ -691,13 +684,13 @@ def part_resume(args: argparse.Namespace) -> tuple[str, list[dict]]:
                 for k in ("call", "first", "total", "cpu_call", "cpu_first", "rchar", "read_bytes")
             }
             label = "GlobalOrder(start=P)" if mode == "global" else "ordered .skip(P/64)"
-            lines.append(
-                f"| {name} | {mine[0]['start']:,} | {label} | {med['call']:.3f} | "
-                f"{med['first']:.3f} | {med['total']:.3f} | {med['cpu_call']:.2f} + "
-                f"{med['cpu_first']:.2f} | {med['rchar'] / 1e6:.2f} | "
-                f"{med['read_bytes'] / 1e6:.2f} |"
-            )
-    return "\n".join(lines), rows
+            cells.append(
+                (name, f"{mine[0]['start']:,}", label, f"{med['call']:.3f}",
+                 f"{med['first']:.3f}", f"{med['total']:.3f}",
+                 f"{med['cpu_call']:.2f} + {med['cpu_first']:.2f}", f"{med['rchar'] / 1e6:.2f}",
+                 f"{med['read_bytes'] / 1e6:.2f}")
+            )  # fmt: skip
+    return table(header, cells, align="lrlrrrrrr"), rows
 
 
 def part_gzip(args: argparse.Namespace) -> tuple[str, list[dict]]:
@@ -711,19 +704,20 @@ def part_gzip(args: argparse.Namespace) -> tuple[str, list[dict]]:
         "",
         "One block of 16 records read from its offset (median of 5):",
         "",
-        "| compression | shard MB | records | block at record | s | rchar MB |",
-        "| --- | ---: | ---: | ---: | ---: | ---: |",
     ]
+    cells = []
     for path in (plain, gz):
         out = run_child("block", path, "--block_length", "16")
         rows.append({"part": "block", **out})
         for where in ("first", "last"):
             b = out[where]
-            lines.append(
-                f"| {out['compression'] or 'NONE'} | {out['shard_bytes'] / 1e6:.1f} | "
-                f"{out['shard_records']:,} | {b['record']:,} | {b['seconds']:.4f} | "
-                f"{b['rchar'] / 1e6:.2f} |"
-            )
+            cells.append(
+                (out["compression"] or "NONE", f"{out['shard_bytes'] / 1e6:.1f}",
+                 f"{out['shard_records']:,}", f"{b['record']:,}", f"{b['seconds']:.4f}",
+                 f"{b['rchar'] / 1e6:.2f}")
+            )  # fmt: skip
+    header = ("compression", "shard MB", "records", "block at record", "s", "rchar MB")
+    lines.append(table(header, cells))
     return "\n".join(lines), rows
 
 

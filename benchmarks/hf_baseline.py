@@ -1,6 +1,6 @@
 """The Hugging Face `datasets` baseline of clips_bench.py: audiofolder, log-mel map, save_to_disk.
 
-    python benchmarks/hf_baseline.py --data_dir ROOT --output_dir OUT [--num_proc 2]
+    python -m benchmarks hf --data_dir ROOT --output_dir OUT [--num_proc 2]
 
 What a `datasets` user writes for a folder of labelled clips (``ROOT/<class>/*.wav``):
 ``load_dataset("audiofolder", data_dir=ROOT)`` (class labels from the folder names), a batched
@@ -30,16 +30,12 @@ from __future__ import annotations
 import argparse
 import io
 import json
-import os
-import sys
 import time
 from typing import Any
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-from baselines import BINS, FFT, FRAME, FRAMES, LOG_OFFSET, LOWER, STEP, WIN, _du  # noqa: E402
+from benchmarks.baselines import BINS, FFT, FRAME, FRAMES, LOG_OFFSET, LOWER, STEP, WIN, _du
 
 PAD = (FFT - FRAME) // 2  # librosa centres the 400-sample window in its 512-sample frame
 

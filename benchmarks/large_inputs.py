@@ -1,6 +1,6 @@
 """Large inputs: one 2-hour 48 kHz 16-bit mono file, and 10,000 tiny files; peak memory of each.
 
-    python benchmarks/large_inputs.py [--case long|many|both] [--workdir DIR] [--hours 2]
+    python -m benchmarks large_inputs [--case long|many|both] [--workdir DIR] [--hours 2]
         [--files 10000] [-- extra record flags]
 
 Writes the inputs once under --workdir (default /tmp/audiorecords-large; ~0.7 GB for the long
@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import struct
 import sys
@@ -26,8 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _measure import run_measured  # noqa: E402
+from benchmarks._measure import run_measured
 
 MB = 1 << 20
 

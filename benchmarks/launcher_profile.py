@@ -1,9 +1,9 @@
 """The launcher's per-file steps (issue 42): seconds and RSS of each step from the listing to
 ``p.run()``, at 10^3, 10^4 and 10^5 clips, against ``FileSystems.match`` of the pattern alone.
 
-    python benchmarks/launcher_profile.py                  # the three corpora below
-    python benchmarks/launcher_profile.py --sizes 1024     # one of them
-    python benchmarks/launcher_profile.py --pattern 'DIR/*/*.wav'   # any corpus
+    python -m benchmarks launcher                  # the three corpora below
+    python -m benchmarks launcher --sizes 1024     # one of them
+    python -m benchmarks launcher --pattern 'DIR/*/*.wav'   # any corpus
 
 Corpora (under ``$AUDIORECORDS_BENCH_DIR``, default /tmp/audiorecords-bench): 1,024 and 102,400
 hard links to `clips_bench`'s one-second clips in their word folders (``i42-links-<N>/clips/``)
@@ -33,6 +33,9 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+from benchmarks import options
+from benchmarks.table import table
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCH_DIR = Path(os.environ.get("AUDIORECORDS_BENCH_DIR", "/tmp/audiorecords-bench"))
@@ -257,14 +260,14 @@ def report(result: dict) -> None:
     """Prints one size's steps, totals and ratios."""
     match, mib = result["match"], 2**20
     print(f"\n{result['files']:,} files (FileSystems.match alone, best of 3: {match:.3f} s)")
-    print(f"  {'step':<44} {'s':>7} {'of it gc':>8} {'RSS MiB':>8} {'+MiB':>6} {'HWM MiB':>8}")
-    rss0 = result["rss0"]
+    rss0, cells = result["rss0"], []
     for name, seconds, rss, hwm, gc_s in result["steps"]:
         grown, rss0 = (rss - rss0) / mib, rss
-        print(
-            f"  {name:<44} {seconds:7.3f} {gc_s:8.3f} {rss / mib:8.0f} {grown:+6.0f} "
-            f"{hwm / mib:8.0f}"
-        )
+        cells.append(
+            (name, f"{seconds:.3f}", f"{gc_s:.3f}", f"{rss / mib:.0f}", f"{grown:+.0f}",
+             f"{hwm / mib:.0f}")
+        )  # fmt: skip
+    print(table(("step", "s", "of it gc", "RSS MiB", "+MiB", "HWM MiB"), cells))
     print(f"  (fp.fingerprint alone, again after the steps: {result['fingerprint']:.3f} s)")
     steps = result["steps"][1:]  # after the options
     total = sum(step[1] for step in steps)
@@ -296,10 +299,13 @@ def report_in_job(results: list[dict]) -> None:
     """Prints a size's in-job launcher steps (each run's), and the medians against the listing."""
     mib = 2**20
     print(f"\n{results[0]['files']:,} files, planned in the job, {len(results)} run(s)")
-    print(f"  {'step':<40} " + " ".join(f"{'s':>7}" for _ in results) + f" {'RSS MiB':>8}")
-    for n, (name, *_rest) in enumerate(results[0]["steps"]):
-        seconds = " ".join(f"{r['steps'][n][1]:7.3f}" for r in results)
-        print(f"  {name:<40} {seconds} {results[-1]['steps'][n][2] / mib:8.0f}")
+    header = ("step", *(f"s (run {i + 1})" for i in range(len(results))), "RSS MiB")
+    cells = [
+        (name, *(f"{r['steps'][n][1]:.3f}" for r in results),
+         f"{results[-1]['steps'][n][2] / mib:.0f}")
+        for n, (name, *_rest) in enumerate(results[0]["steps"])
+    ]  # fmt: skip
+    print(table(header, cells))
     totals = sorted(sum(s[1] for s in r["steps"][1:]) for r in results)
     fixed = sorted(
         sum(s[1] for s in r["steps"][1:] if not s[0].startswith("build_pipeline")) for r in results
@@ -313,8 +319,8 @@ def report_in_job(results: list[dict]) -> None:
     print(f"  ratio {total / match:.2f}x, without build_pipeline {per_file / match:.2f}x")
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def main(argv: list[str] | None = None) -> None:
+    parser = options.parser(__doc__)
     parser.add_argument("--sizes", default=",".join(str(n) for n in CORPORA))
     parser.add_argument("--pattern", help="a corpus of your own instead of --sizes")
     parser.add_argument("--out", default=str(BENCH_DIR / "work/launcher_profile"))
@@ -324,7 +330,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=1, help="runs a size (fresh processes)")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--match-only", action="store_true", help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if args.child:
         if args.match_only:
             made = child_in_job(args.pattern, args.out, match_only=True)

@@ -1,6 +1,6 @@
 """What writing the dataset to gs:// costs: local -> local against local -> gs:// (and gs -> gs).
 
-    python benchmarks/object_store_bench.py --minutes 30 --pcm16 [--repeats 2] [--gs_inputs]
+    python -m benchmarks object_store --minutes 30 --pcm16 [--repeats 2] [--gs_inputs]
 
 The same record command (``--win_len 16000 --features log_mel``) on the corpus of
 `benchmarks/corpus.py`, its output once on the local disk and once in a bucket of a GCS server
@@ -16,7 +16,7 @@ costs when it goes to an object store.
 What this cannot show: a real store's latency (30-100 ms a request, here <1 ms) and bandwidth,
 nor IAM; the emulator keeps objects in memory.
 
-    python benchmarks/object_store_bench.py --launcher [--files 10000] [--latency_ms 40]
+    python -m benchmarks object_store --launcher [--files 10000] [--latency_ms 40]
 
 ``--launcher`` times the launcher of a run planned in the job against ``FileSystems.match`` of
 the same ``gs://`` pattern instead: `--files` one-second clips (the 10 word folders of
@@ -32,7 +32,6 @@ matches).
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import statistics
@@ -42,14 +41,12 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-from _measure import host_line, run_measured  # noqa: E402
-from corpus import DEFAULT_DIR, corpus, corpus_stats  # noqa: E402
-from record_bench import tiny_corpus  # noqa: E402
-
-from tests.support.gcs_server import running_gcs_server  # noqa: E402
+from benchmarks import options
+from benchmarks._measure import ROOT, host_line, module_cmd, run_measured
+from benchmarks.corpus import corpus, corpus_stats
+from benchmarks.record_bench import tiny_corpus
+from benchmarks.table import ratio, table
+from tests.support.gcs_server import running_gcs_server
 
 PY = sys.executable
 RECORD_ARGS = ["--win_len", "16000", "--features", "log_mel", "--overwrite"]
@@ -64,7 +61,6 @@ def record(inputs: str, output: str, env: dict[str, str]) -> tuple[float, str]:
     return m.wall, m.stdout.strip().splitlines()[-1]
 
 
-LAUNCHER_PROFILE = Path(__file__).resolve().parent / "launcher_profile.py"
 CLIPS = (
     Path(os.environ.get("AUDIORECORDS_BENCH_DIR", "/tmp/audiorecords-bench"))
     / "clips-2727-10240/clips"
@@ -75,9 +71,11 @@ def _child(gcs, pattern: str, out: str, *extra: str) -> tuple[dict, int, int]:
     """`launcher_profile.py`'s in-job child against the emulator: (its result, requests Beam's
     client sent, requests TensorFlow's sent)."""
     gcs.beam_faults.requests = gcs.tf_faults.requests = 0
-    cmd = [PY, str(LAUNCHER_PROFILE), "--child", "--in-job", "--pattern", pattern, "--out", out]
-    env = {**os.environ, **gcs.env(), **QUIET, "PYTHONPATH": str(LAUNCHER_PROFILE.parents[1])}
-    done = subprocess.run([*cmd, *extra], env=env, capture_output=True, text=True, check=False)
+    cmd = module_cmd(PY, "launcher_profile", "--child", "--in-job", "--pattern", pattern)
+    env = {**os.environ, **gcs.env(), **QUIET, "PYTHONPATH": ROOT}
+    done = subprocess.run(
+        [*cmd, "--out", out, *extra], cwd=ROOT, env=env, capture_output=True, text=True
+    )
     if done.returncode:
         sys.exit(f"the launcher failed:\n{done.stderr[-3000:]}")
     result = json.loads(done.stdout.strip().splitlines()[-1])
@@ -86,14 +84,14 @@ def _child(gcs, pattern: str, out: str, *extra: str) -> tuple[dict, int, int]:
 
 def launcher(files: int, latency_ms: float, repeats: int) -> None:
     """The in-job launcher on `files` clips in ``gs://`` against ``FileSystems.match``."""
-    sys.path.insert(0, str(LAUNCHER_PROFILE.parent))
-    from launcher_profile import report_in_job
+    from benchmarks.launcher_profile import report_in_job
 
     folders = sorted(p for p in CLIPS.glob("*") if p.is_dir())
     per_folder = -(-files // max(len(folders), 1))
     paths = sorted(p for f in folders for p in sorted(f.glob("*.wav"))[:per_folder])[:files]
     if len(paths) < files:
-        sys.exit(f"{CLIPS}: {len(paths)} clips, {files} asked; make them with clips_bench.py")
+        made = "`python -m benchmarks clips` makes them"
+        sys.exit(f"{CLIPS}: {len(paths)} clips, {files} asked; {made}")
     print(host_line())
     work = Path(tempfile.mkdtemp(prefix="object-store-launcher-"))
     pattern = "gs://clips/speech/*/*.wav"
@@ -131,12 +129,9 @@ def launcher(files: int, latency_ms: float, repeats: int) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--minutes", type=float, default=30)
-    parser.add_argument("--pcm16", action="store_true")
-    parser.add_argument("--repeats", type=int, default=2)
+    parser = options.parser(__doc__)
+    options.common(parser, minutes=30.0, pcm16=True, repeats=2, json=False)
     parser.add_argument("--gs_inputs", action="store_true")
-    parser.add_argument("--root", default=DEFAULT_DIR)
     parser.add_argument("--launcher", action="store_true", help="time the launcher (below)")
     parser.add_argument("--files", type=int, default=10_000)
     parser.add_argument("--latency_ms", type=float, default=40)
@@ -145,12 +140,12 @@ def main(argv: list[str] | None = None) -> None:
         launcher(args.files, args.latency_ms, args.repeats)
         return
 
-    source = corpus(args.minutes, root=args.root, pcm16=args.pcm16)
+    source = corpus(args.minutes, root=args.dir, pcm16=args.pcm16)
     stats = corpus_stats(source)
-    tiny = tiny_corpus(Path(args.root))
+    tiny = tiny_corpus(Path(args.dir))
     print(host_line())
     print(f"corpus {source}: {stats}")
-    work = Path(tempfile.mkdtemp(prefix="object-store-bench-", dir=args.root))
+    work = Path(tempfile.mkdtemp(prefix="object-store-bench-", dir=args.dir))
     times: dict[str, list[float]] = {}
     (work / "tls").mkdir()
     with running_gcs_server(work / "tls") as gcs:
@@ -177,16 +172,16 @@ def main(argv: list[str] | None = None) -> None:
                 times.setdefault(name, []).append(wall)
                 times.setdefault(f"{name} fixed", []).append(fixed)
                 print(f"repeat {repeat} {name}: {wall:.1f} s (fixed {fixed:.1f} s) | {line}")
-    rows = {}
-    print("\n| target | wall s (median) | fixed s | wall - fixed | ratio to local->local |")
-    print("| --- | --- | --- | --- | --- |")
+    rows, cells = {}, []
     for name in targets:
         wall = statistics.median(times[name])
         fixed = statistics.median(times[f"{name} fixed"])
         rows[name] = {"wall": wall, "fixed": fixed, "work": wall - fixed}
         base = rows["local->local"]
-        ratios = f"{wall / base['wall']:.2f}x wall, {(wall - fixed) / base['work']:.2f}x work"
-        print(f"| {name} | {wall:.1f} | {fixed:.1f} | {wall - fixed:.1f} | {ratios} |")
+        ratios = f"{ratio(wall, base['wall'])} wall, {ratio(wall - fixed, base['work'])} work"
+        cells.append((name, f"{wall:.1f}", f"{fixed:.1f}", f"{wall - fixed:.1f}", ratios))
+    header = ("target", "wall s (median)", "fixed s", "wall - fixed", "ratio to local->local")
+    print("\n" + table(header, cells))
     print(json.dumps({"minutes": args.minutes, "rows": rows, "runs": times}))
 
 

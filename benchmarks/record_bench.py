@@ -1,7 +1,7 @@
 """Record benchmark: our record job against a plain tf.data script, Dataset.save and the limit.
 
-    python benchmarks/record_bench.py --minutes 60 [--scales 1,2,4] [--repeats 1]
-    python benchmarks/record_bench.py --minutes 5                     # quick run
+    python -m benchmarks record --minutes 60 [--scales 1,2,4] [--repeats 1]
+    python -m benchmarks record --minutes 5                     # quick run
 
 On the corpus of `benchmarks/corpus.py` (generated on first use into $AUDIORECORDS_BENCH_DIR,
 default /tmp/audiorecords-bench), each system runs as its own command, one after the other in
@@ -18,8 +18,9 @@ imports included) while its whole process tree's memory is sampled (`_measure`):
 - limit:    `baselines.py limit` (c): the log-mel computation alone on all cores (its own timer:
             the windows are decoded into memory first, untimed);
 - floor:    ``python -c "import tensorflow_transform.beam"``: what our job pays before any work;
-- tft_min:  `tft_min.py`: the smallest TFT job (2 rows, the same analysis, WriteTransformFn, ended
-            as our job ends): what any job that runs a TFT analysis pays at least;
+- tft_min:  `baselines.py tft_min`: the smallest TFT job (2 rows, the same analysis,
+            WriteTransformFn, ended as our job ends): what any job that runs a TFT analysis
+            pays at least;
 - ours_tiny: our job on 2 one-second files (2 windows): our own fixed cost.
 
 Prints a table (audio-seconds per wall second, windows/s, MB written, bytes per window, peak PSS
@@ -31,21 +32,25 @@ of our wall time and memory. `--pcm16`: the corpus without the 24-bit file (int1
 
 from __future__ import annotations
 
-import argparse
 import json
-import os
 import shutil
-import statistics
 import sys
 from pathlib import Path
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-from _measure import Measured, append_rows, host_line, last_json, mib, run_measured  # noqa: E402
-from corpus import DEFAULT_DIR, corpus, corpus_stats  # noqa: E402
+from benchmarks import options
+from benchmarks._measure import (
+    Measured,
+    append_rows,
+    host_line,
+    last_json,
+    mib,
+    module_cmd,
+    run_measured,
+)
+from benchmarks.corpus import corpus, corpus_stats
+from benchmarks.table import ratio, spread, table
 
 PY = sys.executable
-HERE = os.path.dirname(os.path.abspath(__file__))
 RECORD_ARGS = ["--win_len", "16000", "--features", "log_mel"]
 QUIET = {"TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONWARNINGS": "ignore"}
 # Variants of our job: extra flags (``--systems ours,ours_none,...`` to compare them).
@@ -82,7 +87,7 @@ def tiny_corpus(work: Path) -> Path:
 
 
 def run_baseline(mode: str, input_dir: Path, out: Path | None) -> tuple[Measured, dict]:
-    cmd = [PY, os.path.join(HERE, "baselines.py"), mode, "--input_dir", str(input_dir)]
+    cmd = module_cmd(PY, "baselines", mode, "--input_dir", str(input_dir))
     if out is not None:
         if out.exists():
             shutil.rmtree(out)
@@ -102,7 +107,7 @@ def measure(system: str, scale: int, input_dir: Path, work: Path, extra: list[st
     elif system == "floor":
         m, res = run_measured(FLOOR, env=QUIET), {"windows": 0, "bytes": 0, "seconds": None}
     elif system == "tft_min":
-        m = run_measured([PY, os.path.join(HERE, "tft_min.py")], env=QUIET)
+        m = run_measured(module_cmd(PY, "baselines", "tft_min"), env=QUIET)
         res = last_json(m.stdout)
     else:
         m, res = run_baseline(system, input_dir, None if system == "limit" else out)
@@ -155,10 +160,9 @@ def per_repeat_diff(rows: list[dict], a: str, b: str, scale: int) -> list[float]
 
 def report(rows: list[dict], audio: dict[int, float]) -> str:
     """The results table and ratios as text."""
-    lines = [
-        f"{'system':9} {'scale':>5} {'seconds':>8} {'audio-s/s':>9} {'windows/s':>9} "
-        f"{'MB out':>7} {'KB/window':>9} {'PSS tree MiB':>12} {'RSS launcher MiB':>16} {'procs':>5}"
-    ]
+    header = ("system", "scale", "seconds", "audio-s/s", "windows/s", "MB out", "KB/window")
+    header += ("PSS tree MiB", "RSS launcher MiB", "procs")
+    cells = []
     systems = (*OURS, *PEERS, "limit", *FIXED)
     for scale in sorted(audio):
         for system in systems:
@@ -167,13 +171,15 @@ def report(rows: list[dict], audio: dict[int, float]) -> str:
                 continue
             per_window = r["bytes"] / r["windows"] / 1e3 if r["windows"] and r["bytes"] else 0
             if system in FIXED:  # fixed cost: its time only
-                lines.append(f"{system:9} {scale:>4}x {r['seconds']:8.2f}")
+                cells.append((system, f"{scale}x", f"{r['seconds']:.2f}", *[None] * 7))
                 continue
-            lines.append(
-                f"{system:9} {scale:>4}x {r['seconds']:8.2f} {audio[scale] / r['seconds']:9.0f} "
-                f"{r['windows'] / r['seconds']:9.0f} {r['bytes'] / 1e6:7.0f} {per_window:9.1f} "
-                f"{mib(r['peak_pss_tree']):>12} {mib(r['peak_rss_root']):>16} {r['processes']:>5}"
-            )
+            cells.append(
+                (system, f"{scale}x", f"{r['seconds']:.2f}", f"{audio[scale] / r['seconds']:.0f}",
+                 f"{r['windows'] / r['seconds']:.0f}", f"{r['bytes'] / 1e6:.0f}",
+                 f"{per_window:.1f}", mib(r["peak_pss_tree"]), mib(r["peak_rss_root"]),
+                 r["processes"])
+            )  # fmt: skip
+    lines = [table(header, cells), ""]
     baselines = [r for r in (best(rows, s, 1) for s in PEERS) if r]
     limit, floor = best(rows, "limit", 1), best(rows, "floor", 1)
     for variant in OURS:
@@ -182,24 +188,21 @@ def report(rows: list[dict], audio: dict[int, float]) -> str:
             continue
         for other in [*baselines, limit]:
             if other:
-                ratio = other["seconds"] / ours["seconds"]
-                lines.append(f"{variant} / {other['system']}: {ratio:.2f}x (>1: {variant} faster)")
+                shown = ratio(other["seconds"], ours["seconds"])
+                lines.append(f"{variant} / {other['system']}: {shown} (>1: {variant} faster)")
                 pairs = per_repeat(rows, variant, other["system"], 1)
                 if len(pairs) > 1:  # best-of ratios follow the luckiest run; show every pair
-                    shown = ", ".join(f"{x:.2f}" for x in pairs)
-                    lines.append(f"  per repeat: {shown}; median {statistics.median(pairs):.2f}x")
+                    lines.append(f"  per repeat: {spread(pairs, unit='x')}")
         if baselines:
             f = min(baselines, key=lambda r: r["seconds"])
-            ratio = f["seconds"] / ours["seconds"]
-            lines.append(f"{variant} / best peer [{f['system']}]: {ratio:.2f}x")
+            shown = ratio(f["seconds"], ours["seconds"])
+            lines.append(f"{variant} / best peer [{f['system']}]: {shown}")
             for other in baselines:
                 if other["bytes"] and ours["bytes"]:
-                    bytes_ratio = (ours["bytes"] / ours["windows"]) / (
-                        other["bytes"] / other["windows"]
+                    shown = ratio(
+                        ours["bytes"] / ours["windows"], other["bytes"] / other["windows"]
                     )
-                    lines.append(
-                        f"{variant} bytes/window / {other['system']}'s: {bytes_ratio:.2f}x"
-                    )
+                    lines.append(f"{variant} bytes/window / {other['system']}'s: {shown}")
         if floor:
             lines.append(
                 f"{variant} - floor (import tensorflow_transform.beam, {floor['seconds']:.2f} s): "
@@ -210,12 +213,11 @@ def report(rows: list[dict], audio: dict[int, float]) -> str:
                  ("ours", "tft_min")):  # fmt: skip
         diffs = per_repeat_diff(rows, a, b, 1)
         if diffs:
-            shown = ", ".join(f"{d:+.2f}" for d in diffs)
-            lines.append(f"{a} - {b}: {shown} s; median {statistics.median(diffs):+.2f} s")
+            lines.append(f"{a} - {b}: {spread(diffs, unit=' s')}")
     for scale in sorted(audio)[1:]:
         r, a = best(rows, "ours", scale), best(rows, "tfdata", scale)
         if r and a:
-            lines.append(f"ours / tfdata at {scale}x: {a['seconds'] / r['seconds']:.2f}x")
+            lines.append(f"ours / tfdata at {scale}x: {ratio(a['seconds'], r['seconds'])}")
     ours = best(rows, "ours", min(audio))
     for scale in sorted(audio)[1:]:
         r = best(rows, "ours", scale)
@@ -230,10 +232,9 @@ def report(rows: list[dict], audio: dict[int, float]) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--minutes", type=float, default=60.0, help="1x corpus length")
+    parser = options.parser(__doc__)
+    options.common(parser, minutes=60.0, pcm16=True, repeats=1)
     parser.add_argument("--scales", default="1", help="comma list of corpus multiples")
-    parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument(
         "--systems",
         default="ours,tfdata,seed,save,limit,floor",
@@ -242,10 +243,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--every_scale", default="", help="systems also run at every other scale (e.g. tfdata)"
     )
-    parser.add_argument("--dir", default=DEFAULT_DIR, help="corpus and output cache dir")
     parser.add_argument("--ours_args", default="", help="extra flags for pipelines.record")
-    parser.add_argument("--pcm16", action="store_true", help="corpus without the 24-bit file")
-    parser.add_argument("--json", default=None, help="append the rows to this JSON file")
     args = parser.parse_args(argv)
     scales = [int(s) for s in args.scales.split(",")]
     work = Path(args.dir) / "work"

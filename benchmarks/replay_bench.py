@@ -1,7 +1,7 @@
 """Replay benchmark: `replay_dataset` vs the seed-style script, (a), Dataset.load, raw parsing.
 
-    python benchmarks/replay_bench.py --minutes 30 --pcm16 [--repeats 2] [--epochs 4]
-    python benchmarks/replay_bench.py --minutes 5                     # quick run
+    python -m benchmarks replay --minutes 30 --pcm16 [--repeats 2] [--epochs 4]
+    python -m benchmarks replay --minutes 5                     # quick run
 
 Needs the corpus (`benchmarks/corpus.py`) and four datasets of it, made on first use and cached
 under $AUDIORECORDS_BENCH_DIR/work (``--rerecord``: record ours again, e.g. after a format
@@ -47,13 +47,11 @@ import sys
 import time
 from pathlib import Path
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.dirname(HERE))
-
-from _measure import append_rows, host_line, last_json, mib, run_measured  # noqa: E402
-from baselines import BATCH, SEED_KEYS  # noqa: E402
-from corpus import DEFAULT_DIR, corpus  # noqa: E402
+from benchmarks import options
+from benchmarks._measure import append_rows, host_line, last_json, mib, module_cmd, run_measured
+from benchmarks.baselines import BATCH, SEED_KEYS
+from benchmarks.corpus import corpus
+from benchmarks.table import ratio, spread, table
 
 SAME = ("signal", "log_mel")  # the keys every system stores
 # variant -> (dataset, keys; None: every key the dataset has)
@@ -105,7 +103,6 @@ def prepare(
         cmd = [sys.executable, "-m", "pipelines.record", "--input_pattern", f"{src}/*.wav"]
         cmd += ["--output_dir", str(ours), "--overwrite", "--win_len", "16000"]
         run_measured([*cmd, "--features", "log_mel", *record_args.split()], env=QUIET)
-    script = os.path.join(HERE, "baselines.py")
     done_file = {"save": "snapshot.metadata", "seed": "meta.json", "tfdata": "meta.json"}
     for name, done in done_file.items():
         out = paths[name] = work / f"replay-{name}-{src.name}"
@@ -113,8 +110,8 @@ def prepare(
             tmp = Path(f"{out}.tmp")
             if tmp.exists():
                 shutil.rmtree(tmp)
-            run_measured([sys.executable, script, name, "--input_dir", str(src), "--output_dir",
-                          str(tmp)], env=QUIET)  # fmt: skip
+            cmd = module_cmd(sys.executable, "baselines", name, "--input_dir", str(src))
+            run_measured([*cmd, "--output_dir", str(tmp)], env=QUIET)
             tmp.rename(out)
     return paths
 
@@ -260,54 +257,49 @@ def report(rows: list[dict], sizes: dict[str, tuple[int, int]] | None = None) ->
     for m in merged.values():
         m["seconds"] = statistics.median(m["epochs"])
         m["first"] = statistics.median(m["firsts"])
-    head = f"{'variant':16} {'windows/s':>9} {'MB/s':>7} {'warm s':>7} {'1st epoch s':>11}"
-    lines = [f"{head} {'peak PSS MiB':>12} {'load':>9}"]
+    header = ("variant", "windows/s", "MB/s", "warm s", "1st epoch s", "peak PSS MiB", "load")
+    cells = []
     for v in VARIANTS:
         if v in merged:
             m = merged[v]
-            loads = "/".join(f"{x:.1f}" for x in m["loads"])
-            lines.append(
-                f"{v:16} {m['windows'] / m['seconds']:9.0f} {m['bytes'] / 1e6 / m['seconds']:7.0f}"
-                f" {m['seconds']:7.3f} {m['first']:11.3f} {mib(m['pss']):>12} {loads:>9}"
-            )
+            cells.append(
+                (v, f"{m['windows'] / m['seconds']:.0f}", f"{m['bytes'] / 1e6 / m['seconds']:.0f}",
+                 f"{m['seconds']:.3f}", f"{m['first']:.3f}", mib(m["pss"]),
+                 "/".join(f"{x:.1f}" for x in m["loads"]))
+            )  # fmt: skip
+    lines = [table(header, cells), ""]
     warm_of = {(r["variant"], r["repeat"]): statistics.median(r["epochs"]) for r in rows}
     for ours, peer in PAIRS:
         if ours in merged and peer in merged:
-            warm = merged[peer]["seconds"] / merged[ours]["seconds"]
-            first = merged[peer]["first"] / merged[ours]["first"]
-            lines.append(f"{ours} / {peer}: warm {warm:.2f}x, first epoch {first:.2f}x (>1: ours)")
+            warm = ratio(merged[peer]["seconds"], merged[ours]["seconds"])
+            first = ratio(merged[peer]["first"], merged[ours]["first"])
+            lines.append(f"{ours} / {peer}: warm {warm}, first epoch {first} (>1: ours)")
             pairs = [
                 warm_of[peer, rep] / warm_of[ours, rep]
                 for (v, rep) in warm_of
                 if v == ours and (peer, rep) in warm_of
             ]
             if len(pairs) > 1:  # the machine's load drifts: each repeat's own ratio too
-                shown = ", ".join(f"{x:.2f}" for x in pairs)
-                lines.append(f"  warm per repeat: {shown}; median {statistics.median(pairs):.2f}x")
+                lines.append(f"  warm per repeat: {spread(pairs, unit='x')}")
     if "ours_shuffle" in merged and "ours" in merged:
-        ratio = merged["ours"]["seconds"] / merged["ours_shuffle"]["seconds"]
-        lines.append(f"ours_shuffle / ours: {ratio:.2f}x")
+        shown = ratio(merged["ours"]["seconds"], merged["ours_shuffle"]["seconds"])
+        lines.append(f"ours_shuffle / ours: {shown}")
     for name, (nbytes, windows) in (sizes or {}).items():
         per_window = nbytes / windows / 1e3
         lines.append(f"bytes/window {name}: {per_window:.1f} KB ({nbytes / 1e6:.0f} MB)")
     if sizes:
         ours = sizes["ours (shards)"][0]
         for name in ("seed-style", "(a) tfdata", "(b) Dataset.save GZIP"):
-            lines.append(f"ours shards bytes / {name}: {ours / sizes[name][0]:.2f}x")
+            lines.append(f"ours shards bytes / {name}: {ratio(ours, sizes[name][0])}")
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--minutes", type=float, default=30.0)
-    parser.add_argument("--pcm16", action="store_true", help="corpus without the 24-bit file")
-    parser.add_argument("--repeats", type=int, default=2)
-    parser.add_argument("--epochs", type=int, default=4, help="warm epochs after the first")
+    parser = options.parser(__doc__)
+    options.common(parser, minutes=30.0, pcm16=True, repeats=2, epochs=4)
     parser.add_argument("--variants", default=",".join(DEFAULT), help=f"of {','.join(VARIANTS)}")
-    parser.add_argument("--dir", default=DEFAULT_DIR)
     parser.add_argument("--record_args", default="", help="extra flags for our dataset")
     parser.add_argument("--rerecord", action="store_true", help="record our dataset again")
-    parser.add_argument("--json", default=None, help="append the rows to this JSON file")
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     rerecord = args.rerecord and not args.child
@@ -320,7 +312,8 @@ def main(argv: list[str] | None = None) -> None:
     rows = []
     for rep in range(args.repeats):
         for v in variants[rep % len(variants) :] + variants[: rep % len(variants)]:
-            cmd = [sys.executable, __file__, "--minutes", str(args.minutes), "--dir", args.dir]
+            cmd = module_cmd(sys.executable, "replay_bench", "--minutes", str(args.minutes))
+            cmd += ["--dir", args.dir]
             cmd += [f"--record_args={args.record_args}", *(["--pcm16"] if args.pcm16 else [])]
             load = float(Path("/proc/loadavg").read_text().split()[0])
             try:

@@ -1,6 +1,6 @@
 """Replay on clips: `replay_dataset` vs Hugging Face `datasets`, ordered and shuffled (issue 28).
 
-    python benchmarks/replay_clips_bench.py [--clips 10240] [--repeats 2] [--epochs 5]
+    python -m benchmarks replay_clips [--clips 10240] [--repeats 2] [--epochs 5]
         [--hf_python /path/to/venv-with-datasets/bin/python] [--buffer 10000]
 
 The corpus of clips_bench.py (``--clips`` one-second 16 kHz clips in 10 class folders) recorded
@@ -52,16 +52,23 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-
-from _measure import ROOT, append_rows, host_line, last_json, mib, run_measured  # noqa: E402
-from clips_bench import HF_ENV, PY, QUIET, RECORD_ARGS, clips_corpus  # noqa: E402
-from corpus import DEFAULT_DIR  # noqa: E402
+from benchmarks import options
+from benchmarks._measure import (
+    ROOT,
+    append_rows,
+    host_line,
+    last_json,
+    mib,
+    module_cmd,
+    run_measured,
+)
+from benchmarks.clips_bench import HF_ENV, PY, QUIET, RECORD_ARGS, clips_corpus
+from benchmarks.table import ratio, table
 
 BATCH = 64
 OURS_KEYS = ("signal", "log_mel", "target", "filepath")
@@ -234,8 +241,8 @@ def prepare(args: argparse.Namespace) -> dict[str, Path]:
     if not (paths["hf"] / "dataset_info.json").exists():
         home = work / "hf-home"
         env = {**os.environ, **QUIET, **HF_ENV, "HF_HOME": str(home)}
-        cmd = [args.hf_python, os.path.join(HERE, "hf_baseline.py"), "--data_dir", str(clips)]
-        subprocess.run([*cmd, "--output_dir", str(paths["hf"])], check=True, env=env)
+        cmd = module_cmd(args.hf_python, "hf_baseline", "--data_dir", str(clips))
+        subprocess.run([*cmd, "--output_dir", str(paths["hf"])], check=True, cwd=ROOT, env=env)
         shutil.rmtree(home, ignore_errors=True)
     return paths
 
@@ -243,7 +250,7 @@ def prepare(args: argparse.Namespace) -> dict[str, Path]:
 def measure(variant: str, paths: dict[str, Path], args: argparse.Namespace) -> dict:
     system = "hf" if variant.startswith("hf") else "ours"
     python = args.hf_python if system == "hf" else PY
-    cmd = [python, os.path.abspath(__file__), "--child", variant, "--path", str(paths[system])]
+    cmd = module_cmd(python, "replay_clips_bench", "--child", variant, "--path", str(paths[system]))
     cmd += ["--epochs", str(args.epochs), "--buffer", str(args.buffer)]
     env = {**QUIET, **(HF_ENV if system == "hf" else {})}
     m = run_measured(cmd, env=env)
@@ -253,21 +260,31 @@ def measure(variant: str, paths: dict[str, Path], args: argparse.Namespace) -> d
     return row
 
 
-def report(rows: list[dict], args: argparse.Namespace) -> str:
-    lines = ["| variant | warm windows/s (median) | epochs | first epoch s | peak PSS MiB |"]
-    lines.append("| --- | ---: | ---: | ---: | ---: |")
-    rate = {}
-    for variant in VARIANTS:
+def warm_table(
+    rows: list[dict], variants: Sequence[str], bases: Sequence[str] = ()
+) -> tuple[str, dict[str, float]]:
+    """The table of each variant's warm windows/s (median over its processes' epochs), first
+    epoch, peak PSS and its rate over each of `bases`'; and the median rates."""
+    header = ("variant", "warm windows/s (median)", "epochs", "first epoch s", "peak PSS MiB")
+    header += tuple(f"/ {b}" for b in bases)
+    rate, cells = {}, {}
+    for variant in variants:
         mine = [r for r in rows if r["variant"] == variant]
-        if not mine:
-            continue
-        rates = [x for r in mine for x in r["rates"]]
-        rate[variant] = statistics.median(rates)
-        first = statistics.median(r["first"] for r in mine)
-        peak = max(r["peak_pss"] for r in mine)
-        cells = (variant, f"{rate[variant]:,.0f}", len(rates), f"{first:.3f}", mib(peak))
-        lines.append("| " + " | ".join(map(str, cells)) + " |")
-    lines += ["", "| ratio | value | target |", "| --- | ---: | --- |"]
+        if mine:
+            rates = [x for r in mine for x in r["rates"]]
+            rate[variant] = statistics.median(rates)
+            first = statistics.median(r["first"] for r in mine)
+            peak = max(r["peak_pss"] for r in mine)
+            cells[variant] = [variant, f"{rate[variant]:,.0f}", len(rates), f"{first:.3f}"]
+            cells[variant].append(mib(peak))
+    for row in cells.values():
+        row += [ratio(rate[row[0]], rate.get(b)) for b in bases]
+    return table(header, cells.values()), rate
+
+
+def report(rows: list[dict], args: argparse.Namespace) -> str:
+    shown, rate = warm_table(rows, VARIANTS)
+    ratios = []
     for a, b, target in (
         ("ours", "hf", ">= 1"),
         ("ours_shuffle", "hf_shuffle", ">= 2"),
@@ -280,7 +297,8 @@ def report(rows: list[dict], args: argparse.Namespace) -> str:
         ("ours", "ours_autotune", "-"),
     ):
         if a in rate and b in rate:
-            lines.append(f"| {a} / {b} | {rate[a] / rate[b]:.2f}x | {target} |")
+            ratios.append((f"{a} / {b}", ratio(rate[a], rate[b]), target))
+    lines = [shown, "", table(("ratio", "value", "target"), ratios, align="lrl")]
     rng = np.random.default_rng(0)
     recorded = sorted(f"{c}/{i}" for c in "abcdefghij" for i in range(args.clips // 10))
     rows = [
@@ -290,36 +308,27 @@ def report(rows: list[dict], args: argparse.Namespace) -> str:
             "quality": quality(list(rng.permutation(recorded)), recorded),
         },
     ]
-    lines += [
-        "",
-        f"Shuffle quality (one epoch; buffer {args.buffer}):",
-        "",
-        "| variant | same class | gap median | gap p10 | moved median |",
-        "| --- | ---: | ---: | ---: | ---: |",
-    ]
-    seen = set()
+    qualities = {}
     for r in rows:
-        if "quality" in r and r["variant"] not in seen:
-            seen.add(r["variant"])
+        if "quality" in r and r["variant"] not in qualities:
             q = r["quality"]
-            lines.append(
-                f"| {r['variant']} | {q['same_class']:.3f} | {q['gap_median']:.3f} | "
-                f"{q['gap_p10']:.4f} | {q['moved_median']:.3f} |"
-            )
+            qualities[r["variant"]] = (
+                r["variant"], f"{q['same_class']:.3f}", f"{q['gap_median']:.3f}",
+                f"{q['gap_p10']:.4f}", f"{q['moved_median']:.3f}",
+            )  # fmt: skip
+    header = ("variant", "same class", "gap median", "gap p10", "moved median")
+    lines += ["", f"Shuffle quality (one epoch; buffer {args.buffer}):", ""]
+    lines.append(table(header, qualities.values()))
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = options.common(options.parser(__doc__), repeats=2, epochs=5)
     parser.add_argument("--clips", type=int, default=10240)
-    parser.add_argument("--repeats", type=int, default=2)
-    parser.add_argument("--epochs", type=int, default=5, help="warm epochs per process")
     parser.add_argument("--buffer", type=int, default=10_000, help="shuffle_buffer of ours")
     parser.add_argument("--variants", default=",".join(VARIANTS))
     parser.add_argument("--hf_python", default=PY, help="interpreter with datasets (3.x)")
-    parser.add_argument("--dir", default=DEFAULT_DIR, help="corpus and dataset cache dir")
     parser.add_argument("--rerecord", action="store_true", help="record both datasets again")
-    parser.add_argument("--json", default=None, help="append the rows to this JSON file")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--path", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)

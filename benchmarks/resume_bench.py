@@ -1,6 +1,6 @@
 """What ``--resume`` saves: a run killed at ~80% of its reads, resumed, against a full run.
 
-    python benchmarks/resume_bench.py [--minutes 480] [--pcm16] [--repeats 1] [--kill_at 0.8]
+    python -m benchmarks resume [--minutes 480] [--pcm16] [--repeats 1] [--kill_at 0.8]
         [--extra "--direct_num_workers 2 --direct_running_mode multi_processing"]
 
 Issue 30's acceptance point: an 8-h corpus killed at ~80% of its reads resumes with at most 35%
@@ -33,7 +33,6 @@ its commits are. `--json PATH` appends the rows to a file."""
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import re
@@ -47,14 +46,12 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-from _measure import ROOT, append_rows, host_line, run_measured  # noqa: E402
-from corpus import DEFAULT_DIR, corpus, corpus_stats  # noqa: E402
-from record_bench import QUIET, RECORD_ARGS, tiny_corpus  # noqa: E402
-
-from tests.support.reliability import assert_same_dataset  # noqa: E402
+from benchmarks import options
+from benchmarks._measure import ROOT, append_rows, host_line, run_measured
+from benchmarks.corpus import corpus, corpus_stats
+from benchmarks.record_bench import QUIET, RECORD_ARGS, tiny_corpus
+from benchmarks.table import num, table
+from tests.support.reliability import assert_same_dataset
 
 PY = sys.executable
 TARGET = 0.35  # issue 30: (resume - fixed) <= 0.35 x (full - fixed)
@@ -261,10 +258,6 @@ def ratio(wall: float, full: float, fixed: float) -> float | None:
     return (wall - fixed) / (full - fixed) if full > fixed else None
 
 
-def show(x: float | None) -> str:
-    return "n/a" if x is None else f"{x:.2f}"
-
-
 def valid(rows: list[dict], key: str, pick) -> float | None:
     """`pick` (min, median) of the repeats' `key` values that are not None (None if none is)."""
     values = [r[key] for r in rows if r[key] is not None]
@@ -273,33 +266,31 @@ def valid(rows: list[dict], key: str, pick) -> float | None:
 
 def report(rows: list[dict], kill_at: float) -> str:
     """The table (a row per repeat, then best and median) and the verdict."""
-    lines = [
-        "| repeat | full s | fixed s | killed at | resume s | overwrite s | "
-        "(resume - fixed) / (full - fixed) | overwrite ratio | resumed = full |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
-    ]
+    header = ("repeat", "full s", "fixed s", "killed at", "resume s", "overwrite s")
+    header += ("(resume - fixed) / (full - fixed)", "overwrite ratio", "resumed = full")
 
     def frac(x: float | None) -> str:
         return "not killed" if x is None else f"{x:.0%}"
 
+    cells = []
     for r in rows:
         same = "yes" if not (r["resumed_differs"] or r["overwrite_differs"]) else "**NO**"
-        lines.append(
-            f"| {r['repeat']} | {r['full']:.2f} | {r['fixed']:.2f} | {frac(r['kill_fraction'])} "
-            f"| {r['resume']:.2f} | {r['overwrite']:.2f} | {show(r['ratio'])} "
-            f"| {show(r['overwrite_ratio'])} | {same} |"
-        )
+        cells.append(
+            (r["repeat"], f"{r['full']:.2f}", f"{r['fixed']:.2f}", frac(r["kill_fraction"]),
+             f"{r['resume']:.2f}", f"{r['overwrite']:.2f}", num(r["ratio"]),
+             num(r["overwrite_ratio"]), same)
+        )  # fmt: skip
     if len(rows) > 1:
         for name, pick in (("best", min), ("median", statistics.median)):
             walls = {k: pick(r[k] for r in rows) for k in ("full", "fixed", "resume", "overwrite")}
             fracs = [r["kill_fraction"] for r in rows if r["kill_fraction"] is not None]
             killed = frac(statistics.median(fracs)) if fracs and name == "median" else ""
-            lines.append(
-                f"| {name} | {walls['full']:.2f} | {walls['fixed']:.2f} | {killed} "
-                f"| {walls['resume']:.2f} "
-                f"| {walls['overwrite']:.2f} | {show(valid(rows, 'ratio', pick))} "
-                f"| {show(valid(rows, 'overwrite_ratio', pick))} | |"
-            )
+            cells.append(
+                (name, f"{walls['full']:.2f}", f"{walls['fixed']:.2f}", killed,
+                 f"{walls['resume']:.2f}", f"{walls['overwrite']:.2f}",
+                 num(valid(rows, "ratio", pick)), num(valid(rows, "overwrite_ratio", pick)), "")
+            )  # fmt: skip
+    lines = [table(header, cells, align="lrrrrrrrl"), ""]
     for r in rows:
         lines.append(f"repeat {r['repeat']}: resumed run reused: {r['reused']}")
         if not r["reused"].startswith("resumed:"):
@@ -324,16 +315,13 @@ def report(rows: list[dict], kill_at: float) -> str:
     lines.append(
         f"reads done at the kill {killed} (asked {kill_at:.0%}); ratio (resume - fixed) / "
         f"(full - fixed): median "
-        f"{show(median)}, best {show(valid(rows, 'ratio', min))} (target <= {TARGET}: {met})"
+        f"{num(median)}, best {num(valid(rows, 'ratio', min))} (target <= {TARGET}: {met})"
     )
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--minutes", type=float, default=480.0, help="corpus length")
-    parser.add_argument("--pcm16", action="store_true", help="corpus without the 24-bit file")
-    parser.add_argument("--repeats", type=int, default=1)
+    parser = options.common(options.parser(__doc__), minutes=480.0, pcm16=True, repeats=1)
     parser.add_argument(
         "--kill_at",
         type=float,
@@ -343,8 +331,6 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--extra", default="", help="more record flags for every run, e.g. '--direct_num_workers 2'"
     )
-    parser.add_argument("--dir", default=DEFAULT_DIR, help="corpus and output cache dir")
-    parser.add_argument("--json", default=None, help="append the rows to this JSON file")
     args = parser.parse_args(argv)
     if not 0 < args.kill_at < 1:
         parser.error("--kill_at must be between 0 and 1 (exclusive)")

@@ -1,7 +1,7 @@
 """Many short clips at scale (issue 27): does the launcher's cost stay flat from 1,000 to 100,000?
 
-    python benchmarks/scale_bench.py [--sizes 1000,100000] [--long]
-    python benchmarks/scale_bench.py --sizes 2000 --keep /tmp/out   # keep the dataset (diffs)
+    python -m benchmarks scale [--sizes 1000,100000] [--long]
+    python -m benchmarks scale --sizes 2000 --keep /tmp/out   # keep the dataset (diffs)
 
 Workload (made once into $AUDIORECORDS_BENCH_DIR, default /tmp/audiorecords-bench,
 ``scale-<seed>-<N>/``): N clips of 0.25 s (16 kHz mono 16-bit) ``clips/<class>/clipNNNNNN.wav``
@@ -25,7 +25,6 @@ it, Beam's `FileSystems.match` on the pattern alone (listing cost, in this proce
 
 from __future__ import annotations
 
-import argparse
 import os
 import shutil
 import sys
@@ -36,11 +35,11 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-from _measure import ROOT, host_line, mib, run_measured  # noqa: E402
-from clips_bench import CLASSES, code_line  # noqa: E402
-from corpus import DEFAULT_DIR, RATE  # noqa: E402
+from benchmarks import options
+from benchmarks._measure import ROOT, host_line, mib, run_measured
+from benchmarks.clips_bench import CLASSES, code_line
+from benchmarks.corpus import DEFAULT_DIR, RATE
+from benchmarks.table import num, table
 
 PY = sys.executable
 SEED = 2728
@@ -156,29 +155,25 @@ def run_one(pattern: str, label_source: str, out: Path) -> dict:
     }
 
 
-def _s(x: float | None, digits: int = 1) -> str:
-    return "-" if x is None else f"{x:.{digits}f}"
-
-
-def table(rows: list[tuple[str, dict]]) -> str:
-    head = ["run", "files", "windows", "wall s", "plan s", "1st window s", "RSS tree MiB"]
-    head += ["PSS tree MiB", "RSS launcher MiB", "manifest B", "files.jsonl B"]
-    head += ["load_info ms", "match s"]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for name, r in rows:
-        cells = [name, f"{r['files']:,}", f"{r['windows']:,}", _s(r["wall"]), _s(r["plan"])]
-        cells += [_s(r["first"]), mib(r["rss_tree"]), mib(r["pss_tree"]), mib(r["rss_root"])]
-        cells += [f"{r['manifest']:,}", f"{r['files_jsonl']:,}"]
-        cells += [_s(r["load_info"] * 1e3, 2), _s(r["match"], 2)]
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+def runs_table(rows: list[tuple[str, dict]]) -> str:
+    """The markdown table of the runs."""
+    header = ("run", "files", "windows", "wall s", "plan s", "1st window s", "RSS tree MiB")
+    header += ("PSS tree MiB", "RSS launcher MiB", "manifest B", "files.jsonl B")
+    header += ("load_info ms", "match s")
+    cells = [
+        (name, f"{r['files']:,}", f"{r['windows']:,}", num(r["wall"], 1), num(r["plan"], 1),
+         num(r["first"], 1), mib(r["rss_tree"]), mib(r["pss_tree"]), mib(r["rss_root"]),
+         f"{r['manifest']:,}", f"{r['files_jsonl']:,}", num(r["load_info"] * 1e3),
+         num(r["match"]))
+        for name, r in rows
+    ]  # fmt: skip
+    return table(header, cells)
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = options.common(options.parser(__doc__), json=False)
     parser.add_argument("--sizes", default="1000,100000", help="comma list of clip counts")
     parser.add_argument("--long", action="store_true", help="also the audio in 10 long files")
-    parser.add_argument("--dir", default=DEFAULT_DIR, help="corpus and output cache dir")
     parser.add_argument("--keep", default=None, help="keep the datasets under this dir")
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",") if s]
@@ -202,7 +197,7 @@ def main(argv: list[str] | None = None) -> None:
                 shutil.rmtree(out, ignore_errors=True)
     print(f"after the runs: {host_line()}")
     print(f"code at {ROOT}")
-    print(table(rows))
+    print(runs_table(rows))
 
 
 if __name__ == "__main__":

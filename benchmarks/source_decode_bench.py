@@ -1,6 +1,6 @@
 """Decoding a window without TensorFlow: `replay.source`'s wire-format parser against protobuf.
 
-    python benchmarks/source_decode_bench.py [--dataset DIR] [--records 1024] [--repeats 5]
+    python -m benchmarks source_decode [--dataset DIR] [--records 1024] [--repeats 5]
 
 Reads `--records` records of the dataset (`replay.open_records`, default: the 10,240 clips of
 `replay_clips_bench.py`, 57 KB windows) into memory, then times, per record and all keys:
@@ -18,13 +18,14 @@ Prints the median microseconds a record of each (the three run in turn), and che
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import time
 
 import numpy as np
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
+from benchmarks import options
+from benchmarks.table import table
 from replay import format as fmt
 from replay import load_info, open_records, open_source
 from replay.source import Decoder, decode_example, z_score
@@ -146,18 +147,18 @@ def compare_with_tf(path: str, count: int) -> None:
     print(f"{count} elements against replay_dataset: max ulp distance {worst}, others equal")
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv: list[str] | None = None) -> None:
+    parser = options.common(options.parser(__doc__), repeats=7, work_dir=False, json=False)
     parser.add_argument("--dataset", default=CLIPS)
     parser.add_argument("--records", type=int, default=1024)
-    parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--tf", action="store_true")
     parser.add_argument("--compare", type=int, default=0, help="elements to compare with tf")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     info = load_info(args.dataset)
     records = open_records(args.dataset)
     data = records.__getitems__(np.arange(min(args.records, len(records))))
     print(f"{len(data)} records, {np.mean([len(d) for d in data]) / 1e3:.1f} KB each")
+    cells = []
     for features in (None, ["signal", "target"]):
         specs = info.select_features(features)
         decoder = Decoder(specs, info.elements)
@@ -178,7 +179,8 @@ def main() -> None:
                 k: v.numpy() for k, v in p(tf.constant(rs)).items()
             }
         times = _interleaved(fns, data, args.repeats)
-        print(f"keys={features or 'all'}: " + ", ".join(f"{k} {v:.1f}" for k, v in times.items()))
+        cells += [(", ".join(features or ["all"]), k, f"{v:.1f}") for k, v in times.items()]
+    print(table(("keys", "decoder", "us a record"), cells, align="llr"))
     if args.compare:
         compare_with_tf(args.dataset, args.compare)
 

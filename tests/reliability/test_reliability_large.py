@@ -1,19 +1,18 @@
 """Guarantee 7, large inputs: a long 48 kHz file and thousands of tiny files, in bounded memory.
 
-Runs benchmarks/large_inputs.py (the record CLI under a /proc memory sampler) and checks that every
-window is recorded and that the job's peak memory (PSS of the whole process tree) stays under a
-bound near what it measured (`MAX_MB`, or ``AUDIORECORDS_LARGE_MAX_MB`` for both cases). By
-default (CI) a 30-minute file and 2,000 tiny files (~1 minute in all); ``AUDIORECORDS_LARGE=1``
-runs the full guarantee of docs/guarantees.md: a 2-hour file and 10,000 tiny files (minutes,
-~0.8 GB of input).
+Runs the benchmark scenario `large_inputs` (benchmarks/large_inputs.py: the record CLI under a
+/proc memory sampler) and checks that every window is recorded and that the job's peak memory
+(PSS of the whole process tree) stays under a bound near what it measured (`MAX_MB`, or
+``AUDIORECORDS_LARGE_MAX_MB`` for both cases). By default (CI) a 30-minute file and 2,000 tiny
+files (~1 minute in all); ``AUDIORECORDS_LARGE=1`` runs the full guarantee of
+docs/guarantees.md: a 2-hour file and 10,000 tiny files (minutes, ~0.8 GB of input).
 """
 
 from __future__ import annotations
 
-import importlib.util
+import importlib
 import math
 import os
-from pathlib import Path
 
 import pytest
 
@@ -41,11 +40,8 @@ def workdir(tmp_path_factory) -> str:
 
 
 def _bench():
-    path = Path(__file__).resolve().parents[2] / "benchmarks" / "large_inputs.py"
-    spec = importlib.util.spec_from_file_location("large_inputs", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    """The `large_inputs` scenario's module (``python -m benchmarks large_inputs``)."""
+    return importlib.import_module("benchmarks.large_inputs")
 
 
 def test_long_48khz_file(workdir):

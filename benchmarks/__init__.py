@@ -1,0 +1,1 @@
+"""Measurements of audiorecords against its peers: ``python -m benchmarks`` (README.md)."""
