@@ -106,6 +106,12 @@ SCENARIOS = (
         "launcher --in-job --repeat 3",
     ),
     Scenario(
+        "translate", "translate_bench",
+        "does the launcher of a run planned in the job, fresh or --resume'd, grow with the "
+        "files (offline Dataflow translation against FileSystems.match)?",
+        "translate --sizes 1024,102400 --repeats 3",
+    ),
+    Scenario(
         "large_inputs", "large_inputs",
         "a 2-h 48 kHz file and 10,000 tiny files in bounded memory (guarantee 7)",
         "large_inputs --case both",

@@ -96,17 +96,30 @@ def _refused(args: list[str], out: Path, match: str) -> None:
 
 
 def _killed_after_the_first_commit(
-    pattern: str, out: Path, tmp_path: Path, env=None, extra: tuple[str, ...] = ()
+    pattern: str,
+    out: Path,
+    tmp_path: Path,
+    env=None,
+    extra: tuple[str, ...] = (),
+    *,
+    in_job: bool = False,
 ) -> None:
+    """A run (planned in the job with `in_job`: `PLANNED_IN_JOB`) killed once its first read
+    task committed."""
     marker = tmp_path / "paused"
-    proc = cli(
-        "task committed",
-        str(marker),
-        *_args(pattern, out, *extra),
-        log=tmp_path / "run.log",
-        module="tests.support.pause_points",
-        env=env,
-    )
+    argv = ("task committed", str(marker), *_args(pattern, out, *extra))
+    if in_job:
+        with open(tmp_path / "run.log", "wb") as log:
+            proc = subprocess.Popen(
+                [sys.executable, "-c", PLANNED_IN_JOB, *argv],
+                cwd=ROOT,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
+            )
+    else:
+        proc = cli(*argv, log=tmp_path / "run.log", module="tests.support.pause_points", env=env)
     try:
         wait_until_paused(proc, marker)
     finally:
@@ -179,16 +192,20 @@ def test_killed_after_a_committed_task_resumes_byte_identical(tmp_path):
     _refused(_args(pattern, out, "--resume"), out, r"continues only a run of ours")
 
 
-def test_rounded_features_reuse_nothing_and_resume_byte_identical(tmp_path):
+@pytest.mark.parametrize("planned", ["in the launcher", "in the job"])
+def test_rounded_features_reuse_nothing_and_resume_byte_identical(tmp_path, planned):
     """``--feature_dtype float16`` stores rounded features, from which the AUTO compression
     samples of a reused task could not be rebuilt: a resumed run reuses nothing (every task is
-    read again, its committed record deleted) and gives the uninterrupted run's dataset."""
+    read again, its committed record deleted) and gives the uninterrupted run's dataset, planned
+    in the launcher or in the job (resumed there)."""
     rounded = ("--feature_dtype", "float16")
     pattern = _corpus(tmp_path / "corpus")
     want, out = tmp_path / "uninterrupted", tmp_path / "out"
     record.run(_args(pattern, want, *rounded))
-    _killed_after_the_first_commit(pattern, out, tmp_path, extra=rounded)
+    in_job = planned == "in the job"
+    _killed_after_the_first_commit(pattern, out, tmp_path, extra=rounded, in_job=in_job)
     result = record.run(_args(pattern, out, "--resume", *rounded))
+    assert (result.counters.get("headers_read") == FILES) == in_job, result.counters
     assert (result.reused_tasks, result.reused_windows, result.total_tasks) == (0, 0, 4), result
     assert result.num_examples == FILES * WINDOWS
     assert_same_dataset(out, want)
@@ -333,8 +350,9 @@ exit_now(0)
 def test_a_run_planned_in_the_job_resumes_byte_identical(checkpointed, runner, tmp_path):
     """A run planned in the job, killed once its read task checkpointed twice (the default
     runner: one task, whose segments the plan step grouped) or once its first task committed
-    (two workers, four tasks), resumes (planned in the launcher, against the job-planned
-    fingerprint) to the uninterrupted run's dataset, reusing what was committed."""
+    (two workers, four tasks), resumes in the job (the launcher compares the fingerprint made
+    from the listing; the job reads the headers and each task its own commit records) to the
+    uninterrupted run's dataset, reusing what was committed."""
     if runner == "one task":
         pattern, want = checkpointed
         args, phase, env = _default_args, "checkpointed", {CHECKPOINT_BYTES_ENV: str(CHECKPOINT)}
@@ -363,6 +381,7 @@ def test_a_run_planned_in_the_job_resumes_byte_identical(checkpointed, runner, t
     assert len(records) == (2 if runner == "one task" else 1), records
     result = record.run(args(pattern, out, "--resume"))
     assert 0 < result.reused_windows < FILES * WINDOWS, result
+    assert result.counters.get("headers_read") == FILES, result.counters  # read in the job
     if runner == "two workers":
         assert (result.reused_tasks, result.total_tasks) == (1, 4), result
     _assert_resumed_to(out, want)

@@ -1,0 +1,182 @@
+"""Does the launcher of a run planned in the job, fresh or ``--resume``d, grow with the files?
+
+    python -m benchmarks translate                         # 1,024 and 102,400 clips, 3 repeats
+    python -m benchmarks translate --sizes 1024,10240 --repeats 2
+
+The record job translated for Dataflow offline (``--template_location``, ``--dataflow_endpoint``
+pointing nowhere, ``--no_auth``: nothing submitted, the job description written), each a whole
+process: a fresh run planned in the job (`run_job(plan_in_job=True)`) and ``--resume`` of an
+unfinished run planned in the job (its run marker and resume record made from the listing, as
+the killed run left them: the launcher reads no commit record, the job does, so how far the run
+got does not change the launcher's work), against ``FileSystems.match`` of the same pattern in a
+fresh process (best of three in it). Printed per size: each one's seconds (the median of the
+repeats, and each repeat), then the growth from the smallest size to the largest against the
+listing's growth, and the target: growth <= 1.2x the listing's + 2 s.
+
+Corpora: `--sizes` 0.25-s 16-kHz 16-bit clips in 10 class folders under ``--dir``
+(``translate-<N>/clips/<class>/``), made on first use as plain PCM WAV bytes (the launcher reads
+one header; the audio is not read).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import struct
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from benchmarks import options
+from benchmarks.table import num, table
+
+ROOT = Path(__file__).resolve().parents[1]
+RATE = 16000
+RECORD_ARGS = ["--label_source", "dirname", "--win_len", "4000", "--features", "log_mel"]
+QUIET = {"TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONWARNINGS": "ignore"}
+CLASSES = 10
+
+# a child process: `python -m benchmarks.translate_bench <mode> <pattern> <work>`
+MODES = ("match", "fresh", "unfinished", "resume")
+
+
+def wav_bytes(index: int, *, seconds: float = 0.25) -> bytes:
+    """A plain PCM WAV (mono, 16 kHz, 16-bit) of `seconds`, its samples a function of `index`."""
+    frames = int(RATE * seconds)
+    data = bytes([index % 251, (index * 7) % 253]) * frames
+    header = b"RIFF" + struct.pack("<I", 36 + len(data)) + b"WAVEfmt "
+    header += struct.pack("<IHHIIHH", 16, 1, 1, RATE, RATE * 2, 2, 16)
+    return header + b"data" + struct.pack("<I", len(data)) + data
+
+
+def corpus(root: Path, n: int) -> str:
+    """`n` clips in `CLASSES` folders under ``root/translate-<n>/clips`` (made once): their
+    pattern."""
+    clips = root / f"translate-{n}" / "clips"
+    done = clips.parent / "complete"
+    if not done.exists():
+        for c in range(CLASSES):
+            (clips / f"class{c}").mkdir(parents=True, exist_ok=True)
+        for i in range(n):
+            (clips / f"class{i % CLASSES}" / f"c{i:07d}.wav").write_bytes(wav_bytes(i))
+        done.write_text(str(n))
+    return str(clips / "*" / "*.wav")
+
+
+def dataflow_args(work: Path) -> list[str]:
+    """Beam's options of an offline Dataflow translation into `work`."""
+    (work / "staging").mkdir(parents=True, exist_ok=True)
+    return [
+        "--runner", "DataflowRunner", "--project", "p", "--region", "europe-west1",
+        "--dataflow_endpoint", "http://localhost:1", "--no_auth",
+        "--temp_location", str(work / "tmp"), "--staging_location", str(work / "staging"),
+        "--template_location", str(work / "job.json"),
+    ]  # fmt: skip
+
+
+def child(mode: str, pattern: str, work: Path) -> None:
+    """One launcher step in this process (`MODES`); prints its JSON line."""
+    if mode == "match":
+        from apache_beam.io.filesystems import FileSystems
+
+        best = float("inf")
+        for _ in range(3):
+            start = time.perf_counter()
+            n = len(FileSystems.match([pattern])[0].metadata_list)
+            best = min(best, time.perf_counter() - start)
+        print(json.dumps({"files": n, "seconds": best}))
+        return
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    from pipelines import job, record
+    from pipelines.config import RecordConfig
+
+    argv = ["--input_pattern", pattern, "--output_dir", str(work / "out"), *RECORD_ARGS]
+    argv += dataflow_args(work)
+    if mode == "resume":
+        code = record.main([*argv, "--resume"])
+        print(json.dumps({"code": code}))
+        return
+    config = RecordConfig.from_namespace(PipelineOptions(argv).view_as(record.RecordOptions))
+    if mode == "fresh":
+        job.run_job(config, beam_argv=argv, plan_in_job=True)
+        print(json.dumps({"code": 0}))
+        return
+    from apache_beam.io.filesystems import FileSystems
+
+    from pipelines.plan import list_inputs
+    from pipelines.plan.reads import RUN_MARKER
+    from pipelines.resume import fingerprint as fp
+    from transforms.stages import atomic
+
+    FileSystems.set_options(PipelineOptions(argv))
+    listed = list_inputs(config)  # an unfinished run planned in the job, as killed
+    cut = {"cpu_count": os.cpu_count() or 1, "single_task": False}
+    stored = job.job_fingerprint(json.loads(json.dumps(config.params())), listed, cut=cut)
+    out = listed.output_dir
+    os.makedirs(f"{out}/.tmp", exist_ok=True)  # a local output: its directories
+    atomic.write_atomically(f"{out}/{RUN_MARKER}", [b"an audiorecords run writes here\n"])
+    atomic.write_atomically(f"{out}/{fp.FINGERPRINT_FILE}", fp.json_pieces(stored))
+    print(json.dumps({"files": len(listed.inputs)}))
+
+
+def _timed(mode: str, pattern: str, work: Path) -> tuple[float, dict]:
+    """`child(mode, ...)` in a fresh process: (wall seconds, its JSON line)."""
+    command = [sys.executable, "-m", "benchmarks.translate_bench", mode, pattern, str(work)]
+    start = time.monotonic()
+    done = subprocess.run(
+        command, cwd=ROOT, env={**os.environ, **QUIET}, capture_output=True, text=True, check=False
+    )
+    seconds = time.monotonic() - start
+    if done.returncode:
+        raise SystemExit(f"{mode} on {pattern} failed:\n{done.stderr[-3000:]}")
+    return seconds, json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def main(argv: list[str] | None = None) -> None:
+    if argv and argv[0] in MODES:  # a child process
+        child(argv[0], argv[1], Path(argv[2]))
+        return
+    parser = options.common(options.parser(__doc__), repeats=3, json=False)
+    parser.add_argument("--sizes", default="1024,102400", help="comma list of clip counts")
+    args = parser.parse_args(argv)
+    root = Path(args.dir)
+    sizes = sorted(int(s) for s in args.sizes.split(","))
+    rows, seconds = [], {}
+    for n in sizes:
+        pattern = corpus(root, n)
+        runs: dict[str, list[float]] = {"match": [], "fresh": [], "resume": []}
+        for r in range(args.repeats):
+            work = root / "translate-work" / f"{n}-{r}"
+            subprocess.run(["rm", "-rf", str(work)], check=True)
+            runs["match"].append(_timed("match", pattern, work)[1]["seconds"])
+            runs["fresh"].append(_timed("fresh", pattern, work / "fresh")[0])
+            _timed("unfinished", pattern, work / "resume")
+            runs["resume"].append(_timed("resume", pattern, work / "resume")[0])
+            subprocess.run(["rm", "-rf", str(work)], check=True)
+        seconds[n] = {k: statistics.median(v) for k, v in runs.items()}
+        for kind, values in runs.items():
+            shown = ", ".join(num(v) for v in values)
+            rows.append([f"{n:,}", kind, num(seconds[n][kind]), shown])
+        print(f"{n:,} clips: {seconds[n]}", flush=True)
+    print(table(["clips", "launcher", "median s", "each repeat s"], rows, align="lllr"))
+    small, large = sizes[0], sizes[-1]
+    listing = seconds[large]["match"] - seconds[small]["match"]
+    growth = []
+    for kind in ("fresh", "resume"):
+        grew = seconds[large][kind] - seconds[small][kind]
+        bound = 1.2 * listing + 2.0
+        growth.append([kind, num(grew), num(listing), num(bound), "yes" if grew <= bound else "no"])
+    print()
+    print(
+        table(
+            [f"{small:,} -> {large:,} clips", "growth s", "listing growth s", "bound s", "met"],
+            growth,
+        )
+    )
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
