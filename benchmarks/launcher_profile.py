@@ -179,8 +179,8 @@ def child(pattern: str, out: str) -> dict:
 
 
 def child_in_job(pattern: str, out: str, *, match_only: bool = False) -> dict:
-    """The launcher of a run planned in the job (`pipelines.job._run_planned_in_job`), step by
-    step, in this process, up to ``p.run()``: {"steps": [[name, s, rss, hwm, gc s]], ...}
+    """The launcher of a run planned in the job (`pipelines.launch_in_job.run_planned_in_job`),
+    step by step, in this process, up to ``p.run()``: {"steps": [[name, s, rss, hwm, gc s]], ...}
     (`match_only`: only the three ``FileSystems.match``, {"match": [s, s, s]})."""
     import gc
 

@@ -20,70 +20,50 @@ that holds every file, feature sizes at the files' rate, ``--strict``) happen in
 from __future__ import annotations
 
 import dataclasses
-import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
+from pipelines import config_checks
+from pipelines.config_checks import APPEND_CHANGED, APPEND_TRANSFORMS, REQUIRED
+from pipelines.option_values import (
+    EVENT_WINDOWS,
+    TRAIN_SPLIT,
+    AnnotationConfig,
+    parse_analyze_splits,
+    parse_splits,
+)
 from replay import format as fmt
-from replay import storage
-from replay.manifest import MAX_VALUES_PER_KEY
 from transforms.audio import annotation_windows as aw
 from transforms.audio import annotations as ann
 from transforms.audio import dtypes, labels
 from transforms.audio import features as feats
 from transforms.audio.windows import WindowConfig
-from transforms.spec.compression import COMPRESSIONS
 from transforms.spec.sharding import SHARD_BY
 from transforms.spec.types import CHANNEL_MODES
 
-REQUIRED = ("input_pattern", "output_dir")  # the options without a default
-APPEND_TRANSFORMS = fmt.APPEND_TRANSFORMS  # --append_transform
-APPEND_CHANGED = ("refuse", "skip")  # --append_changed
+# re-exported: the option parsers and checks' constants moved to `pipelines.option_values` and
+# `pipelines.config_checks`; their names stay importable from here
+__all__ = [
+    "APPEND_CHANGED",
+    "APPEND_TRANSFORMS",
+    "EVENT_WINDOWS",
+    "OPTION_NAMES",
+    "REQUIRED",
+    "TRAIN_SPLIT",
+    "AnnotationConfig",
+    "RecordConfig",
+    "UsageError",
+    "parse_analyze_splits",
+    "parse_splits",
+    "require",
+]
 _RULE = aw.LabelRule()  # the annotation rule's defaults
 RECORD = "record"  # manifest: a field of every run's ``params``
 ANNOTATION = "annotation"  # manifest: a field of ``params`` only for runs with --annotations
-EVENT_WINDOWS = ("grid", "centered")  # --event_windows
-TRAIN_SPLIT = "train"  # the split analysed by default when --splits is given
-_SPLIT_NAME = re.compile(r"^[A-Za-z0-9_]+$")
 
 
 class UsageError(ValueError):
     """Bad arguments or inputs: the run stops before any work, with this one-line message."""
-
-
-@dataclasses.dataclass(frozen=True)
-class AnnotationConfig:
-    """The ``--annotations`` options.
-
-    Attributes:
-      pattern: glob of annotation tables.
-      fmt: table format (`transforms.audio.annotations.FORMATS`).
-      label_column: Raven label column (None: ``Annotation`` or the 8th column).
-      rule: the window label rule.
-      event_windows: ``grid`` (the usual windows) or ``centered`` (one per event).
-      background_per_file: background windows per file with ``centered``.
-      seed: seed of the background windows.
-    """
-
-    pattern: str
-    fmt: str = "auto"
-    label_column: str | None = None
-    rule: aw.LabelRule = aw.LabelRule()
-    event_windows: str = "grid"
-    background_per_file: int = 0
-    seed: int = 0
-
-    def __post_init__(self) -> None:
-        if self.fmt not in ann.FORMATS:
-            raise ValueError(f"--annotation_format must be one of {', '.join(ann.FORMATS)}")
-        if self.event_windows not in EVENT_WINDOWS:
-            raise ValueError(f"--event_windows must be one of {', '.join(EVENT_WINDOWS)}")
-        if self.background_per_file < 0:
-            raise ValueError("--background_per_file must be >= 0")
-        if self.background_per_file and self.event_windows != "centered":
-            raise ValueError("--background_per_file needs --event_windows centered")
-        if self.background_per_file and self.rule.drop_background:
-            raise ValueError("--background_per_file and --drop_background exclude each other")
 
 
 def _option(
@@ -364,205 +344,19 @@ class RecordConfig:
         return dict(sorted(values.items()))
 
     def _validate(self) -> None:
-        """Every check that needs no input file, in the order users have always seen them."""
-        self._check_required_and_output()
-        self._check_windows()
-        self._check_encoding()
-        self._check_sharding()
-        self._check_features_and_labels()
-
-    def _check_required_and_output(self) -> None:
-        """The required options are set; --output_dir is on a file system TensorFlow writes."""
-        missing = [f"--{n}" for n in REQUIRED if getattr(self, n) is None]
-        require(not missing, f"the following arguments are required: {', '.join(missing)}")
-        require(
-            not (self.resume and self.overwrite),
-            "--resume and --overwrite exclude each other: --resume keeps an unfinished run's "
-            "work, --overwrite deletes it",
-        )
-        require(
-            not (self.append and self.overwrite),
-            "--append and --overwrite exclude each other: --append keeps the dataset and adds "
-            "to it, --overwrite deletes it",
-        )
-        require(
-            self.append_transform in APPEND_TRANSFORMS,
-            f"--append_transform must be one of {', '.join(APPEND_TRANSFORMS)}",
-        )
-        require(
-            self.append or self.append_transform == fmt.FROZEN_TRANSFORM,
-            "--append_transform is for --append (a record run makes its transform)",
-        )
-        require(
-            self.append_changed in APPEND_CHANGED,
-            f"--append_changed must be one of {', '.join(APPEND_CHANGED)}",
-        )
-        require(
-            self.append or self.append_changed == "refuse",
-            "--append_changed is for --append",
-        )
-        output_scheme = storage.scheme(self.output_dir or "")
-        require(
-            output_scheme in storage.DATASET_SCHEMES,
-            f"--output_dir {self.output_dir}: the dataset is written and replayed with "
-            f"TensorFlow's file I/O, which has no {output_scheme}:// file system (it has gs:// "
-            f"and local or mounted paths): write it there ({output_scheme}:// inputs are fine)",
-        )
-
-    def _check_windows(self) -> None:
-        """--win_len, --hop_len, --max_windows_per_signal."""
-        require(self.win_len > 0, f"--win_len must be > 0, got {self.win_len}")
-        require(
-            self.win_len <= MAX_VALUES_PER_KEY,
-            f"--win_len {self.win_len} is over {MAX_VALUES_PER_KEY} (2^28) samples, the most "
-            "the reader takes in one element",
-        )
-        hop = self.hop
-        require(hop > 0, f"--hop_len must be > 0, got {hop}")
-        require(
-            hop <= self.win_len,
-            f"--hop_len {hop} > --win_len {self.win_len} would skip samples between windows",
-        )
-        require(
-            self.max_windows_per_signal is None or self.max_windows_per_signal > 0,
-            f"--max_windows_per_signal must be > 0, got {self.max_windows_per_signal}",
-        )
-
-    def _check_encoding(self) -> None:
-        """--channel_mode, the signal and feature dtypes, --compression, --sample_rate."""
-        require(
-            self.channel_mode in CHANNEL_MODES, f"--channel_mode must be one of {CHANNEL_MODES}"
-        )
-        require(
-            self.signal_dtype in dtypes.SIGNAL_DTYPES,
-            f"--signal_dtype must be one of {dtypes.SIGNAL_DTYPES}",
-        )
-        require(
-            self.feature_dtype in fmt.FEATURE_DTYPES,
-            f"--feature_dtype must be one of {fmt.FEATURE_DTYPES}",
-        )
-        require(
-            self.compression_name in COMPRESSIONS, f"--compression must be one of {COMPRESSIONS}"
-        )
-        require(self.sample_rate is None or self.sample_rate > 0, "--sample_rate must be > 0")
-
-    def _check_sharding(self) -> None:
-        """--num_shards, --dataset_name (shard names), --elements_per_shard, --max_elements,
-        --splits, --shard_by."""
-        require(self.num_shards is None or self.num_shards > 0, "--num_shards must be > 0")
-        name = self.dataset_name  # shard names derive from it: it must not leave --output_dir
-        problem = fmt.plain_name_problem(name)  # the rule every reader applies to shard names
-        require(
-            problem is None,
-            f"--dataset_name {name!r} must be a plain file name (no '/', '\\', leading '.' or "
-            f"glob characters): it {problem}",
-        )
-        for flag in ("elements_per_shard", "max_elements"):
-            value = getattr(self, flag)
-            require(value is None or value > 0, f"--{flag} must be > 0, got {value}")
-        require(
-            self.elements_per_shard is None or self.num_shards is None,
-            "--elements_per_shard and --num_shards exclude each other",
-        )
+        """Every check that needs no input file (`pipelines.config_checks.validate`), its
+        `ValueError` raised as the user's one-line `UsageError`."""
         try:
-            self.split_weights  # noqa: B018 - parses --splits
+            config_checks.validate(self)
+        except UsageError:
+            raise
         except ValueError as e:
             raise UsageError(str(e)) from e
-        require(
-            self.shard_by in SHARD_BY,
-            f"--shard_by must be one of {', '.join(SHARD_BY)}",
-        )
-
-    def _check_features_and_labels(self) -> None:
-        """--features, --unknown_class, --label_source, --classes, --analyze_splits and the
-        annotation options."""
-        unknown = [n for n in self.feature_names if n not in feats.FEATURE_NAMES]
-        require(
-            not unknown,
-            f"--features: unknown feature {', '.join(unknown)}; "
-            f"choose from {', '.join(feats.FEATURE_NAMES)} or none",
-        )
-        require(
-            self.unknown_class in labels.UNKNOWN_CLASS_MODES,
-            f"--unknown_class must be one of {', '.join(labels.UNKNOWN_CLASS_MODES)}",
-        )
-        try:  # the rules that live with their types, which raise ValueError naming the option
-            labels.parse_label_source(self.label_source)
-            if self.classes is not None and not self.classes.startswith(labels.CLASSES_FILE_PREFIX):
-                labels.parse_classes(self.classes, read_text=str)  # @FILE: read in planning
-            self.analyzed_splits  # noqa: B018
-            annotated = self.annotation_config
-        except ValueError as e:
-            raise UsageError(str(e)) from e
-        require(
-            annotated is None or self.shard_by != "class",
-            "--shard_by class: not with --annotations",
-        )
 
 
 def require(condition: bool, message: str) -> None:
     if not condition:
         raise UsageError(message)
-
-
-def parse_splits(value: str | None) -> tuple[tuple[str, float], ...]:
-    """``train=80,validation=10,test=10`` -> (("train", .8), ...); None/"" -> ().
-
-    Raises:
-      ValueError: malformed, duplicate or reserved names, or non-positive weights.
-    """
-    if not value:
-        return ()
-    parts = []
-    for item in value.split(","):
-        name, sep, weight = item.partition("=")
-        name = name.strip()
-        if not sep or not _SPLIT_NAME.match(name) or name == fmt.ALL_SPLIT:
-            raise ValueError(f"--splits: bad item {item!r}; expected name=weight, e.g. train=80")
-        try:
-            w = float(weight)
-        except ValueError:
-            raise ValueError(f"--splits: weight of {name!r} is not a number: {weight!r}") from None
-        if not w > 0:
-            raise ValueError(f"--splits: weight of {name!r} must be > 0")
-        parts.append((name, w))
-    names = [n for n, _ in parts]
-    if len(set(names)) != len(names):
-        raise ValueError(f"--splits: duplicate split names in {value!r}")
-    total = sum(w for _, w in parts)
-    return tuple((n, w / total) for n, w in parts)
-
-
-def parse_analyze_splits(value: str | None, *, split_names: Sequence[str]) -> tuple[str, ...]:
-    """The splits TFT's full pass (z-score statistics) sees, from ``--analyze_splits``.
-
-    Without ``--splits`` (the single split "all") that is everything; with splits, the named
-    ones, by default ``train``: statistics from held-out data would leak into training features.
-
-    Raises:
-      ValueError: an unknown or repeated name, the option without ``--splits``, or splits
-        without a ``train`` split and no ``--analyze_splits``.
-    """
-    if tuple(split_names) == (fmt.ALL_SPLIT,):
-        if value:
-            raise ValueError("--analyze_splits needs --splits")
-        return (fmt.ALL_SPLIT,)
-    if not value:
-        if TRAIN_SPLIT not in split_names:
-            raise ValueError(
-                f"--splits has no split named {TRAIN_SPLIT!r} to compute statistics on; "
-                f"name the analysed splits with --analyze_splits (of {', '.join(split_names)})"
-            )
-        return (TRAIN_SPLIT,)
-    names = [n.strip() for n in value.split(",")]
-    for i, name in enumerate(names):
-        if name not in split_names:
-            raise ValueError(
-                f"--analyze_splits: unknown split {name!r}; --splits has {', '.join(split_names)}"
-            )
-        if name in names[:i]:
-            raise ValueError(f"--analyze_splits: split {name!r} is listed twice")
-    return tuple(names)
 
 
 def _coerce(f: dataclasses.Field, value: Any) -> Any:

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pipelines import append
+from pipelines import append, append_commit
 from pipelines.config import RecordConfig, UsageError
 from pipelines.job import run_job
 from pipelines.record import summary_line
@@ -202,13 +202,13 @@ def test_of_appends_to_one_version_exactly_one_commits(tmp_path, monkeypatch):
         plans.append(plan)
     before = digests(out)
     barrier = threading.Barrier(2, timeout=120)
-    made = append.next_manifest
+    made = append_commit.next_manifest
 
     def past_the_early_check(*args, **kwargs):
         barrier.wait()  # both found manifests/2.json free and read their own manifest
         return made(*args, **kwargs)
 
-    monkeypatch.setattr(append, "next_manifest", past_the_early_check)
+    monkeypatch.setattr(append_commit, "next_manifest", past_the_early_check)
     outcomes: dict[int, object] = {}
 
     def commit(i: int) -> None:

@@ -18,7 +18,7 @@ import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
 
 import runners
-from pipelines import job
+from pipelines import job, launch_in_job
 from pipelines import record as _record  # noqa: F401 - registers the record flags with Beam
 from pipelines.config import RecordConfig
 from pipelines.plan import one_task, plan_record
@@ -90,7 +90,7 @@ def test_run_job_hands_the_process_share_to_the_read_stage(
     def stop(plan):
         raise _Planned(plan)
 
-    monkeypatch.setattr(job, "prepare_output_dir", stop)  # planned in the job
+    monkeypatch.setattr(launch_in_job, "prepare_output_dir", stop)  # planned in the job
     monkeypatch.setattr(output_dir, "prepare_output_dir", stop)  # planned in the launcher
     out = str(tmp_path / "out")
     config = RecordConfig(input_pattern=SAMPLE, output_dir=out, win_len=SAMPLE_WIN)

@@ -3,13 +3,14 @@
     python -m tests.support.commit_barrier BARRIER_DIR PARTIES [record arguments...]
 
 The record CLI's `main` runs unchanged in this process, except that
-`pipelines.append.next_manifest` is wrapped. `pipelines.append.commit` calls it after its early
-check (the version's ``manifests/<v>.json`` does not exist yet) and after reading its record
-job's manifest, before the exclusive creation of ``manifests/<v>.json`` (the commit point). The
-wrapper writes ``BARRIER_DIR/<pid>`` and waits until PARTIES such files are there: every append
-started this way that commits the same version has passed the early check before any creates
-the version's manifest, so the commit point itself decides which one commits, whatever the
-machine's speed. Production code carries no test switch (the wrapping lives only here).
+`pipelines.append_commit.next_manifest` is wrapped. `pipelines.append_commit.commit` calls it
+after its early check (the version's ``manifests/<v>.json`` does not exist yet) and after
+reading its record job's manifest, before the exclusive creation of ``manifests/<v>.json`` (the
+commit point). The wrapper writes ``BARRIER_DIR/<pid>`` and waits until PARTIES such files are
+there: every append started this way that commits the same version has passed the early check
+before any creates the version's manifest, so the commit point itself decides which one
+commits, whatever the machine's speed. Production code carries no test switch (the wrapping
+lives only here).
 """
 
 from __future__ import annotations
@@ -46,11 +47,12 @@ def _at_barrier(fn: Callable, *, barrier_dir: str, parties: int) -> Callable:
 
 
 def install(barrier_dir: str, parties: int) -> None:
-    """Wraps `pipelines.append.next_manifest` (called by `commit` as a global of its module)."""
-    from pipelines import append
+    """Wraps `pipelines.append_commit.next_manifest` (called by `commit` as a global of its
+    module)."""
+    from pipelines import append_commit
 
-    append.next_manifest = _at_barrier(
-        append.next_manifest, barrier_dir=barrier_dir, parties=parties
+    append_commit.next_manifest = _at_barrier(
+        append_commit.next_manifest, barrier_dir=barrier_dir, parties=parties
     )
 
 

@@ -43,12 +43,12 @@ MORE_PHASES: dict[str, tuple[str, str, int]] = {
 APPEND_PHASES: dict[str, tuple[str, str, int]] = {
     # recorded: the new files' records, tables and manifest are in appends/<token>/; nothing of
     # the commit is written
-    "append recorded": ("pipelines.append", "next_manifest", 1),
+    "append recorded": ("pipelines.append_commit", "next_manifest", 1),
     # committed: manifests/<v>.json is created (the commit point); manifest.json is the old one
-    "append committed": ("pipelines.append", "switch_latest", 1),
+    "append committed": ("pipelines.append_commit", "switch_latest", 1),
     # switched: manifest.json is the new version's; the record job's own transform files and
     # manifest are still in appends/<token>/
-    "append switched": ("pipelines.append", "clean_up", 1),
+    "append switched": ("pipelines.append_commit", "clean_up", 1),
 }
 # read_windows.ANALYSIS_BATCH_BYTES for this run (tests/reliability/test_resume.py: many batches)
 ANALYSIS_BATCH_BYTES_ENV = "AUDIORECORDS_TEST_ANALYSIS_BATCH_BYTES"

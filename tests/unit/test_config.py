@@ -169,3 +169,23 @@ def test_parse_splits_normalises_and_rejects_bad_specs():
     for bad in ("train", "train=0", "a=1,a=2", "all=1", "x/y=1", "t=abc"):
         with pytest.raises(ValueError, match="--splits"):
             parse_splits(bad)
+
+
+def test_the_parsers_and_check_constants_that_moved_keep_their_names_here():
+    """`pipelines.config` re-exports what moved to `pipelines.option_values` and
+    `pipelines.config_checks`: the same objects."""
+    from pipelines import config, config_checks, option_values
+
+    moved = {
+        "EVENT_WINDOWS": option_values,
+        "TRAIN_SPLIT": option_values,
+        "AnnotationConfig": option_values,
+        "parse_splits": option_values,
+        "parse_analyze_splits": option_values,
+        "REQUIRED": config_checks,
+        "APPEND_TRANSFORMS": config_checks,
+        "APPEND_CHANGED": config_checks,
+    }
+    assert set(moved) <= set(config.__all__)
+    for name, home in moved.items():
+        assert getattr(config, name) is getattr(home, name), name

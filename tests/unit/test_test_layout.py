@@ -48,6 +48,23 @@ COVERED_ELSEWHERE = {
     # the plan made batch by batch: the job's plan step against the launcher's plan, tasks,
     # shard counts and refusals
     "pipelines/plan/batches.py": "tests/pipeline/test_in_job.py",
+    # the record job's stages: every record run builds them; the staged plan's tests read
+    # back what `stage_plan` and `held_tasks` hand the job
+    "pipelines/build.py": "tests/pipeline/test_staged_plan.py",
+    # the launch of a run planned in the job: both planning kinds byte-identical, the plan
+    # step's refusals as the launcher's one line, its --resume
+    "pipelines/launch_in_job.py": "tests/pipeline/test_in_job.py",
+    # the result's summary: every record run's result; its planned seconds by name there
+    "pipelines/summary.py": "tests/pipeline/test_staged_plan.py",
+    # the options that parse into more than a value: --splits, --analyze_splits, the
+    # annotation options, checked option by option with the config
+    "pipelines/option_values.py": "tests/unit/test_config.py",
+    # the config's checks before any input: each refusal's one line, option by option
+    "pipelines/config_checks.py": "tests/unit/test_config.py",
+    # --append's planning and commit protocol: real appends, their refusals and two appends
+    # racing for one version
+    "pipelines/append_plan.py": "tests/pipeline/test_append.py",
+    "pipelines/append_commit.py": "tests/pipeline/test_append.py",
     # the frozen types the stages receive: staged, pickled as columns and read back equal
     "transforms/spec/types.py": "tests/pipeline/test_staged_plan.py",
     # the elements' keys and feature shapes: the Arrow schema and coder made from a layout

@@ -1,6 +1,6 @@
 """The record job's stages as named composite transforms (runner-agnostic).
 
-`pipelines.job.build_pipeline` chains them; each ``expand`` says in a comment what its steps
+`pipelines.build.build_pipeline` chains them; each ``expand`` says in a comment what its steps
 yield, in the style of tensorflow_datasets' ``core/writer.py``::
 
     ReadWindows -> Analyze -> WriteTransformFn
@@ -35,7 +35,7 @@ def register_coders() -> None:
     PCollections typed pa.RecordBatch (the read stage's rows, and TFT's steps that keep the
     type) are sized by RecordBatch.nbytes, not by pickling each sampled batch (`arrow_coder`);
     the read tasks likewise, not every segment pickled to size a task (`task_coder`).
-    `pipelines.job.build_pipeline` calls it first, and `ReadWindows` and `Analyze` when they
+    `pipelines.build.build_pipeline` calls it first, and `ReadWindows` and `Analyze` when they
     expand, so a pipeline built from these stages alone has them too; importing this module
     registers nothing.
     """

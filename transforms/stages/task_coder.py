@@ -18,7 +18,7 @@ batch's segments of it: `encode_segments` pickles a piece once where it is cut, 
 `segments` are an `EncodedSegments`, the pieces' bytes in order, decoded as they are read (a
 piece at a time). The task of a runner that runs one task (every file's segment) is so held
 as its pickled pieces, not as an object per segment and file, planned in the job or in the
-launcher (`pipelines.job.held_tasks` cuts the planned task into pieces); it reads the same
+launcher (`pipelines.build.held_tasks` cuts the planned task into pieces); it reads the same
 segments in the same order.
 """
 
