@@ -28,6 +28,10 @@ COVERED_ELSEWHERE = {
     "replay/errors.py": "tests/pipeline/test_reader.py",
     # the typed checks of untrusted JSON: the manifest schema's tests drive them field by field
     "replay/json_checks.py": "tests/unit/test_manifest_schema.py",
+    # the default reader, split from reader.py: its blocks, interleave, shuffle and read by id
+    "replay/default_reader.py": "tests/pipeline/test_reader_order.py",
+    # replay_dataset(order=...), split from reader.py: the refusals and the global order's read
+    "replay/global_dataset.py": "tests/pipeline/test_global_reader.py",
     # Example parsing: every element the reader decodes, in each dtype and layout
     "replay/parsing.py": "tests/pipeline/test_reader.py",
     # the per-shard datasets the readers start from: their blocks and read order
