@@ -160,6 +160,11 @@ def test_replay_functions_take_the_pinned_arguments(name):
 KEPT_ALIASES = [
     ("replay", "default_reader_func", "replay.default_reader"),
     ("replay.reader", "default_reader_func", "replay.default_reader"),
+    ("replay.manifest", "MAX_COMMITS", "replay.manifest_commits"),
+    ("replay.manifest", "MAX_DEFLATE_RATIO", "replay.manifest_splits"),
+    ("replay.manifest", "MAX_SHARDS_PER_SPLIT", "replay.manifest_splits"),
+    ("replay.manifest", "MAX_SPLITS", "replay.manifest_splits"),
+    ("replay.manifest", "shard_name_problem", "replay.manifest_splits"),
 ]
 
 

@@ -32,6 +32,10 @@ COVERED_ELSEWHERE = {
     "replay/default_reader.py": "tests/pipeline/test_reader_order.py",
     # replay_dataset(order=...), split from reader.py: the refusals and the global order's read
     "replay/global_dataset.py": "tests/pipeline/test_global_reader.py",
+    # the manifest schema's parts, split from manifest.py: its tests drive each field of each
+    "replay/manifest_commits.py": "tests/unit/test_manifest_schema.py",
+    "replay/manifest_splits.py": "tests/unit/test_manifest_schema.py",
+    "replay/manifest_tables.py": "tests/unit/test_manifest_schema.py",
     # Example parsing: every element the reader decodes, in each dtype and layout
     "replay/parsing.py": "tests/pipeline/test_reader.py",
     # the per-shard datasets the readers start from: their blocks and read order
