@@ -165,6 +165,11 @@ KEPT_ALIASES = [
     ("replay.manifest", "MAX_SHARDS_PER_SPLIT", "replay.manifest_splits"),
     ("replay.manifest", "MAX_SPLITS", "replay.manifest_splits"),
     ("replay.manifest", "shard_name_problem", "replay.manifest_splits"),
+    ("replay.source", "Decoder", "replay.example_decoder"),
+    ("replay.source", "Element", "replay.example_decoder"),
+    ("replay.source", "ExampleError", "replay.example_wire"),
+    ("replay.source", "decode_example", "replay.example_decoder"),
+    ("replay.source", "z_score", "replay.example_decoder"),
 ]
 
 

@@ -36,6 +36,10 @@ COVERED_ELSEWHERE = {
     "replay/manifest_commits.py": "tests/unit/test_manifest_schema.py",
     "replay/manifest_splits.py": "tests/unit/test_manifest_schema.py",
     "replay/manifest_tables.py": "tests/unit/test_manifest_schema.py",
+    # the source's Example decoder and wire parser, split from source.py: its tests decode every
+    # dtype and layout, hand-made Examples of every wire layout and malformed ones
+    "replay/example_decoder.py": "tests/pipeline/test_source.py",
+    "replay/example_wire.py": "tests/pipeline/test_source.py",
     # Example parsing: every element the reader decodes, in each dtype and layout
     "replay/parsing.py": "tests/pipeline/test_reader.py",
     # the per-shard datasets the readers start from: their blocks and read order
