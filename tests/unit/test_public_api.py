@@ -185,6 +185,23 @@ def test_a_moved_name_is_the_same_object_at_its_old_path(old, name, home):
         assert value.__module__ == home
 
 
+@pytest.mark.parametrize("home", ["replay.format_commits", "replay.format_elements"])
+def test_every_name_of_the_format_is_importable_from_replay_format(home):
+    """`replay.format` is the one contract record and replay import (``fmt.<name>``): every
+    public name of the modules split from it is the same object there."""
+    import importlib
+
+    from replay import format as fmt
+
+    module = importlib.import_module(home)
+    names = [n for n in vars(module) if not n.startswith("_") and n != "annotations"]
+    names = [n for n in names if not inspect.ismodule(getattr(module, n))]
+    defined = [n for n in names if getattr(getattr(module, n), "__module__", home) == home]
+    assert len(defined) >= 10
+    for name in defined:
+        assert getattr(fmt, name) is getattr(module, name), name
+
+
 @pytest.mark.parametrize("name", sorted(ERROR_BASES))
 def test_replay_errors_have_the_pinned_bases(name):
     """Pins the exception hierarchy: every error is a `ReplayError` and the builtin kinds a
