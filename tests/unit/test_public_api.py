@@ -159,6 +159,11 @@ def test_replay_functions_take_the_pinned_arguments(name):
 # module users import them from: (the old module, the name, the module that holds it now).
 KEPT_ALIASES = [
     ("replay", "default_reader_func", "replay.default_reader"),
+    ("replay", "DatasetInfo", "replay.dataset_info"),
+    ("replay", "ShardInfo", "replay.dataset_info"),
+    ("replay.info", "DatasetInfo", "replay.dataset_info"),
+    ("replay.info", "ShardInfo", "replay.dataset_info"),
+    ("replay.info", "parse_manifest", "replay.dataset_info"),
     ("replay.reader", "default_reader_func", "replay.default_reader"),
     ("replay.manifest", "MAX_COMMITS", "replay.manifest_commits"),
     ("replay.manifest", "MAX_DEFLATE_RATIO", "replay.manifest_splits"),

@@ -44,6 +44,8 @@ COVERED_ELSEWHERE = {
     # read back by every manifest test (format versions 2 and 5 by their own files)
     "replay/format_commits.py": "tests/pipeline/test_format_v5.py",
     "replay/format_elements.py": "tests/pipeline/test_format_v2.py",
+    # DatasetInfo, split from info.py: load_info's tests read every field and run every check
+    "replay/dataset_info.py": "tests/pipeline/test_info.py",
     # Example parsing: every element the reader decodes, in each dtype and layout
     "replay/parsing.py": "tests/pipeline/test_reader.py",
     # the per-shard datasets the readers start from: their blocks and read order
