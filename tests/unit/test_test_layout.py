@@ -68,6 +68,10 @@ COVERED_ELSEWHERE = {
     "pipelines/plan/batches.py": "tests/pipeline/test_in_job.py",
     # the frozen types the stages receive: staged, pickled as columns and read back equal
     "transforms/spec/types.py": "tests/pipeline/test_staged_plan.py",
+    # TFRecord framing and the part files' ranges, split from record_parts.py: the part file
+    # tests frame, write, read back and copy them (bytes against tf.io.TFRecordWriter's)
+    "transforms/stages/framing.py": "tests/unit/test_record_parts.py",
+    "transforms/stages/part_ranges.py": "tests/unit/test_record_parts.py",
     # the elements' keys and feature shapes: the Arrow schema and coder made from a layout
     "transforms/spec/layout.py": "tests/unit/test_arrow_coder.py",
 }
