@@ -72,6 +72,8 @@ COVERED_ELSEWHERE = {
     # tests frame, write, read back and copy them (bytes against tf.io.TFRecordWriter's)
     "transforms/stages/framing.py": "tests/unit/test_record_parts.py",
     "transforms/stages/part_ranges.py": "tests/unit/test_record_parts.py",
+    # the source tables' lines and files, split from finalize.py: finalisation's pure pieces
+    "transforms/stages/source_tables.py": "tests/unit/test_finalize.py",
     # the elements' keys and feature shapes: the Arrow schema and coder made from a layout
     "transforms/spec/layout.py": "tests/unit/test_arrow_coder.py",
 }
