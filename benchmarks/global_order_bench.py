@@ -47,8 +47,8 @@ Parts:
   GZIP shards are), ``shuffle`` (``shuffle_buffer=10000, seed=0``), ``layer[:perm=1]`` (the recorded
   order, or a numpy permutation, read by record id through `replay.records`, batches of 64
   ids, then the same parse), and
-  ``b:K:M`` (the same order read by the block path: ``replay.reader.random_access`` patched to
-  False while built, as GZIP shards and the tf.data service read), and
+  ``b:K:M`` (the same order read by the block path: ``replay.global_dataset.random_access``
+  patched to False while built, as GZIP shards and the tf.data service read), and
   ``g:K:M[:rb=BYTES][:par=N][:py=1][:take=BATCHES]``: ``order=GlobalOrder(seed=0,
   global_batch_size=64, block_length=K, window_blocks=M)``, with
   ``replay.global_reader.READ_BUFFER_BYTES`` (each block read's buffer at most) set to BYTES
@@ -369,8 +369,7 @@ def build(path: str, spec: str, *, features=KEYS, batch_size: int = BATCH, start
     """The dataset of variant `spec` (module docstring)."""
     import tensorflow as tf
 
-    from replay import GlobalOrder, global_reader, replay_dataset
-    from replay import reader as replay_reader
+    from replay import GlobalOrder, default_reader, global_dataset, global_reader, replay_dataset
     from replay import records as replay_records
 
     v = parse_variant(spec)
@@ -378,12 +377,12 @@ def build(path: str, spec: str, *, features=KEYS, batch_size: int = BATCH, start
     if v["kind"] == "ordered":
         ds = replay_dataset(path, features=feats, batch_size=batch_size)
     elif v["kind"] == "tfr":  # the ordered reader by TensorFlow's TFRecord reader, not by id
-        saved_by_id = replay_reader._read_by_id
-        replay_reader._read_by_id = lambda *args, **kwargs: None
+        saved_by_id = default_reader._read_by_id
+        default_reader._read_by_id = lambda *args, **kwargs: None
         try:
             ds = replay_dataset(path, features=feats, batch_size=batch_size)
         finally:
-            replay_reader._read_by_id = saved_by_id
+            default_reader._read_by_id = saved_by_id
     elif v["kind"] == "shuffle":
         ds = replay_dataset(
             path, features=feats, batch_size=batch_size, shuffle_buffer=10_000, seed=0
@@ -427,7 +426,7 @@ def build(path: str, spec: str, *, features=KEYS, batch_size: int = BATCH, start
                 kwargs["num_parallel_calls"] = par
             return saved_map(self, fn, *args, **kwargs)
 
-        saved_access, saved_native = replay_reader.random_access, replay_records._native
+        saved_access, saved_native = global_dataset.random_access, replay_records._native
         try:
             if v.get("py"):  # local frames read by records.py's Python path, not replay._frames
                 replay_records._native = None
@@ -435,11 +434,11 @@ def build(path: str, spec: str, *, features=KEYS, batch_size: int = BATCH, start
                 global_reader.READ_BUFFER_BYTES = v["rb"]
             tf.data.Dataset.map = patched_map
             if v["kind"] == "b":  # the block path (GZIP shards', the tf.data service's)
-                replay_reader.random_access = lambda info, served: False
+                global_dataset.random_access = lambda info, served: False
             ds = replay_dataset(path, features=feats, batch_size=batch_size, order=order)
         finally:
             global_reader.READ_BUFFER_BYTES, tf.data.Dataset.map = saved_rb, saved_map
-            replay_reader.random_access, replay_records._native = saved_access, saved_native
+            global_dataset.random_access, replay_records._native = saved_access, saved_native
     else:
         raise SystemExit(f"unknown variant {spec!r}")
     return ds.take(v["take"]) if v["take"] else ds

@@ -22,10 +22,10 @@ the clock, as a training script would), one after the other in this run:
 - ``ours_global_run``: one ``GlobalOrder(seed=0, global_batch_size=64)`` dataset with
   ``repeat=True`` read epoch after epoch from one iterator, as a training run reads it (each
   epoch is a new permutation of the order's own);
-- ``ours_global_blocks``: the same order read by the block path (``replay.reader.random_access``
-  patched to False while the dataset is built: what GZIP shards and the
-  tf.data service read by), with ``block_length=4, window_blocks=256`` (its defaults before
-  issue 51);
+- ``ours_global_blocks``: the same order read by the block path
+  (``replay.global_dataset.random_access`` patched to False while the dataset is built: what
+  GZIP shards and the tf.data service read by), with ``block_length=4, window_blocks=256`` (its
+  defaults before issue 51);
 - ``hf``: ``load_from_disk(path).select_columns([4 keys]).with_format("numpy").iter(64)``;
 - ``hf_shuffle``: the same after ``.shuffle(seed=epoch)`` (a full permutation, read by random
   access into the memory-mapped Arrow files).
@@ -144,8 +144,7 @@ def child_ours(variant: str, path: str, epochs: int, buffer: int) -> dict:
 def child_global(variant: str, path: str, epochs: int) -> dict:
     """``ours_global`` / ``ours_global_blocks`` (module docstring): a new seed each epoch."""
     sys.path.insert(0, ROOT)
-    from replay import GlobalOrder, replay_dataset
-    from replay import reader as replay_reader
+    from replay import GlobalOrder, global_dataset, replay_dataset
 
     if variant == "ours_global_run":
         return child_global_run(path, epochs)
@@ -156,13 +155,13 @@ def child_global(variant: str, path: str, epochs: int) -> dict:
     def make_iter():
         epoch[0] += 1
         order = GlobalOrder(seed=epoch[0], global_batch_size=BATCH, **size)
-        saved = replay_reader.random_access
+        saved = global_dataset.random_access
         if blocks:
-            replay_reader.random_access = lambda info, served: False
+            global_dataset.random_access = lambda info, served: False
         try:
             ds = replay_dataset(path, batch_size=BATCH, features=list(OURS_KEYS), order=order)
         finally:
-            replay_reader.random_access = saved
+            global_dataset.random_access = saved
         return iter(ds)
 
     first, rates = _epochs(make_iter, lambda b: int(b["target"].shape[0]), epochs)

@@ -50,8 +50,9 @@ from replay.read_config import ReadConfig
 from replay.records import Records, open_records
 
 if TYPE_CHECKING:
+    from replay.default_reader import default_reader_func
     from replay.keras_resume import GlobalOrderCheckpoint
-    from replay.reader import default_reader_func, replay_dataset, verify_dataset
+    from replay.reader import replay_dataset, verify_dataset
     from replay.source import Source, open_source
     from replay.transform import ServingTransform, load_transform
 
@@ -62,7 +63,7 @@ _LAZY = {
     "open_source": "replay.source",
     "GlobalOrderCheckpoint": "replay.keras_resume",
     "replay_dataset": "replay.reader",
-    "default_reader_func": "replay.reader",
+    "default_reader_func": "replay.default_reader",
     "verify_dataset": "replay.reader",
     "load_transform": "replay.transform",
     "ServingTransform": "replay.transform",

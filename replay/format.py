@@ -2,6 +2,9 @@
 
 Both sides import this module: `pipelines.record` writes what it describes, `replay` reads it. It
 depends on the standard library only, so the reader stays free of Beam and tensorflow-transform.
+Here: the layout, the file and shard names, the record offsets and source table files, the
+manifest's fields; the element specs are in `replay.format_elements`, versions and commits in
+`replay.format_commits`, each of their names importable from here as well (``fmt.ElementSpec``).
 
 Layout of an output directory (also documented in docs/output-layout.md)::
 
@@ -21,24 +24,7 @@ Layout of an output directory (also documented in docs/output-layout.md)::
       metadata/schema.pbtxt                  schema of the raw keys (TFT's raw metadata)
       feature_fn/                            SavedModel: raw waveform -> raw features
 
-Each record is a serialized `tf.train.Example`. Keys, dtypes and shapes of the decoded element
-are in `manifest["elements"]` (an `ElementSpec` per key). Encodings:
-
-- ``encoding == "raw"``: one bytes value holding the little-endian tensor bytes, row-major: the
-  ``signal`` key (int16 / int32 / float32 / float64 samples, bit-exact) and, from format version
-  2, every float tensor (features, ``labels``). ``stored_dtype`` (float16 / bfloat16, optional)
-  is the dtype of the bytes when it differs from the decoded ``dtype`` (float32): compact storage
-  of features (``--feature_dtype``), widened back to float32 when read.
-- ``encoding == "float_list"`` / ``"int64_list"``: the flattened tensor, row-major (format
-  version 1 stores float tensors as float_list).
-- ``encoding == "bytes_list"``: one bytes value (strings, e.g. ``class``, ``filepath``).
-- ``encoding == "z_score"`` (version 2): not stored. The reader computes the key from the stored
-  key ``source`` with the analysis statistics ``mean`` and ``var`` (float32 values, exact in
-  JSON) and tensorflow-transform's ``scale_to_z_score`` ops, bit for bit what version 1 stored
-  (`z_score`). Version 1 stores ``<feature>_norm`` as a float_list copy.
-
-`stored_encoding` is the one rule the writer follows: strings bytes_list, int64 int64_list,
-every other dtype raw.
+Element specs and their encodings: `replay.format_elements` (``manifest["elements"]``).
 
 Record offsets (format version 4). Beside each shard, ``offsets/<shard filename>.offsets`` holds
 where each of its records starts: one little-endian uint64 a record, in record order, the byte
@@ -66,55 +52,53 @@ manifest cannot point a reader at another file). The manifest gives their entry 
 disagrees with them, and a missing one unless its count is 0. `replay.load_info` never opens
 them: `DatasetInfo.files` / ``.errors`` read and check a table on first use.
 
-Versions and commits (format version 5). A dataset grows by appending: each append records only
-new inputs into a directory of its own, ``appends/<token>/`` (`APPENDS_DIR`; the token matches
-`COMMIT_TOKEN_RE`, one path segment), and commits a new *dataset version*. The manifest's
-``dataset_version`` (an integer >= 1: the first record is version 1, each append adds 1) and
-``commits``, one entry per version 1 .. ``dataset_version`` in order, describe them. Commit i
-(0-based) has:
-
-- ``version``: i + 1;
-- ``dir``: ``""`` for version 1 (the dataset directory itself), else ``appends/<token>``
-  (`commit_dir_problem`: no other form, so no ``..``, absolute path, backslash or empty
-  segment);
-- ``mode``: ``"record"`` for version 1, ``"append"`` after (`COMMIT_MODES`);
-- ``created_utc`` (ISO-8601), ``input_pattern`` (the run's input glob);
-- ``num_files``, ``num_errors``, ``num_examples``: that commit's own counts (integers >= 0;
-  ``num_examples`` is the sum of the commit's shards over every split);
-- ``tables``: ``{"files": {"num_bytes", "sha256"}, "errors": {...}}`` of that commit's own
-  source tables, ``<dir>/files.jsonl`` and ``<dir>/errors.jsonl`` (the root ones for ``""``).
-
-A version 5 manifest has no top-level ``tables``; its ``num_files``, ``num_errors`` and
-``num_examples`` are the sums over its commits. ``splits[split].shards`` is the union of every
-commit's shards of that split, in commit order: a shard of commit directory D is named
-``D/<name>`` (``<name>`` alone for ``""``), where ``<name>`` is `shard_filename` of its index and
-count *within that commit's shards of the split*; its record offsets file is
-``D/offsets/<name>.offsets`` (`offsets_filename`). The reader's source tables are the
-concatenation of every commit's, in commit order. ``transform_fn/``, ``feature_fn/`` and the
-other metadata stay at the root (version 1's).
-
-Each version's manifest is also stored, immutable, as ``manifests/<v>.json``
-(`version_manifest_filename`). An append writes its files, then ``manifests/<v>.json`` of the
-version it appends to when that is absent, then creates ``manifests/<v+1>.json`` exclusively
-and whole (the commit point: written aside, then linked into place, or uploaded only if absent;
-a reader takes any file there for the committed version), then replaces ``manifest.json`` with
-the same bytes. A reader takes
-``manifest.json`` and then, while ``manifests/<v+1>.json`` exists, that one (an append killed
-between its commit point and the pointer update is committed). A dataset never appended to has
-no ``manifests/`` directory: its manifest.json is version 1. A format version <= 4 dataset is
-version 1 with one implicit commit (`implicit_commit`). Shards are never rewritten, so a reader
-holding version v's manifest keeps reading exactly v while later versions are committed.
+Versions and commits (format version 5): `replay.format_commits`.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 import re
 import struct
 from collections.abc import Mapping, Sequence
 from typing import Any
+
+from replay.format_commits import (  # noqa: F401 - re-exported: fmt.<name> for every name
+    APPEND_MODE,
+    APPEND_TRANSFORMS,
+    APPENDS_DIR,
+    COMMIT_MODES,
+    COMMIT_TOKEN_RE,
+    FROZEN_TRANSFORM,
+    MANIFESTS_DIR,
+    RECORD_MODE,
+    REFRESH_TRANSFORM,
+    append_dir,
+    commit_dir_problem,
+    commit_file,
+    commit_token_problem,
+    split_shard_filename,
+    version_manifest_filename,
+)
+from replay.format_elements import (  # noqa: F401 - re-exported: fmt.<name> for every name
+    DTYPES,
+    ENCODING_BYTES_LIST,
+    ENCODING_FLOAT_LIST,
+    ENCODING_INT64_LIST,
+    ENCODING_RAW,
+    ENCODING_Z_SCORE,
+    ENCODINGS,
+    FEATURE_DTYPES,
+    STORED_DTYPES,
+    ElementSpec,
+    ZScore,
+    element_specs,
+    stored_encoding,
+    stored_spec,
+    stored_specs,
+    z_score_spec,
+)
 
 FORMAT_NAME = "audiorecords"
 FORMAT_VERSION = 5  # bump on any change an older reader cannot read
@@ -133,16 +117,6 @@ OFFSETS_DIR = "offsets"  # v4: <shard filename>.offsets, one per shard (`offsets
 OFFSETS_SUFFIX = ".offsets"
 OFFSET_BYTES = 8  # one little-endian uint64 a record
 FRAME_BYTES = 16  # TFRecord's framing of a record: its length and that's CRC, then the data's CRC
-MANIFESTS_DIR = "manifests"  # v5: <v>.json, version v's manifest (`version_manifest_filename`)
-APPENDS_DIR = "appends"  # v5: <token>/, one appended commit's files
-COMMIT_TOKEN_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")  # fullmatch: one segment
-RECORD_MODE = "record"  # version 1's commit
-APPEND_MODE = "append"  # every later commit
-COMMIT_MODES = (RECORD_MODE, APPEND_MODE)
-# an append's ``transform``: frozen keeps the transform before it; refresh brings its own
-# (``<dir>/transform_fn/``, the statistics of the union in the version's elements)
-FROZEN_TRANSFORM, REFRESH_TRANSFORM = "frozen", "refresh"
-APPEND_TRANSFORMS = (FROZEN_TRANSFORM, REFRESH_TRANSFORM)
 SCHEMA_FILENAME = "schema.pbtxt"
 TRANSFORM_FN_DIR = "transform_fn"  # tft.TFTransformOutput.TRANSFORM_FN_DIR
 TRANSFORMED_METADATA_DIR = "transformed_metadata"
@@ -171,25 +145,6 @@ NORMALIZED_SUFFIX = "_norm"  # "<feature>_norm": tft.scale_to_z_score of "<featu
 # Compression names as tf.data's TFRecordDataset spells them, and the shard suffix of each.
 COMPRESSION_SUFFIXES = {"NONE": "", "GZIP": ".gz", "ZLIB": ".zlib"}
 
-ENCODING_RAW = "raw"
-ENCODING_FLOAT_LIST = "float_list"
-ENCODING_INT64_LIST = "int64_list"
-ENCODING_BYTES_LIST = "bytes_list"
-ENCODING_Z_SCORE = "z_score"  # version 2: computed by the reader, not stored
-ENCODINGS = (
-    ENCODING_RAW,
-    ENCODING_FLOAT_LIST,
-    ENCODING_INT64_LIST,
-    ENCODING_BYTES_LIST,
-    ENCODING_Z_SCORE,
-)
-DTYPES = ("int16", "int32", "int64", "float32", "float64", "string")  # float64: signal only
-# --feature_dtype: how float32 features are stored (raw), always read back as float32. float16:
-# relative error <= 2**-11 for |x| in [2**-14, 65504], larger values refused; bfloat16: float32's
-# range, relative error <= 2**-8.
-FEATURE_DTYPES = ("float32", "float16", "bfloat16")
-STORED_DTYPES = ("float16", "bfloat16")  # raw bytes narrower than the decoded float32
-_ENCODINGS, _DTYPES = ENCODINGS, DTYPES
 GLOB_CHARACTERS = "*?[]{}"  # never in a dataset or shard name (tf.io.gfile.glob, gsutil, shells)
 MAX_NAME_BYTES = 200  # a shard name adds ~35 bytes; file systems allow 255
 
@@ -197,107 +152,6 @@ _SHARD_RE = re.compile(
     r"^(?P<name>[^/]+?)(?:-(?P<split>[A-Za-z0-9_]+))?\.tfrecord-(?P<index>\d{5})-of-(?P<count>\d{5})"
     r"(?P<suffix>\.gz|\.zlib)?$"
 )
-
-
-@dataclasses.dataclass(frozen=True)
-class ZScore:
-    """A key computed at read time: ``scale_to_z_score(<source>)`` with the analysis statistics.
-
-    Attributes:
-      source: the stored key it is computed from.
-      mean: tensorflow-transform's mean of `source` over the analysed splits (a float32 value).
-      var: its (biased) variance (a float32 value, >= 0).
-    """
-
-    source: str
-    mean: float
-    var: float
-
-
-@dataclasses.dataclass(frozen=True)
-class ElementSpec:
-    """How one key of an element is stored and what it decodes to.
-
-    Attributes:
-      dtype: decoded dtype name: int16, int32, int64, float32, float64 or string.
-      shape: decoded shape ([] for scalars).
-      encoding: one of raw, float_list, int64_list, bytes_list, z_score (module docstring).
-      stored_dtype: raw only: float16 or bfloat16 when the bytes are narrower than `dtype`.
-      z_score: z_score only: what the key is computed from.
-    """
-
-    dtype: str
-    shape: tuple[int, ...]
-    encoding: str
-    stored_dtype: str | None = None
-    z_score: ZScore | None = None
-
-    def __post_init__(self) -> None:
-        if self.dtype not in _DTYPES:
-            raise ValueError(f"unknown dtype {self.dtype!r}; expected one of {_DTYPES}")
-        if self.encoding not in _ENCODINGS:
-            raise ValueError(f"unknown encoding {self.encoding!r}; expected one of {_ENCODINGS}")
-        if self.stored_dtype is not None and (
-            self.stored_dtype not in STORED_DTYPES
-            or self.encoding != ENCODING_RAW
-            or self.dtype != "float32"
-        ):
-            raise ValueError(f"stored_dtype {self.stored_dtype!r}: only float16/bfloat16 raw")
-        if (self.z_score is None) != (self.encoding != ENCODING_Z_SCORE):
-            raise ValueError("a z_score key needs its source and statistics, others have none")
-
-    @property
-    def stored(self) -> bool:
-        """Whether the records hold this key (z_score keys are computed when read)."""
-        return self.encoding != ENCODING_Z_SCORE
-
-    def to_json(self) -> dict[str, Any]:
-        obj = {"dtype": self.dtype, "shape": list(self.shape), "encoding": self.encoding}
-        if self.stored_dtype is not None:
-            obj["stored_dtype"] = self.stored_dtype
-        if self.z_score is not None:
-            obj.update(source=self.z_score.source, mean=self.z_score.mean, var=self.z_score.var)
-        return obj
-
-    @classmethod
-    def from_json(cls, obj: Mapping[str, Any]) -> ElementSpec:
-        z_score = None
-        if obj["encoding"] == ENCODING_Z_SCORE:
-            z_score = ZScore(source=obj["source"], mean=obj["mean"], var=obj["var"])
-        return cls(
-            dtype=obj["dtype"],
-            shape=tuple(obj["shape"]),
-            encoding=obj["encoding"],
-            stored_dtype=obj.get("stored_dtype"),
-            z_score=z_score,
-        )
-
-
-def stored_encoding(dtype: str) -> str:
-    """The encoding the writer uses for a key of decoded `dtype` (format version 2).
-
-    Strings: bytes_list; int64 (ids, counts, offsets): int64_list; every other dtype (signal
-    samples, float tensors): raw little-endian bytes, which parse faster than float_list
-    (docs/performance.md) and keep samples bit-exact.
-    """
-    if dtype == "string":
-        return ENCODING_BYTES_LIST
-    if dtype == "int64":
-        return ENCODING_INT64_LIST
-    return ENCODING_RAW
-
-
-def stored_spec(dtype: str, shape: Sequence[int], *, stored_dtype: str = "") -> ElementSpec:
-    """The `ElementSpec` of a stored key by `stored_encoding`; `stored_dtype` (float16 /
-    bfloat16) narrows a float32 key's bytes (``float32`` or empty: none)."""
-    narrow = stored_dtype if stored_dtype and stored_dtype != dtype else None
-    return ElementSpec(dtype, tuple(shape), stored_encoding(dtype), stored_dtype=narrow)
-
-
-def z_score_spec(source: str, spec: ElementSpec, *, mean: float, var: float) -> ElementSpec:
-    """The spec of ``<source>_norm``, computed by the reader from the stored key `source`."""
-    z_score = ZScore(source=source, mean=float(mean), var=float(var))
-    return ElementSpec(spec.dtype, spec.shape, ENCODING_Z_SCORE, z_score=z_score)
 
 
 def shard_filename(
@@ -329,57 +183,6 @@ def offsets_filename(shard: str) -> str:
     ``appends/<token>/offsets/<name>.offsets`` for ``appends/<token>/<name>`` (version 5)."""
     directory, name = split_shard_filename(shard)
     return commit_file(directory, f"{OFFSETS_DIR}/{name}{OFFSETS_SUFFIX}")
-
-
-def split_shard_filename(filename: str) -> tuple[str, str]:
-    """``(commit dir, shard name)`` of a manifest's shard `filename` (format version 5):
-    ``("appends/t", "x.tfrecord-...")`` for ``appends/t/x.tfrecord-...``, ``("", filename)``
-    for a name without a directory."""
-    directory, _, name = filename.rpartition("/")
-    return directory, name
-
-
-def commit_file(directory: str, name: str) -> str:
-    """The path, relative to the dataset directory, of file `name` of the commit whose
-    directory is `directory` (``""``: the dataset directory itself)."""
-    return f"{directory}/{name}" if directory else name
-
-
-def append_dir(token: str) -> str:
-    """The commit directory of an append named `token`: ``appends/<token>``."""
-    problem = commit_token_problem(token)
-    if problem:
-        raise ValueError(f"append token {token!r} {problem}")
-    return f"{APPENDS_DIR}/{token}"
-
-
-def commit_token_problem(token: str) -> str | None:
-    """Why `token` cannot name an append's directory, or None when it can."""
-    if not isinstance(token, str) or not COMMIT_TOKEN_RE.fullmatch(token):
-        return f"does not match {COMMIT_TOKEN_RE.pattern}"
-    return None
-
-
-def commit_dir_problem(directory: str, *, version: int) -> str | None:
-    """Why `directory` is not a valid ``dir`` of commit `version` (format version 5), or None.
-
-    Version 1's is ``""``; every later one's is ``appends/<token>`` with a token matching
-    `COMMIT_TOKEN_RE`: one segment, so no ``..``, absolute path, backslash or empty segment.
-    """
-    if version == 1:
-        return None if directory == "" else "must be '' (version 1 is the dataset directory)"
-    prefix = f"{APPENDS_DIR}/"
-    if not directory.startswith(prefix) or commit_token_problem(directory[len(prefix) :]):
-        return f"is not {prefix}<token> (<token> matching {COMMIT_TOKEN_RE.pattern})"
-    return None
-
-
-def version_manifest_filename(version: int) -> str:
-    """Version `version`'s immutable manifest, relative to the dataset directory (format
-    version 5): ``manifests/<version>.json``."""
-    if type(version) is not int or version < 1:
-        raise ValueError(f"a dataset version is an integer >= 1, not {version!r}")
-    return f"{MANIFESTS_DIR}/{version}.json"
 
 
 def implicit_commit(manifest: Mapping[str, Any]) -> dict[str, Any]:
@@ -494,7 +297,7 @@ def split_names(manifest: Mapping[str, Any]) -> Sequence[str]:
 #   dataset_version   v5: the version this manifest describes (1: the first record)
 #   commits           v5: [{"version", "dir", "mode", "created_utc", "input_pattern",
 #                      "num_files", "num_errors", "num_examples", "tables"}], one per version
-#                      1 .. dataset_version (module docstring, "Versions and commits")
+#                      1 .. dataset_version (`replay.format_commits`)
 #   files             v1, v2 only (v3: one entry a line of files.jsonl):
 #                      [{"path", "index", "label", "split", "num_windows", "sample_rate",
 #                       "num_frames", "num_channels", "subtype", "full_scale"}]  every decoded
@@ -539,31 +342,8 @@ class FormatError(ValueError):
 # --- helpers shared by readers (added for `replay`) --------------------------------------------
 
 
-def element_specs(manifest: Mapping[str, Any]) -> dict[str, ElementSpec]:
-    """The `ElementSpec` of every key of a decoded element, in manifest order."""
-    return {key: ElementSpec.from_json(obj) for key, obj in manifest["elements"].items()}
-
-
 def tf_compression_type(compression: str) -> str:
     """`compression` (NONE / GZIP / ZLIB) as tf.data's ``compression_type`` ("" for NONE)."""
     if compression not in COMPRESSION_SUFFIXES:
         raise ValueError(f"unknown compression {compression!r}")
     return "" if compression == "NONE" else compression
-
-
-def stored_specs(
-    specs: Mapping[str, ElementSpec], elements: Mapping[str, ElementSpec] | None = None
-) -> dict[str, ElementSpec]:
-    """The stored keys to parse for `specs`: the stored ones, and each z_score key's source
-    (looked up in `elements`, every key of the dataset; default `specs`)."""
-    elements = specs if elements is None else elements
-    stored = {}
-    for key, spec in specs.items():
-        if spec.z_score is not None:
-            source = spec.z_score.source
-            if source not in elements or not elements[source].stored:
-                raise ValueError(f"{key}: source key {source!r} is not a stored key")
-            stored[source] = elements[source]
-        else:
-            stored[key] = spec
-    return stored

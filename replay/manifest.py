@@ -18,14 +18,16 @@ Keys this reader does not use are tolerated anywhere (other writers may add opti
 keys it uses are validated wherever they appear. Hand-written rather than a JSON-Schema library:
 the reader imports only TensorFlow and the standard library, and the checks that matter most
 (sums, names derived from other fields, sizes against shapes) are not expressible in JSON Schema.
+
+Here: the limits, `check_header`, `validate` (the order of the checks) and the elements' checks.
+The splits and shards are checked in `replay.manifest_splits`, the versions and commits in
+`replay.manifest_commits`, the source tables in `replay.manifest_tables`; the manifest is read
+(size, JSON, then `validate`) by `replay.info`.
 """
 
 from __future__ import annotations
 
-import math
-import re
 import struct
-from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
@@ -41,17 +43,25 @@ from replay.json_checks import (
     kind_of,
     show,
 )
+from replay.manifest_commits import (  # noqa: F401 - the limits importable here with the others
+    MAX_COMMITS,
+    check_commit_sums,
+    check_commits,
+)
+from replay.manifest_splits import (  # noqa: F401 - the limits importable here with the others
+    MAX_DEFLATE_RATIO,
+    MAX_SHARDS_PER_SPLIT,
+    MAX_SPLITS,
+    check_splits,
+    shard_name_problem,  # re-exported: the module docstring's name check
+)
+from replay.manifest_tables import check_sources, check_tables
 
 MAX_MANIFEST_BYTES = 1 << 30  # a manifest is read whole; 1M source files take ~300 MB
 MAX_RANK = 8
 MAX_VALUES_PER_KEY = 1 << 28  # values of one key of one element (1 GiB of float32)
 MAX_KEYS = 10_000
-MAX_SPLITS = 1_000
-MAX_SHARDS_PER_SPLIT = 1_000_000
-MAX_COMMITS = 100_000  # dataset versions of one dataset
 RECORD_OVERHEAD_BYTES = 16  # TFRecord framing per record: length, its CRC, data CRC
-MAX_DEFLATE_RATIO = 1032  # zlib's maximum compression ratio: GZIP / ZLIB shards shrink at most so
-_SPLIT_NAME = re.compile(r"[A-Za-z0-9_]+")
 _VALUE_BYTES = {"int16": 2, "int32": 4, "int64": 8, "float32": 4, "float64": 8}
 _VALUE_BYTES.update(float16=2, bfloat16=2)  # stored_dtype of a raw float32 key
 _FLOAT32_MAX = 3.4028234663852886e38
@@ -119,9 +129,9 @@ def validate(manifest: Any, *, path: str) -> dict[str, Any]:
         c.fail("compression", f"{show(compression)} is not one of {known}")
     version = manifest["format_version"]
     record_bytes = _check_elements(c, manifest["elements"], version=version)
-    commits = _check_commits(c, manifest)  # before the shards: their directories
+    commits = check_commits(c, manifest)  # before the shards: their directories
     per_commit = [0] * len(commits)
-    total = _check_splits(
+    total = check_splits(
         c,
         manifest["splits"],
         name=name,
@@ -141,11 +151,11 @@ def validate(manifest: Any, *, path: str) -> dict[str, Any]:
             )
     _check_vocabulary(c, manifest)
     if version >= fmt.COMMITS_VERSION:
-        _check_commit_sums(c, manifest, commits)
+        check_commit_sums(c, manifest, commits)
     elif version >= fmt.TABLES_VERSION:
-        _check_tables(c, manifest)
+        check_tables(c, manifest)
     else:
-        _check_sources(c, manifest)
+        check_sources(c, manifest)
     params = c.optional(manifest, "params", "", c.as_obj)
     if params is not None:
         features = c.optional_list(params, "features", "params", limit=MAX_KEYS)
@@ -271,221 +281,6 @@ def _check_core_keys(c: Checker, elements: Mapping[str, Any]) -> None:
         c.fail(field_of("elements", fmt.SIGNAL_KEY), "must be stored raw")
 
 
-def _check_splits(
-    c: Checker,
-    splits: Any,
-    *,
-    name: str,
-    compression: str,
-    record_bytes: int,
-    version: int,
-    commit_dirs: Mapping[str, int],
-    per_commit: list[int],
-) -> int:
-    """Checks every split and shard entry; returns the total example count.
-
-    `commit_dirs`: each commit's directory -> its index (format version 5; ``{"": 0}`` before:
-    the one implicit commit). Adds each shard's examples to `per_commit` at its commit's index.
-    """
-    splits = c.as_obj(splits, "splits")
-    if not splits or len(splits) > MAX_SPLITS:
-        c.fail("splits", f"{len(splits)} splits; expected 1 to {MAX_SPLITS}")
-    if fmt.ALL_SPLIT in splits and len(splits) > 1:
-        c.fail("splits", f"split {fmt.ALL_SPLIT!r} (a run without --splits) stands alone")
-    total = 0
-    for split, entry in splits.items():
-        field = field_of("splits", split)
-        if not _SPLIT_NAME.fullmatch(split) or not split.isascii():
-            c.fail(field, "a split name is letters, digits and '_'")
-        entry = c.as_obj(entry, field)
-        for part in ("num_examples", "shards"):
-            if part not in entry:
-                c.fail(field_of(field, part), "missing")
-        shards = c.as_list(entry["shards"], field_of(field, "shards"), limit=MAX_SHARDS_PER_SPLIT)
-        listed = Counter(s["filename"] for s in shards if _named(s))
-        places = _shard_places(c, shards, field_of(field, "shards"), commit_dirs, version=version)
-        groups = Counter(directory for directory, _, _ in places)
-        seen: Counter[str] = Counter()  # shards of each commit directory so far
-        count = 0
-        for i, (shard, (directory, commit, base)) in enumerate(zip(shards, places, strict=True)):
-            sfield = f"{field_of(field, 'shards')}[{i}]"
-            filename = shard["filename"]
-            problem = shard_name_problem(
-                base, name=name, split=split, index=seen[directory],
-                num_shards=groups[directory], compression=compression,
-            )  # fmt: skip
-            seen[directory] += 1
-            if listed[filename] > 1:
-                problem = f"is listed {listed[filename]} times (each shard is read once)"
-            if problem:
-                c.fail(field_of(sfield, "filename"), f"{show(filename)} {problem}")
-            examples = c.as_int(shard["num_examples"], field_of(sfield, "num_examples"))
-            size = c.as_int(shard["num_bytes"], field_of(sfield, "num_bytes"))
-            ratio = 1 if compression == "NONE" else MAX_DEFLATE_RATIO
-            if examples * record_bytes > size * ratio:
-                c.fail(
-                    field_of(sfield, "num_bytes"),
-                    f"{size} bytes cannot hold {examples} records of at least {record_bytes} "
-                    "bytes (the element shapes or counts are wrong)",
-                )
-            _check_offsets(c, shard, sfield, version=version)
-            count += examples
-            per_commit[commit] += examples
-        if c.as_int(entry["num_examples"], field_of(field, "num_examples")) != count:
-            claim = entry["num_examples"]
-            c.fail(field_of(field, "num_examples"), f"{claim} but its shards hold {count}")
-        total += count
-    return total
-
-
-def _shard_places(
-    c: Checker, shards: list[Any], field: str, commit_dirs: Mapping[str, int], *, version: int
-) -> list[tuple[str, int, str]]:
-    """``(commit directory, commit index, name in it)`` of each shard entry, every entry an
-    object with its parts, its file inside the directory of a commit (a plain name in it), in
-    commit order. Checked for every shard before any name is compared with the name its index
-    gives, so a path that leaves its directory is the error reported."""
-    places = []
-    last = 0  # the commit of the shard before: shards come in commit order
-    for i, shard in enumerate(shards):
-        sfield = f"{field}[{i}]"
-        shard = c.as_obj(shard, sfield)
-        for part in ("filename", "num_examples", "num_bytes"):
-            if part not in shard:
-                c.fail(field_of(sfield, part), "missing")
-        filename = c.as_str(shard["filename"], field_of(sfield, "filename"))
-        directory = _commit_dir(filename, version)
-        commit = commit_dirs.get(directory)
-        if commit is None:
-            known = [d for d in commit_dirs if d]
-            c.fail(
-                field_of(sfield, "filename"),
-                f"{show(filename)} is in no commit's directory (the commits' directories: '' "
-                f"and {show(known)})",
-            )
-        base = filename[len(directory) + 1 :] if directory else filename
-        problem = fmt.plain_name_problem(base)
-        if problem:
-            c.fail(field_of(sfield, "filename"), f"{show(filename)} {problem}")
-        if commit < last:
-            c.fail(
-                field_of(sfield, "filename"),
-                f"{show(filename)} of commit {commit + 1} comes after a shard of commit "
-                f"{last + 1} (shards are listed in commit order)",
-            )
-        last = commit
-        places.append((directory, commit, base))
-    return places
-
-
-def _named(shard: Any) -> bool:
-    return isinstance(shard, dict) and isinstance(shard.get("filename"), str)
-
-
-def _commit_dir(filename: str, version: int) -> str:
-    """The commit directory a shard `filename` names (format version 5: the part before its
-    last ``/``); "" before version 5, where a shard name holds no directory."""
-    if version < fmt.COMMITS_VERSION:
-        return ""
-    return fmt.split_shard_filename(filename)[0]
-
-
-_COMMIT_COUNTS = ("num_files", "num_errors", "num_examples")
-
-
-def _check_commits(c: Checker, manifest: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """Format version 5: ``dataset_version`` and ``commits`` (`format`, "Versions and
-    commits"); returns the commits. Before version 5: neither key, one implicit commit."""
-    version = manifest["format_version"]
-    if version < fmt.COMMITS_VERSION:
-        for key in ("dataset_version", "commits"):
-            if key in manifest:
-                c.fail(
-                    key, f"needs format_version {fmt.COMMITS_VERSION}, the manifest says {version}"
-                )
-        return [{"dir": "", "num_examples": manifest["num_examples"]}]
-    for key in ("dataset_version", "commits"):
-        if key not in manifest:
-            c.fail(key, "missing")
-    dataset_version = c.as_int(
-        manifest["dataset_version"], "dataset_version", low=1, high=MAX_COMMITS
-    )
-    commits = c.as_list(manifest["commits"], "commits", limit=MAX_COMMITS)
-    if len(commits) != dataset_version:
-        c.fail(
-            "commits",
-            f"{len(commits)} commits, but dataset_version is {dataset_version} (one commit a "
-            "version)",
-        )
-    dirs: set[str] = set()
-    for i, commit in enumerate(commits):
-        field = f"commits[{i}]"
-        commit = c.as_obj(commit, field)
-        for part in ("version", "dir", "mode", "created_utc", "input_pattern", *_COMMIT_COUNTS,
-                     "tables"):  # fmt: skip
-            if part not in commit:
-                c.fail(field_of(field, part), "missing")
-        number = c.as_int(commit["version"], field_of(field, "version"), high=MAX_COMMITS)
-        if number != i + 1:
-            c.fail(field_of(field, "version"), f"{number}, but commit {i} is version {i + 1}")
-        directory = c.as_str(commit["dir"], field_of(field, "dir"))
-        problem = fmt.commit_dir_problem(directory, version=i + 1)
-        if problem:
-            c.fail(field_of(field, "dir"), f"{show(directory)} {problem}")
-        if directory in dirs:
-            c.fail(field_of(field, "dir"), f"{show(directory)} is an earlier commit's directory")
-        dirs.add(directory)
-        mode = commit["mode"]
-        expected = fmt.RECORD_MODE if i == 0 else fmt.APPEND_MODE
-        if mode != expected:
-            c.fail(field_of(field, "mode"), f"{show(mode)}, but version {i + 1} is {expected!r}")
-        c.as_str(commit["created_utc"], field_of(field, "created_utc"))
-        c.as_str(commit["input_pattern"], field_of(field, "input_pattern"))
-        for key in _COMMIT_COUNTS:
-            c.as_int(commit[key], field_of(field, key))
-        _check_table_digests(c, commit, field)
-        _check_commit_transform(c, commit, field, first=i == 0)
-    return commits
-
-
-def _check_commit_transform(c: Checker, commit: Mapping[str, Any], field: str, *, first: bool):
-    """A commit's optional ``transform`` (appends only: which transform the version uses) and
-    ``moments`` ({feature: {count, total, total_sq, nonfinite}}, integers)."""
-    if "transform" in commit:
-        transform = commit["transform"]
-        if first or transform not in fmt.APPEND_TRANSFORMS:
-            allowed = "none on version 1" if first else f"one of {list(fmt.APPEND_TRANSFORMS)}"
-            c.fail(field_of(field, "transform"), f"{show(transform)}: {allowed}")
-    moments = c.optional(commit, "moments", field, c.as_obj)
-    for feature, value in (moments or {}).items():
-        where = field_of(field_of(field, "moments"), feature)
-        value = c.as_obj(value, where)
-        for key in ("count", "total", "total_sq", "nonfinite"):
-            if key not in value:
-                c.fail(field_of(where, key), "missing")
-            if type(value[key]) is not int:  # exact totals: any size, any sign
-                c.fail(field_of(where, key), f"expected an integer, got {show(value[key])}")
-
-
-def _check_commit_sums(
-    c: Checker, manifest: Mapping[str, Any], commits: list[dict[str, Any]]
-) -> None:
-    """Format version 5: no top-level tables or lists; the counts are the commits' sums."""
-    for key in (*fmt.TABLE_FILENAMES, "tables"):
-        if key in manifest:
-            c.fail(
-                key,
-                f"a format_version {manifest['format_version']} manifest keeps its source "
-                "tables per commit (commits[i].tables)",
-            )
-    for key in fmt.TABLE_COUNT_KEYS.values():
-        if key not in manifest:
-            c.fail(key, "missing")
-        total = sum(commit[key] for commit in commits)
-        if c.as_int(manifest[key], key) != total:
-            c.fail(key, f"{manifest[key]} but the commits hold {total}")
-
-
 def _check_vocabulary(c: Checker, manifest: Mapping[str, Any]) -> None:
     classes = c.optional_list(manifest, "classes", "")
     for i, label in enumerate(classes or ()):
@@ -493,148 +288,3 @@ def _check_vocabulary(c: Checker, manifest: Mapping[str, Any]) -> None:
     num = c.optional(manifest, "num_classes", "", c.as_int)
     if num is not None and classes is not None and num != len(classes):
         c.fail("num_classes", f"{num} but classes lists {len(classes)}")
-
-
-_FILE_FIELDS = {  # files[] keys the readers use -> ("str" | "int" | "time" | "scale", required)
-    "path": ("str", True),
-    "index": ("int", True),
-    "size_bytes": ("int", False),  # format version 5
-    "modified": ("time", False),  # format version 5: seconds since the epoch
-    "label": ("str", False),
-    "split": ("str", False),
-    "num_windows": ("int", False),
-    "sample_rate": ("int", False),
-    "num_frames": ("int", False),
-    "num_channels": ("int", False),
-    "subtype": ("str", False),
-    "full_scale": ("scale", False),
-}
-
-
-def _check_sources(c: Checker, manifest: Mapping[str, Any]) -> None:
-    """``files`` and ``errors`` (format versions 1, 2): the source-file lists `pipelines.inspect`
-    and serving read."""
-    files = c.optional_list(manifest, "files", "")
-    for i, entry in enumerate(files or ()):
-        check_file_entry(c, entry, f"files[{i}]")
-    errors = c.optional_list(manifest, "errors", "")
-    for i, entry in enumerate(errors or ()):
-        check_error_entry(c, entry, f"errors[{i}]")
-
-
-def check_file_entry(c: Checker, entry: Any, field: str) -> dict[str, Any]:
-    """One ``files`` entry (a manifest list item, or a line of files.jsonl); returns it."""
-    entry = c.as_obj(entry, field)
-    for key, (kind, required) in _FILE_FIELDS.items():
-        if key not in entry:
-            if required:
-                c.fail(field_of(field, key), "missing")
-            continue
-        value = entry[key]
-        if kind == "str":
-            c.as_str(value, field_of(field, key))
-        elif kind == "int":
-            c.as_int(value, field_of(field, key))
-        elif kind == "time":
-            if type(value) not in (int, float) or not (math.isfinite(value) and value >= 0):
-                c.fail(field_of(field, key), f"expected a time >= 0, got {show(value)}")
-        elif type(value) not in (int, float) or not (math.isfinite(value) and value > 0):
-            c.fail(field_of(field, key), f"expected a positive number, got {show(value)}")
-    return entry
-
-
-def check_error_entry(c: Checker, entry: Any, field: str) -> dict[str, Any]:
-    """One ``errors`` entry (a manifest list item, or a line of errors.jsonl); returns it."""
-    entry = c.as_obj(entry, field)
-    for key in ("path", "reason"):
-        c.optional(entry, key, field, c.as_str)
-    return entry
-
-
-_SHA256 = re.compile(r"[0-9a-f]{64}")
-
-
-def _check_tables(c: Checker, manifest: Mapping[str, Any]) -> None:
-    """Format version 3: the counts and digests of files.jsonl / errors.jsonl (their entries
-    are checked when a reader reads them, `replay.tables`); no list in the manifest itself."""
-    for key in fmt.TABLE_FILENAMES:
-        if key in manifest:
-            c.fail(
-                key,
-                f"a format_version {manifest['format_version']} manifest holds no {key} list "
-                f"(its entries are in {fmt.TABLE_FILENAMES[key]})",
-            )
-    for key in (*fmt.TABLE_COUNT_KEYS.values(), "tables"):
-        if key not in manifest:
-            c.fail(key, "missing")
-    _check_table_digests(c, manifest, "")
-
-
-def _check_table_digests(c: Checker, owner: Mapping[str, Any], parent: str) -> None:
-    """`owner`'s ``tables`` (the manifest's, v3 and v4; a commit's, v5) against its counts."""
-    tables = c.as_obj(owner["tables"], field_of(parent, "tables"))
-    for key, count_key in fmt.TABLE_COUNT_KEYS.items():
-        count = c.as_int(owner[count_key], field_of(parent, count_key))
-        field = field_of(field_of(parent, "tables"), key)
-        if key not in tables:
-            c.fail(field, "missing")
-        size = _check_digest(c, tables[key], field)
-        least, most = 3 * count, count * fmt.MAX_TABLE_LINE_BYTES  # "{}\n" .. the longest line
-        if not least <= size <= most:
-            c.fail(
-                field_of(field, "num_bytes"),
-                f"{size} bytes cannot hold {field_of(parent, count_key)} {count} lines of 3 to "
-                f"{fmt.MAX_TABLE_LINE_BYTES} bytes",
-            )
-
-
-def _check_digest(c: Checker, entry: Any, field: str) -> int:
-    """A file's ``{"num_bytes", "sha256"}`` entry (a source table's, a shard's record offsets');
-    returns its size."""
-    entry = c.as_obj(entry, field)
-    for part in ("num_bytes", "sha256"):
-        if part not in entry:
-            c.fail(field_of(field, part), "missing")
-    size = c.as_int(entry["num_bytes"], field_of(field, "num_bytes"))
-    digest = c.as_str(entry["sha256"], field_of(field, "sha256"))
-    if not _SHA256.fullmatch(digest):
-        c.fail(field_of(field, "sha256"), f"{show(digest)} is not 64 lowercase hex digits")
-    return size
-
-
-def _check_offsets(c: Checker, shard: Mapping[str, Any], field: str, *, version: int) -> None:
-    """Format version 4: a shard's record offsets file, 8 bytes a record; none before."""
-    if version < fmt.OFFSETS_VERSION:
-        if "offsets" in shard:
-            c.fail(field_of(field, "offsets"), f"needs format_version {fmt.OFFSETS_VERSION}")
-        return
-    if "offsets" not in shard:
-        c.fail(field_of(field, "offsets"), "missing")
-    size = _check_digest(c, shard["offsets"], field_of(field, "offsets"))
-    expected = fmt.OFFSET_BYTES * shard["num_examples"]
-    if size != expected:
-        c.fail(
-            field_of(field_of(field, "offsets"), "num_bytes"),
-            f"{size} bytes, but {shard['num_examples']} records take {expected}",
-        )
-
-
-def shard_name_problem(
-    filename: str, *, name: str, split: str, index: int, num_shards: int, compression: str
-) -> str | None:
-    """Why `filename` is not the name of shard `index` of `split`, or None when it is.
-
-    A shard name must be a plain file name inside the dataset directory (no separator, no
-    ``..``, not absolute, no glob or control characters) and exactly the name the writer gives
-    that shard (`format.shard_filename`): dataset name, split, index, count and compression
-    suffix all agree with the manifest.
-    """
-    problem = fmt.plain_name_problem(filename)
-    if problem:
-        return problem
-    expected = fmt.shard_filename(
-        name=name, split=split, index=index, num_shards=num_shards, compression=compression
-    )
-    if filename != expected:
-        return f"is not shard {index} of split {split!r} of this dataset (expected {expected!r})"
-    return None

@@ -6,7 +6,8 @@ it is read: the reader, its order and parallelism, the seed, input sharding, the
 service, prefetch. Its fields are also `replay_dataset` keywords of the same names and defaults
 (``replay_dataset(path, seed=0)`` is ``replay_dataset(path, read_config=ReadConfig(seed=0))``);
 a `read_config` and a read keyword set to other than its default are refused (`resolve`).
-`pipeline_share`: the shard spans and records one input pipeline reads under `input_context`.
+`ReadOutput`: those keywords on what follows the reading. `pipeline_share`: the shard spans
+and records one input pipeline reads under `input_context`.
 
 No TensorFlow here: ``from replay import ReadConfig`` stays as cheap as ``import replay``.
 """
@@ -118,6 +119,17 @@ def resolve(read_config: ReadConfig | None, **arguments: Any) -> ReadConfig:
             "...)) or as keywords, not both"
         )
     return read_config
+
+
+@dataclasses.dataclass(frozen=True)
+class ReadOutput:
+    """`replay_dataset`'s keywords on what follows the reading: shuffles, repeat, batching."""
+
+    shuffle_shards: bool
+    shuffle_buffer: int
+    repeat: bool
+    batch_size: int | None
+    drop_remainder: bool
 
 
 @dataclasses.dataclass(frozen=True)

@@ -53,11 +53,14 @@ with no gain in throughput. An option of this dataset, not of the process:
 ``ds.with_options(opts)`` with ``opts.autotune.enabled = True`` turns it back on.
 
 `verify_dataset` reads every shard up front and raises `CorruptShardError` naming the shard.
+
+Here: `replay_dataset` (its options resolved by `replay.read_config`, then one of the pipelines),
+the `reader_func` pipeline, the tf.data service and prefetch stages, `verify_dataset`. The
+default reader is `replay.default_reader`; ``order=GlobalOrder(...)`` is `replay.global_dataset`.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -65,78 +68,24 @@ from typing import Any
 import tensorflow as tf
 
 from replay import format as fmt
-from replay import storage
-from replay.errors import CorruptShardError
-from replay.global_order import GlobalOrder, Slots
-from replay.global_reader import (
-    BatchRead,
-    check_positions,
-    pipeline_batches,
-    pipeline_records,
-    random_access,
-    run_count,
+from replay.default_reader import (
+    default_pipeline,
+    default_reader_func,  # noqa: F401  re-exported: replay.default_reader_func
+    share_datasets,
 )
+from replay.errors import CorruptShardError
+from replay.global_dataset import check_global, global_dataset
+from replay.global_order import GlobalOrder
 from replay.info import DatasetInfo, load_info
-from replay.parsing import batch_parser
-from replay.read_config import PipelineShare, ReadConfig, pipeline_share
+from replay.read_config import PipelineShare, ReadConfig, ReadOutput, pipeline_share
 from replay.read_config import resolve as resolve_read_config
-from replay.records import Records
 from replay.shard_check import shard_reader
-from replay.shards import PARSE_BATCH, reader_options, shard_datasets
-from replay.slicing import ShardSpan, read_spans, span_shards
+from replay.shards import reader_options
+from replay.slicing import read_spans, span_shards
 
 AUTOTUNE = tf.data.AUTOTUNE
-_ShardingPolicy = tf.data.experimental.service.ShardingPolicy
-# Shards read at once by the default reader (TFDS's default interleave_cycle_length). With one per
-# core, the last shards of an epoch were read by fewer threads than cores (docs/performance.md).
-CYCLE_LENGTH = 16
-# With a shuffle_buffer the buffer holds records of at least this many blocks.
-SHUFFLE_MIN_BLOCKS = 64
-# Default reader, default num_parallel_reads: blocks each open shard reads ahead (its prefetch).
-READ_AHEAD_BLOCKS = 2
-# Records read by id (`_read_by_id`) only when the shards' records average this much: a batch's
-# call costs about what TensorFlow's reader spends on records of ~5 KB (docs/performance.md).
-BY_ID_MIN_RECORD_BYTES = 6 << 10  # 6 KiB
 
 ReaderFunc = Callable[[tf.data.Dataset], tf.data.Dataset]
-
-
-def default_reader_func(
-    datasets: tf.data.Dataset,
-    *,
-    cycle_length: int | None = None,
-    block_length: int = 1,
-    num_parallel_calls: int | None = AUTOTUNE,
-    deterministic: bool | None = None,
-) -> tf.data.Dataset:
-    """Interleave the per-shard datasets in parallel, without shuffling.
-
-    `replay_dataset`'s default reader calls it on per-shard datasets of blocks of records (one
-    block at a time from each shard); as a `reader_func` it interleaves decoded elements.
-
-    Args:
-      datasets: a Dataset of per-shard Datasets (the `reader_func` argument).
-      cycle_length: shards read at once (default `CYCLE_LENGTH`, 16).
-      block_length: consecutive elements taken from one shard before moving on.
-      num_parallel_calls: interleave parallelism (AUTOTUNE by default).
-      deterministic: whether the output order is deterministic (None: tf.data's option).
-
-    Returns:
-      A Dataset of elements.
-    """
-    return datasets.interleave(
-        lambda shard: shard,
-        cycle_length=cycle_length or CYCLE_LENGTH,
-        block_length=block_length,
-        num_parallel_calls=num_parallel_calls,
-        deterministic=deterministic,
-    )
-
-
-def shuffle_block_length(shuffle_buffer: int) -> int:
-    """The default block_length with a `shuffle_buffer`: ``PARSE_BATCH`` (64) records at most,
-    and at most ``shuffle_buffer // SHUFFLE_MIN_BLOCKS``, at least 1 (module docstring)."""
-    return max(1, min(PARSE_BATCH, shuffle_buffer // SHUFFLE_MIN_BLOCKS))
 
 
 def replay_dataset(
@@ -235,11 +184,11 @@ def replay_dataset(
         processing_mode=processing_mode,
         job_name=job_name,
     )
-    output = _Output(shuffle_shards, shuffle_buffer, repeat, batch_size, drop_remainder)
+    output = ReadOutput(shuffle_shards, shuffle_buffer, repeat, batch_size, drop_remainder)
     if order is not None:
-        _check_global(config, output, balance=balance)
+        check_global(config, output, balance=balance)
         info = load_info(path, version=version)
-        return _global(info, order, config, output, split=split, features=features)
+        return global_dataset(info, order, config, output, split=split, features=features)
     if balance is not None:
         return _balanced(
             path, config, output, balance=balance, split=split, version=version, features=features
@@ -255,19 +204,8 @@ def replay_dataset(
     if config.reader_func is not None:  # the Dataset.load contract: per-shard datasets of elements
         ds = _reader_func_pipeline(info, share, specs, config, output)
     else:
-        ds = _default_pipeline(info, share, specs, config, output, deterministic=deterministic)
+        ds = default_pipeline(info, share, specs, config, output, deterministic=deterministic)
     return _served_and_prefetched(ds, config, deterministic=deterministic)
-
-
-@dataclasses.dataclass(frozen=True)
-class _Output:
-    """`replay_dataset`'s keywords on what follows the reading: shuffles, repeat, batching."""
-
-    shuffle_shards: bool
-    shuffle_buffer: int
-    repeat: bool
-    batch_size: int | None
-    drop_remainder: bool
 
 
 def _served_and_prefetched(
@@ -286,120 +224,10 @@ def _served_and_prefetched(
     return ds.prefetch(config.prefetch) if config.prefetch else ds
 
 
-def _check_global(config: ReadConfig, output: _Output, *, balance: str | None) -> None:
-    """Refuses the options the global order does not take, naming them."""
-    refused = {
-        "shuffle_shards": output.shuffle_shards,
-        "shuffle_buffer": output.shuffle_buffer,
-        "balance": balance is not None,
-        "reader_func": config.reader_func is not None,
-        "seed (the order has its own)": config.seed is not None,
-        "block_length (GlobalOrder.block_length)": config.block_length is not None,
-        "cycle_length": config.cycle_length is not None,
-        "deterministic": config.deterministic is not None,
-    }
-    given = [name for name, value in refused.items() if value]
-    if given:
-        raise ValueError(f"replay_dataset: order=GlobalOrder(...) is not for {', '.join(given)}")
-    if config.service is not None:
-        _check_global_service(config)
-
-
-# Why the global order does not hold under each tf.data service mode it refuses (with one
-# service worker each holds it, and is then parallel_epochs).
-_DYNAMIC = "with more than one service worker it hands the epochs to whichever asks first"
-_STATIC = "with more than one service worker it splits this pipeline's elements among them"
-_SERVICE_REFUSALS = {
-    "distributed_epoch": _DYNAMIC,
-    _ShardingPolicy.DYNAMIC: _DYNAMIC,
-    _ShardingPolicy.FILE: _STATIC,
-    _ShardingPolicy.DATA: _STATIC,
-    _ShardingPolicy.FILE_OR_DATA: _STATIC,
-    _ShardingPolicy.HINT: _STATIC,
-}
-_SERVICE_ONLY = (
-    "the global order under the tf.data service holds only with "
-    "processing_mode='parallel_epochs' (ShardingPolicy.OFF), one service worker and no job_name"
-)
-
-
-def _check_global_service(config: ReadConfig) -> None:
-    """Refuses the tf.data service configurations the global order does not hold under
-    (docs/training.md): the mode other than parallel_epochs, or a job_name."""
-    mode = config.processing_mode
-    if config.job_name is not None:
-        why = "job_name: consumers of a named job take its elements first come, first served"
-    elif (isinstance(mode, str) and mode == "parallel_epochs") or mode is _ShardingPolicy.OFF:
-        return
-    else:
-        why = f"processing_mode={mode!r}: {_SERVICE_REFUSALS.get(mode, 'an unknown mode')}"
-    raise ValueError(f"replay_dataset: {_SERVICE_ONLY}, not {why}")
-
-
-def _global(
-    info: DatasetInfo,
-    order: GlobalOrder,
-    config: ReadConfig,
-    output: _Output,
-    *,
-    split: str | Sequence[str] | None,
-    features: str | Sequence[str] | None,
-) -> tf.data.Dataset:
-    """``order=GlobalOrder(...)``: this pipeline's records in the global order
-    (`replay.global_reader`), batched by `batch_size` and decoded once per batch. Under the
-    tf.data service the batches are read and decoded by its worker, in a job of this pipeline's
-    own, with their positions, which `check_positions` checks as they arrive."""
-    specs = info.select_features(features)
-    spans = read_spans(info, split)
-    info.check_shard_files(span_shards(spans))
-    context = config.input_context
-    pipelines, pipeline = (
-        (1, 0) if context is None else (context.num_input_pipelines, context.input_pipeline_id)
-    )
-    slots = Slots(order.global_batch_size or pipelines, pipelines, pipeline)
-    served = config.service is not None
-    batch_size = output.batch_size or PARSE_BATCH
-    drop_remainder = bool(output.batch_size and output.drop_remainder)
-    parse = batch_parser(specs, info.elements)
-    total = run_count(spans, order, slots, repeat=output.repeat)
-    if random_access(info, served=served):
-        records = Records(info, spans)
-        records.load_offsets()
-        ds = pipeline_batches(
-            records,
-            order,
-            slots=slots,
-            repeat=output.repeat,
-            batch_size=batch_size,
-            drop_remainder=drop_remainder,
-        )
-        ds = ds.map(parse, num_parallel_calls=AUTOTUNE)
-    else:
-        ds = pipeline_records(
-            info, spans, order, slots=slots, repeat=output.repeat, positions=served
-        )
-        ds = ds.rebatch(batch_size, drop_remainder=drop_remainder)
-        if served:  # parsed by the service's worker; the positions checked here
-            ds = ds.map(lambda records, at: (parse(records), at), num_parallel_calls=AUTOTUNE)
-            ds = ds.with_options(reader_options(True)).apply(
-                tf.data.experimental.service.distribute(
-                    processing_mode=config.processing_mode, service=config.service
-                )
-            )
-            ds = check_positions(ds, order, slots, message=f"replay_dataset: {_SERVICE_ONLY}")
-        else:
-            ds = ds.map(parse, num_parallel_calls=AUTOTUNE)
-    if output.batch_size is None:
-        ds = ds.unbatch()
-    ds = _assert_count(ds, output, total=total)
-    ds = ds.with_options(reader_options(True))
-    return ds.prefetch(config.prefetch) if config.prefetch else ds
-
-
 def _balanced(
     path: str | os.PathLike,
     config: ReadConfig,
-    output: _Output,
+    output: ReadOutput,
     *,
     balance: str,
     split: str | Sequence[str] | None,
@@ -427,61 +255,16 @@ def _balanced(
     )
 
 
-def _share_datasets(
-    info: DatasetInfo,
-    share: PipelineShare,
-    specs: Mapping[str, fmt.ElementSpec],
-    config: ReadConfig,
-    output: _Output,
-    *,
-    block: int | None = None,
-    by_id: bool = False,
-) -> tf.data.Dataset:
-    """`shard_datasets` of this reader's share of the shards, in its shard order (`block`:
-    records per element, None: one record; `by_id`: blocks of record ids)."""
-    return shard_datasets(
-        info,
-        share.spans,
-        specs,
-        element_shard=share.element_shard,
-        shuffle=output.shuffle_shards,
-        seed=config.seed,
-        reshuffle_each_iteration=config.reshuffle_each_iteration,
-        block=block,
-        by_id=by_id,
-    )
-
-
-def _read_by_id(
-    info: DatasetInfo, spans: Sequence[ShardSpan], config: ReadConfig
-) -> BatchRead | None:
-    """How the default reader reads batches of record ids through the random-access layer
-    (`replay.records`: a batch one call, its frames read and checked outside the GIL), where
-    the layer reads: local uncompressed shards with record offsets (format version 4), not
-    under the tf.data service (whose worker may run in another process), of records of
-    `BY_ID_MIN_RECORD_BYTES` or more on average. None: by TensorFlow's TFRecord reader. A
-    shard's offsets are read at its first block."""
-    if config.service is not None or info.compression_type:
-        return None
-    shards = span_shards(spans)
-    if not shards or any(s.offsets_path is None or storage.is_url(s.path) for s in shards):
-        return None
-    records = sum(s.num_examples for s in shards)
-    if not records or sum(s.num_bytes for s in shards) < BY_ID_MIN_RECORD_BYTES * records:
-        return None
-    return BatchRead(Records(info, spans))
-
-
 def _reader_func_pipeline(
     info: DatasetInfo,
     share: PipelineShare,
     specs: Mapping[str, fmt.ElementSpec],
     config: ReadConfig,
-    output: _Output,
+    output: ReadOutput,
 ) -> tf.data.Dataset:
     """`config.reader_func` over per-shard datasets of decoded elements, then the cardinality
     check (not under the tf.data service), shuffle, repeat, batch."""
-    datasets = _share_datasets(info, share, specs, config, output)
+    datasets = share_datasets(info, share, specs, config, output)
     ds = config.reader_func(datasets)
     _check_reader_output(ds, datasets.element_spec.element_spec)
     if config.service is None:  # with the service each worker reads a part: no total to assert
@@ -497,114 +280,6 @@ def _reader_func_pipeline(
     if output.batch_size is not None:
         ds = ds.batch(output.batch_size, drop_remainder=output.drop_remainder)
     return ds
-
-
-def _default_pipeline(
-    info: DatasetInfo,
-    share: PipelineShare,
-    specs: Mapping[str, fmt.ElementSpec],
-    config: ReadConfig,
-    output: _Output,
-    *,
-    deterministic: bool,
-) -> tf.data.Dataset:
-    """The default reader: blocks of serialized records, interleaved, decoded once per batch.
-
-    Each shard yields blocks of `block_length` records (its last block shorter), the count check
-    runs once per block, and `default_reader_func` interleaves whole blocks, so no per-record
-    element crosses the parallel interleave (measured: that hand-off cost more CPU than the
-    read). Then: without `shuffle_buffer`, ``rebatch(batch_size)`` (one copy) and one
-    ``parse_example`` per output batch; with it, unbatch -> shuffle the serialized records ->
-    batch -> parse. The share's total is asserted as the cardinality, but under the tf.data
-    service (unknown there).
-    """
-    shuffle_buffer = output.shuffle_buffer
-    block_length = config.block_length or (
-        shuffle_block_length(shuffle_buffer) if shuffle_buffer else PARSE_BATCH
-    )
-    read = _read_by_id(info, share.spans, config)
-    by_id = read is not None
-    datasets = _share_datasets(info, share, specs, config, output, block=block_length, by_id=by_id)
-    ds = _interleave_blocks(datasets, config, deterministic=deterministic)
-    parse = batch_parser(specs, info.elements)
-    total = None if config.service is not None else share.total
-    ds = _shuffle_and_batch(ds, config, output, total=total)
-    if read is not None:  # batches of record ids, each read in one call and parsed, several
-        # at once; in order unless deterministic=False is asked for (reads vary in time more
-        # than parses: a map free to reorder would, where TensorFlow's reader keeps the order)
-        ds = ds.map(
-            lambda ids: parse(read(ids)),
-            num_parallel_calls=AUTOTUNE,
-            deterministic=config.deterministic is not False,
-        )
-    else:
-        ds = ds.map(parse, num_parallel_calls=AUTOTUNE, deterministic=deterministic)
-    if output.batch_size is None:
-        ds = ds.unbatch()
-    return _assert_count(ds, output, total=total)
-
-
-def _interleave_blocks(
-    datasets: tf.data.Dataset, config: ReadConfig, *, deterministic: bool
-) -> tf.data.Dataset:
-    """The default reader's interleave of the per-shard datasets of blocks."""
-    if config.num_parallel_reads == AUTOTUNE and config.service is None:
-        # Each open shard reads ahead in a thread of its own (its prefetch); the interleave only
-        # takes its blocks round robin: the order of the parallel interleave with
-        # deterministic=True, faster when shuffling (module docstring). Not
-        # under the tf.data service: its distributed_epoch mode handed every worker every
-        # shard through this interleave (each element twice with 2 workers).
-        return datasets.interleave(
-            lambda shard: shard.prefetch(READ_AHEAD_BLOCKS),
-            cycle_length=config.cycle_length or CYCLE_LENGTH,
-        )
-    return default_reader_func(
-        datasets,
-        cycle_length=config.cycle_length,
-        num_parallel_calls=config.num_parallel_reads,
-        deterministic=deterministic,
-    )
-
-
-def _shuffle_and_batch(
-    ds: tf.data.Dataset, config: ReadConfig, output: _Output, *, total: int | None
-) -> tf.data.Dataset:
-    """Blocks of serialized records -> batches to parse: without a shuffle buffer rebatched to
-    `batch_size` (blocks as they are without one); with it unbatched, shuffled and batched
-    (by `PARSE_BATCH` without a `batch_size`). Repeated in between with `repeat`."""
-    if not output.shuffle_buffer:
-        if output.repeat:
-            ds = ds.repeat()
-        if output.batch_size is not None:
-            ds = ds.rebatch(output.batch_size, drop_remainder=output.drop_remainder)
-        return ds
-    ds = ds.unbatch()
-    if total is not None:
-        ds = ds.apply(tf.data.experimental.assert_cardinality(total))
-    ds = ds.shuffle(
-        output.shuffle_buffer,
-        seed=config.seed,
-        reshuffle_each_iteration=config.reshuffle_each_iteration,
-    )
-    if output.repeat:
-        ds = ds.repeat()
-    batch_size, drop_remainder = output.batch_size, output.drop_remainder
-    return ds.batch(batch_size or PARSE_BATCH, drop_remainder=bool(batch_size and drop_remainder))
-
-
-def _assert_count(ds: tf.data.Dataset, output: _Output, *, total: int | None) -> tf.data.Dataset:
-    """`ds` with its cardinality: `total` elements, in batches of `batch_size`; infinite with
-    `repeat` (when there is a record to repeat); unknown when `total` is."""
-    if total is None:
-        return ds
-    if output.repeat:
-        if not total:
-            return ds
-        return ds.apply(tf.data.experimental.assert_cardinality(tf.data.INFINITE_CARDINALITY))
-    count, batch_size = total, output.batch_size
-    if batch_size is not None:
-        count = total // batch_size if output.drop_remainder else -(-total // batch_size)
-    return ds.apply(tf.data.experimental.assert_cardinality(count))
 
 
 def _check_reader_output(ds: Any, expected: Any) -> None:

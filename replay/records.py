@@ -7,13 +7,8 @@ the shard's record offsets (format version 4, `replay.offsets`): record ``i`` is
 by shard and reads each shard's records in offset order, the layout of Grain's
 ``ArrayRecordDataSource`` and TFDS's data sources (keys to shards by bisecting prefix sums).
 
-Every record is checked as TensorFlow's TFRecord reader checks it
-(``tensorflow/core/lib/io/record_reader.cc``): its frame is ``length`` (uint64 LE), the masked
-CRC-32C of those 8 bytes, the data, the data's masked CRC-32C; the length must also be the one
-the offsets give (the next record's offset, or the shard's end, minus the frame's 16 bytes). A
-record that fails raises `CorruptShardError` naming the shard, the record and its byte offset.
-The CRC is the ``crc32c`` package's (SSE 4.2 / ARMv8 instructions), falling back to
-``google-crc32c``: the layer's own cost per record is then a few microseconds plus a copy.
+Every record is checked as TensorFlow's TFRecord reader checks it (`replay.frames`): a record
+that fails raises `CorruptShardError` naming the shard, the record and its byte offset.
 
 Storage. Local shards are read with ``os.pread`` (each opened once, on first use; it must be a
 regular file inside the dataset with the manifest's size), a record's data straight into the
@@ -45,14 +40,11 @@ compare with an epoch's bytes.
 
 from __future__ import annotations
 
-import bisect
 import dataclasses
 import io
 import os
-import stat
-import struct
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -60,16 +52,23 @@ import numpy as np
 from replay import heap, storage
 from replay.errors import (
     CorruptShardError,
-    MissingShardError,
     NoRandomAccessError,
-    ShardError,
-    ShardSizeError,
+)
+from replay.frames import (
+    FRAME_BYTES,
+    check_record,
+    cut_frames,
+    masked_crc32c,
+    merge_ranges,
+    open_local,
+    pread,
+    read_range,
 )
 from replay.info import DatasetInfo, ShardInfo, load_info
 from replay.offsets import read_offsets
 from replay.slicing import ShardSpan, read_spans, span_shards
 
-try:  # a batch's local frames read and checked outside the GIL (replay/_frames.c, built by
+try:  # a batch's local frames read and checked outside the GIL (replay/cut_frames.c, built by
     # setup.py where a C compiler is): reads of several batches then run in parallel threads
     import replay._frames as _native
 
@@ -78,24 +77,9 @@ try:  # a batch's local frames read and checked outside the GIL (replay/_frames.
 except ImportError:  # pragma: no cover - an install without the extension
     _native = None
 
-try:  # the SSE 4.2 / ARMv8 CRC-32C: ~7x google-crc32c's speed on window-sized records
-    from crc32c import crc32c as _crc32c
-except ImportError:  # pragma: no cover - crc32c is a requirement; google-crc32c comes with Beam
-    from google_crc32c import value as _crc32c
-
-FRAME_BYTES = 16  # a record's framing: length (8), its masked CRC (4), the data's masked CRC (4)
 GAP_BYTES = 4 << 10  # 4 KiB: remote records closer than this are read in one range (the
 # gap's bytes cost about a request's headers; more read each pipeline's neighbours' records)
 REMOTE_THREADS = 8  # ranged reads of one batch in flight at once
-_MASK_DELTA = 0xA282EAD8  # tensorflow/core/lib/hash/crc32c.h
-_LENGTH = struct.Struct("<QI")  # the record's length and its masked CRC
-_CRC = struct.Struct("<I")
-
-
-def masked_crc32c(data: bytes | memoryview) -> int:
-    """TFRecord's masked CRC-32C of `data` (``tensorflow/core/lib/hash/crc32c.h`` Mask)."""
-    crc = _crc32c(data)
-    return (((crc >> 15) | (crc << 17)) + _MASK_DELTA) & 0xFFFFFFFF
 
 
 @dataclasses.dataclass(frozen=True)
@@ -305,7 +289,7 @@ class Records:
             begin = starts[rows]
             frames = self._read_remote(shard, begin, ends[rows])
             return [
-                _check_record(frame[:12], frame[12:-4], frame[-4:], info, row, b)
+                check_record(frame[:12], frame[12:-4], frame[-4:], info, row, b)
                 for frame, row, b in zip(frames, rows.tolist(), begin.tolist(), strict=True)
             ]
         # Local: the data read straight into the bytes returned (no second copy of a record),
@@ -328,9 +312,9 @@ class Records:
     @staticmethod
     def _read_frame(fd: int, info: ShardInfo, row: int, b: int, e: int) -> bytes:
         """Record `row`'s data, its frame ``[b, e)`` read in three preads (head, data, CRC)."""
-        head = _pread(fd, info, b, b + 12)
-        data = _pread(fd, info, b + 12, e - 4)
-        return _check_record(head, data, _pread(fd, info, e - 4, e), info, row, b)
+        head = pread(fd, info, b, b + 12)
+        data = pread(fd, info, b + 12, e - 4)
+        return check_record(head, data, pread(fd, info, e - 4, e), info, row, b)
 
     def _count(self, n: int) -> None:
         with self._counter_lock:
@@ -342,7 +326,7 @@ class Records:
             with self._lock:
                 file = self._files[shard]
                 if file is None:
-                    file = self._files[shard] = _open_local(self.info, self._shards[shard])
+                    file = self._files[shard] = open_local(self.info, self._shards[shard])
         return file
 
     def _read_remote(self, shard: int, begin: np.ndarray, ends: np.ndarray) -> list[memoryview]:
@@ -353,122 +337,9 @@ class Records:
             with self._lock:
                 if self._pool is None:
                     self._pool = ThreadPoolExecutor(REMOTE_THREADS, "replay-records")
-        reads = list(self._pool.map(lambda r: _read_range(info, r[0], r[1]), ranges))
+        reads = list(self._pool.map(lambda r: read_range(info, r[0], r[1]), ranges))
         self._count(sum(end - start for start, end in ranges))
-        return _frames(ranges, reads, begin, ends)
-
-
-def _frames(
-    ranges: list[tuple[int, int]], reads: list[bytes], begin: np.ndarray, ends: np.ndarray
-) -> list[memoryview]:
-    """Frames `begin[i]:ends[i]`, cut from the bytes `reads` of `ranges` (`merge_ranges`')."""
-    frames = []
-    for b, e in zip(begin.tolist(), ends.tolist(), strict=True):
-        k = bisect.bisect_right(ranges, (b, float("inf"))) - 1
-        start = ranges[k][0]
-        frames.append(memoryview(reads[k])[b - start : e - start])
-    return frames
-
-
-def merge_ranges(begin: Iterable[int], ends: Iterable[int], *, gap: int) -> list[tuple[int, int]]:
-    """Byte ranges ``[start, end)`` covering every ``[begin[i], ends[i])``, sorted, ranges
-    closer than `gap` bytes merged into one."""
-    merged: list[list[int]] = []
-    for b, e in sorted(zip(begin, ends, strict=True)):
-        if merged and b - merged[-1][1] < gap:
-            merged[-1][1] = max(merged[-1][1], e)
-        else:
-            merged.append([b, e])
-    return [(b, e) for b, e in merged]
-
-
-def _check_record(
-    head: bytes | memoryview,
-    data: bytes | memoryview,
-    foot: bytes | memoryview,
-    shard: ShardInfo,
-    row: int,
-    offset: int,
-) -> bytes:
-    """The data of one record's frame (`head`: its length and that length's masked CRC;
-    `data`; `foot`: the data's masked CRC), checked as TensorFlow's reader checks it."""
-    length, length_crc = _LENGTH.unpack_from(head, 0)
-    if masked_crc32c(head[:8]) != length_crc:  # first, as TensorFlow: a corrupt shard
-        raise _corrupt(shard, row, offset, "corrupted record (length checksum mismatch)")
-    if length != len(data):  # a sound length elsewhere: a lying offsets file
-        raise _corrupt(
-            shard,
-            row,
-            offset,
-            f"its length field says {length} bytes, the record offsets {len(data)} "
-            "(a corrupt shard or offsets file)",
-        )
-    if masked_crc32c(data) != _CRC.unpack_from(foot, 0)[0]:
-        raise _corrupt(shard, row, offset, "corrupted record (data checksum mismatch)")
-    return bytes(data)  # (the same object when `data` is bytes)
-
-
-def _corrupt(shard: ShardInfo, row: int, offset: int, reason: str) -> CorruptShardError:
-    """The error of a record that fails its checks; `shard_path` names its shard."""
-    error = CorruptShardError(f"{shard.path}: record {row} at byte offset {offset}: {reason}")
-    error.shard_path = shard.path
-    return error
-
-
-def _open_local(info: DatasetInfo, shard: ShardInfo) -> io.FileIO:
-    """A local shard opened for reading: a regular file inside the dataset directory of the
-    manifest's size."""
-    real = storage.outside(info.path, shard.path)
-    if real is not None:
-        raise CorruptShardError(f"{shard.path}: shard leads outside the dataset, to {real}")
-    try:
-        file = io.FileIO(shard.path, "r")
-    except FileNotFoundError as e:
-        raise MissingShardError(f"{shard.path}: shard missing") from e
-    st = os.fstat(file.fileno())
-    if not stat.S_ISREG(st.st_mode) or st.st_size != shard.num_bytes:
-        file.close()
-        if not stat.S_ISREG(st.st_mode):
-            raise CorruptShardError(f"{shard.path}: not a regular file")
-        raise ShardSizeError(
-            f"{shard.path}: {st.st_size} bytes, the manifest says {shard.num_bytes} "
-            "(truncated or rewritten)"
-        )
-    return file
-
-
-def _pread(fd: int, shard: ShardInfo, start: int, end: int) -> bytes:
-    """Bytes ``[start, end)`` of an open local shard."""
-    parts, got = [], 0
-    while got < end - start:  # one call reads at most ~2 GiB
-        part = os.pread(fd, end - start - got, start + got)
-        if not part:
-            break
-        parts.append(part)
-        got += len(part)
-    data = parts[0] if len(parts) == 1 else b"".join(parts)
-    return _whole(data, shard, start, end)
-
-
-def _read_range(shard: ShardInfo, start: int, end: int) -> bytes:
-    """Bytes ``[start, end)`` of a URL shard, one ranged read (`replay.storage.read_range`)."""
-    try:
-        data = storage.read_range(shard.path, start, end - start)
-    except FileNotFoundError as e:  # (gs://) the object is gone
-        raise MissingShardError(f"{shard.path}: shard missing") from e
-    except OSError as e:  # (gs://) the read failed after its retries: the message names it
-        raise ShardError(str(e)) from e
-    return _whole(data, shard, start, end)
-
-
-def _whole(data: bytes, shard: ShardInfo, start: int, end: int) -> bytes:
-    """`data`, bytes ``[start, end)`` of `shard`, unless the shard ended before `end`."""
-    if len(data) != end - start:
-        raise CorruptShardError(
-            f"{shard.path}: truncated: {len(data)} of the {end - start} bytes at offset {start} "
-            f"(the manifest says {shard.num_bytes} bytes)"
-        )
-    return data
+        return cut_frames(ranges, reads, begin, ends)
 
 
 __all__ = [

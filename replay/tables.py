@@ -31,10 +31,10 @@ from types import MappingProxyType
 from typing import Any
 
 from replay import format as fmt
-from replay import manifest as schema
 from replay import storage
 from replay.errors import ManifestError
 from replay.json_checks import MAX_JSON_DEPTH, Checker, depth_ok
+from replay.manifest_tables import check_error_entry, check_file_entry
 
 _CHUNK_BYTES = 1 << 20
 
@@ -116,7 +116,7 @@ class SourceTables:
                 f"{path}: table is {size} bytes but the manifest says {expected['num_bytes']} "
                 "(truncated or rewritten after the run)"
             )
-        check = schema.check_file_entry if name == "files" else schema.check_error_entry
+        check = check_file_entry if name == "files" else check_error_entry
         digest = hashlib.sha256()
         entries: list[Mapping[str, Any]] = []
         problem: str | None = None

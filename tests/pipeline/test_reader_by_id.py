@@ -16,9 +16,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from replay import default_reader as reader_module
 from replay import format as fmt
 from replay import load_info, replay_dataset
-from replay import reader as reader_module
 from tests.support.replay_elements import collect, indices
 from tests.support.replay_fixtures import flip_byte, write_dataset
 

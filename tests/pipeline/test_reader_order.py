@@ -94,7 +94,7 @@ def test_with_a_small_shuffle_buffer_the_default_block_is_one_record(splits):
 
 
 def test_shuffle_block_length_keeps_64_blocks_in_the_buffer():
-    from replay.reader import shuffle_block_length
+    from replay.default_reader import shuffle_block_length
 
     buffers = (1, 64, 127, 128, 1000, 4095, 4096, 10_000, 10**6)
     assert [shuffle_block_length(b) for b in buffers] == [1, 1, 1, 2, 15, 63, 64, 64, 64]

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 
 from replay import format as fmt
-from transforms.stages.finalize import error_lines, file_lines, write_table
+from transforms.stages.source_tables import error_lines, file_lines, write_table
 from transforms.stages.task_commits import packed_lines
 
 
@@ -32,9 +32,9 @@ def test_file_lines_merge_a_files_segments_and_leave_failed_files_out():
 def test_write_table_writes_the_lines_and_gives_their_digest(tmp_path, monkeypatch):
     """The table written in blocks is the lines joined, its digest `format.table_digest`'s;
     nothing is left under .tmp/."""
-    import transforms.stages.finalize as finalize
+    import transforms.stages.source_tables as source_tables
 
-    monkeypatch.setattr(finalize, "TABLE_BLOCK_LINES", 2)  # several blocks
+    monkeypatch.setattr(source_tables, "TABLE_BLOCK_LINES", 2)  # several blocks
     (tmp_path / ".tmp").mkdir()
     lines = [fmt.table_line({"path": f"in/{i}.wav", "index": i}) for i in range(5)]
     digest = write_table(str(tmp_path), "files.jsonl", lines)
@@ -49,9 +49,9 @@ def test_the_files_table_of_packed_items_is_written_as_its_lines(tmp_path, monke
     """`file_lines` over items of several tasks' lines, each packed (`task_commits.
     packed_lines`), out of index order and a long file's segments in different items: the table
     `write_table` writes (blocks across items) is the lines by index, the segments merged."""
-    import transforms.stages.finalize as finalize
+    import transforms.stages.source_tables as source_tables
 
-    monkeypatch.setattr(finalize, "TABLE_BLOCK_LINES", 3)
+    monkeypatch.setattr(source_tables, "TABLE_BLOCK_LINES", 3)
     summaries = [{"path": f"in/{i}.wav", "index": i, "num_windows": 1} for i in range(10)]
     long = {"path": "in/long.wav", "index": 10, "num_windows": 5, "sample_rate": 8000}
     items = [

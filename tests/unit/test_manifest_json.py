@@ -18,8 +18,9 @@ import pytest
 from replay import format as fmt
 from replay import load_info
 from transforms.spec.layout import RecordLayout
-from transforms.stages.finalize import build_manifest, error_lines, file_lines
+from transforms.stages.finalize import build_manifest
 from transforms.stages.moments import Moments
+from transforms.stages.source_tables import error_lines, file_lines
 from transforms.stages.task_commits import packed_lines
 
 # What finalize writes for a run with --splits train=60,test=40, --feature_dtype float16, one

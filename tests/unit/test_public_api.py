@@ -155,6 +155,61 @@ def test_replay_functions_take_the_pinned_arguments(name):
     assert _parameters(fn) == SIGNATURES[name]
 
 
+# Names that moved to a module of their own when a module was split, still importable from the
+# module users import them from: (the old module, the name, the module that holds it now).
+KEPT_ALIASES = [
+    ("replay", "default_reader_func", "replay.default_reader"),
+    ("replay", "DatasetInfo", "replay.dataset_info"),
+    ("replay", "ShardInfo", "replay.dataset_info"),
+    ("replay.info", "DatasetInfo", "replay.dataset_info"),
+    ("replay.info", "ShardInfo", "replay.dataset_info"),
+    ("replay.info", "parse_manifest", "replay.dataset_info"),
+    ("replay.reader", "default_reader_func", "replay.default_reader"),
+    ("replay.manifest", "MAX_COMMITS", "replay.manifest_commits"),
+    ("replay.manifest", "MAX_DEFLATE_RATIO", "replay.manifest_splits"),
+    ("replay.manifest", "MAX_SHARDS_PER_SPLIT", "replay.manifest_splits"),
+    ("replay.manifest", "MAX_SPLITS", "replay.manifest_splits"),
+    ("replay.manifest", "shard_name_problem", "replay.manifest_splits"),
+    ("replay.records", "FRAME_BYTES", "replay.frames"),
+    ("replay.records", "masked_crc32c", "replay.frames"),
+    ("replay.records", "merge_ranges", "replay.frames"),
+    ("replay.source", "Decoder", "replay.example_decoder"),
+    ("replay.source", "Element", "replay.example_decoder"),
+    ("replay.source", "ExampleError", "replay.example_wire"),
+    ("replay.source", "decode_example", "replay.example_decoder"),
+    ("replay.source", "z_score", "replay.example_decoder"),
+]
+
+
+@pytest.mark.parametrize(("old", "name", "home"), KEPT_ALIASES)
+def test_a_moved_name_is_the_same_object_at_its_old_path(old, name, home):
+    """Each name a split moved stays importable from its old module as the very same object
+    (``from old import name`` keeps working), and the module holding it now defines it."""
+    import importlib
+
+    value = getattr(importlib.import_module(old), name)
+    assert value is getattr(importlib.import_module(home), name)
+    if inspect.isfunction(value) or inspect.isclass(value):
+        assert value.__module__ == home
+
+
+@pytest.mark.parametrize("home", ["replay.format_commits", "replay.format_elements"])
+def test_every_name_of_the_format_is_importable_from_replay_format(home):
+    """`replay.format` is the one contract record and replay import (``fmt.<name>``): every
+    public name of the modules split from it is the same object there."""
+    import importlib
+
+    from replay import format as fmt
+
+    module = importlib.import_module(home)
+    names = [n for n in vars(module) if not n.startswith("_") and n != "annotations"]
+    names = [n for n in names if not inspect.ismodule(getattr(module, n))]
+    defined = [n for n in names if getattr(getattr(module, n), "__module__", home) == home]
+    assert len(defined) >= 10
+    for name in defined:
+        assert getattr(fmt, name) is getattr(module, name), name
+
+
 @pytest.mark.parametrize("name", sorted(ERROR_BASES))
 def test_replay_errors_have_the_pinned_bases(name):
     """Pins the exception hierarchy: every error is a `ReplayError` and the builtin kinds a

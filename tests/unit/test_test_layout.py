@@ -28,6 +28,24 @@ COVERED_ELSEWHERE = {
     "replay/errors.py": "tests/pipeline/test_reader.py",
     # the typed checks of untrusted JSON: the manifest schema's tests drive them field by field
     "replay/json_checks.py": "tests/unit/test_manifest_schema.py",
+    # the default reader, split from reader.py: its blocks, interleave, shuffle and read by id
+    "replay/default_reader.py": "tests/pipeline/test_reader_order.py",
+    # replay_dataset(order=...), split from reader.py: the refusals and the global order's read
+    "replay/global_dataset.py": "tests/pipeline/test_global_reader.py",
+    # the manifest schema's parts, split from manifest.py: its tests drive each field of each
+    "replay/manifest_commits.py": "tests/unit/test_manifest_schema.py",
+    "replay/manifest_splits.py": "tests/unit/test_manifest_schema.py",
+    "replay/manifest_tables.py": "tests/unit/test_manifest_schema.py",
+    # the source's Example decoder and wire parser, split from source.py: its tests decode every
+    # dtype and layout, hand-made Examples of every wire layout and malformed ones
+    "replay/example_decoder.py": "tests/pipeline/test_source.py",
+    "replay/example_wire.py": "tests/pipeline/test_source.py",
+    # the format's element specs and commits, split from format.py: written by the record job and
+    # read back by every manifest test (format versions 2 and 5 by their own files)
+    "replay/format_commits.py": "tests/pipeline/test_format_v5.py",
+    "replay/format_elements.py": "tests/pipeline/test_format_v2.py",
+    # DatasetInfo, split from info.py: load_info's tests read every field and run every check
+    "replay/dataset_info.py": "tests/pipeline/test_info.py",
     # Example parsing: every element the reader decodes, in each dtype and layout
     "replay/parsing.py": "tests/pipeline/test_reader.py",
     # the per-shard datasets the readers start from: their blocks and read order
@@ -67,6 +85,12 @@ COVERED_ELSEWHERE = {
     "pipelines/append_commit.py": "tests/pipeline/test_append.py",
     # the frozen types the stages receive: staged, pickled as columns and read back equal
     "transforms/spec/types.py": "tests/pipeline/test_staged_plan.py",
+    # TFRecord framing and the part files' ranges, split from record_parts.py: the part file
+    # tests frame, write, read back and copy them (bytes against tf.io.TFRecordWriter's)
+    "transforms/stages/framing.py": "tests/unit/test_record_parts.py",
+    "transforms/stages/part_ranges.py": "tests/unit/test_record_parts.py",
+    # the source tables' lines and files, split from finalize.py: finalisation's pure pieces
+    "transforms/stages/source_tables.py": "tests/unit/test_finalize.py",
     # the elements' keys and feature shapes: the Arrow schema and coder made from a layout
     "transforms/spec/layout.py": "tests/unit/test_arrow_coder.py",
 }

@@ -13,7 +13,7 @@ import pytest
 
 from replay import format as fmt
 from transforms.spec.types import ShardSpec
-from transforms.stages import record_parts
+from transforms.stages import framing, part_ranges
 from transforms.stages.write_shards import write_shard
 
 
@@ -53,9 +53,9 @@ def _part(path, records: list[bytes]) -> list[int]:
     offsets, position = [], 0
     with open(path, "wb") as fh:
         for record in records:
-            fh.write(b"".join(record_parts.frame(record)))
+            fh.write(b"".join(framing.frame(record)))
             offsets.append(position)
-            position += record_parts.framed_size(record)
+            position += framing.framed_size(record)
     return offsets
 
 
@@ -72,9 +72,9 @@ def test_a_shard_holds_its_ranges_records_in_order_with_their_offsets(tmp_path, 
     at_a, at_b = _part(tmp_path / "a.records", a), _part(tmp_path / "b.records", b)
     size_b = (tmp_path / "b.records").stat().st_size
     ranges = [  # part a whole; part b without its records 1 and 2 (a failed file's rows)
-        record_parts.ByteRange(str(tmp_path / "a.records"), 0, at_a[-1] + 16 + len(a[-1])),
-        record_parts.ByteRange(str(tmp_path / "b.records"), 0, at_b[1]),
-        record_parts.ByteRange(str(tmp_path / "b.records"), at_b[3], size_b - at_b[3]),
+        part_ranges.ByteRange(str(tmp_path / "a.records"), 0, at_a[-1] + 16 + len(a[-1])),
+        part_ranges.ByteRange(str(tmp_path / "b.records"), 0, at_b[1]),
+        part_ranges.ByteRange(str(tmp_path / "b.records"), at_b[3], size_b - at_b[3]),
     ]
     kept = a + [b[0], b[3], b[4]]
     entry = write_shard(
@@ -92,7 +92,7 @@ def test_a_shard_holds_its_ranges_records_in_order_with_their_offsets(tmp_path, 
     path = tmp_path / filename
     read = [r.numpy() for r in tf.data.TFRecordDataset(str(path), compression_type=compression)]
     assert read == kept
-    offsets = [sum(record_parts.framed_size(r) for r in kept[:i]) for i in range(len(kept))]
+    offsets = [sum(framing.framed_size(r) for r in kept[:i]) for i in range(len(kept))]
     data = (tmp_path / fmt.offsets_filename(filename)).read_bytes()
     assert list(fmt.parse_offsets(data)) == offsets
     assert entry == {
@@ -122,7 +122,7 @@ def test_a_record_count_other_than_the_parts_is_refused_and_no_shard_is_left(tmp
             split="all",
             shard=0,
             num_shards=2,
-            ranges=[record_parts.ByteRange(str(tmp_path / "a.records"), 0, size)],
+            ranges=[part_ranges.ByteRange(str(tmp_path / "a.records"), 0, size)],
             num_records=4,
             compression="NONE",
         )

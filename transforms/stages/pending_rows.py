@@ -27,7 +27,8 @@ import numpy as np
 
 from transforms.spec.sharding import shard_of
 from transforms.spec.types import ReadTask, Segment, Sharding
-from transforms.stages.record_parts import FRAME_BYTES, PartWriter
+from transforms.stages.framing import FRAME_BYTES
+from transforms.stages.record_parts import PartWriter
 from transforms.stages.task_commits import continued_parts
 
 RowSums = Mapping[str, tuple[np.ndarray, np.ndarray]]  # feature -> each row's sums, sums of squares

@@ -10,85 +10,26 @@ Each part's description lists its *runs* (consecutive records of one input file,
 length), so the rows of a file that failed part-way (possibly in another task) are skipped
 without parsing a record.
 
-Why hand-written framing: TensorFlow's ``TFRecordWriter`` writes a whole file, and Beam's framing
-helper is private; the format is 16 bytes around each record (``tensorflow/core/lib/io/
-record_writer.h``), and the checksum is google-crc32c's (declared in requirements; also a
-dependency of apache-beam[gcp]).
-Tests compare the bytes with ``tf.io.TFRecordWriter``'s and read the parts back with tf.data.
+TFRecord framing is `transforms.stages.framing`'s; the part files' byte ranges, read back and
+copied into shards, are `transforms.stages.part_ranges`'. Here: `PartWriter`, the part files of
+one task, and their names (`part_path`).
 """
 
 from __future__ import annotations
 
 import collections
 import contextlib
-import dataclasses
-import itertools
-import mmap
 import os
 import shutil
-import struct
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Sequence
 from concurrent.futures import Executor, Future
-from typing import BinaryIO
-
-import google_crc32c
-from apache_beam.io.filesystems import FileSystems
 
 from replay.storage import is_url
 from transforms.stages import atomic
+from transforms.stages.framing import FRAME_BYTES, frame, write_pieces
 
 PARTS_DIR = ".tmp/parts"
-COPY_CHUNK_BYTES = 8 << 20  # 8 MiB: the write stage's read size when copying parts
-_HEADER = struct.Struct("<Q")  # record length, then its masked crc32c, the data, its masked crc32c
-_CRC = struct.Struct("<I")
-_LEAD_BYTES = _HEADER.size + _CRC.size  # 12: length and its crc, before the data
-_FRAME_BYTES = _LEAD_BYTES + _CRC.size  # 16: + the crc of the data
-FRAME_BYTES = _FRAME_BYTES  # a record's framed size is its length + this
 _AHEAD_WRITES = 4  # record lists waiting for the writer thread (bounds memory)
-_IOV_PIECES = 1020  # pieces per os.writev: a multiple of 3 (one frame), within IOV_MAX (1024)
-
-
-def masked_crc32c(data: bytes | memoryview) -> int:
-    """TFRecord's masked CRC-32C of `data` (``tensorflow/core/lib/hash/crc32c.h`` Mask)."""
-    crc = google_crc32c.value(data)
-    return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
-
-
-def frame(record: bytes) -> list[bytes]:
-    """The pieces of one TFRecord-framed record: header (length + its crc), data, data crc."""
-    length = _HEADER.pack(len(record))
-    return [length + _CRC.pack(masked_crc32c(length)), record, _CRC.pack(masked_crc32c(record))]
-
-
-def write_pieces(fh: BinaryIO, pieces: Sequence[bytes]) -> int:
-    """Appends `pieces` to the open file `fh` in order; returns the bytes written.
-
-    A local file gets one ``os.writev`` per `_IOV_PIECES` pieces (a TFRecord frame is 3 pieces:
-    one write per record cost more, measured); any other file object
-    (tf.io.gfile's for gs://) one ``write`` per piece.
-    """
-    try:
-        fd = fh.fileno()
-    except (AttributeError, OSError):  # not an OS file (io.UnsupportedOperation is an OSError)
-        for piece in pieces:
-            fh.write(piece)
-        return sum(map(len, pieces))
-    fh.flush()  # anything buffered goes first
-    total = 0
-    for i in range(0, len(pieces), _IOV_PIECES):
-        chunk = pieces[i : i + _IOV_PIECES]
-        size = sum(map(len, chunk))
-        done = os.writev(fd, chunk)
-        if done < size:  # a short write (rare for regular files): write the rest
-            rest = memoryview(b"".join(chunk))[done:]
-            while rest:
-                rest = rest[os.write(fd, rest) :]
-        total += size
-    return total
-
-
-def framed_size(record: bytes) -> int:
-    return len(record) + _FRAME_BYTES
 
 
 def part_path(output_dir: str, *, split: str, shard: int, task: int) -> str:
@@ -167,7 +108,7 @@ class PartWriter:
 
     def write(self, split: str, shard: int, *, path: str, records: Sequence[bytes]) -> None:
         """Appends `records` (serialized Examples of the input file `path`) to a part."""
-        size = sum(len(r) for r in records) + _FRAME_BYTES * len(records)
+        size = sum(len(r) for r in records) + FRAME_BYTES * len(records)
         self.write_runs(split, shard, records=records, runs=[[path, len(records), size]])
 
     def write_runs(
@@ -283,227 +224,3 @@ def _link_or_copy(src: str, dst: str) -> None:
         tmp = atomic.temp_name(dst)
         shutil.copyfile(src, tmp)
         atomic.rename(tmp, dst)
-
-
-def kept_records(parts: Iterable[dict], failed: frozenset[str] | set[str]) -> int:
-    """How many records `kept_ranges` covers."""
-    return sum(n for part in parts for path, n, _ in part["runs"] if path not in failed)
-
-
-@dataclasses.dataclass(frozen=True)
-class ByteRange:
-    """`size` bytes of the file `path` from `offset`: whole framed records of a part."""
-
-    path: str
-    offset: int
-    size: int
-
-
-def kept_ranges(parts: Iterable[dict], failed: frozenset[str] | set[str]) -> Iterator[ByteRange]:
-    """The byte ranges of `parts` that hold records of input files not in `failed`, in order
-    (adjacent runs of a part merged)."""
-    for part in parts:
-        start = end = 0
-        for path, _, size in part["runs"]:
-            if path in failed:
-                if end > start:
-                    yield ByteRange(part["path"], start, end - start)
-                start = end = end + size
-            else:
-                end += size
-        if end > start:
-            yield ByteRange(part["path"], start, end - start)
-
-
-def read_ranges(
-    ranges: Iterable[ByteRange], *, chunk_bytes: int = COPY_CHUNK_BYTES
-) -> Iterator[bytes]:
-    """The bytes of `ranges`, in blocks of at most `chunk_bytes` (`unframe` gives records)."""
-    for r in ranges:
-        with FileSystems.open(r.path, compression_type="uncompressed") as fh:
-            fh.seek(r.offset)
-            size = r.size
-            while size > 0:
-                block = fh.read(min(size, chunk_bytes))
-                if not block:
-                    raise ValueError(f"part {r.path} is shorter than its runs")
-                size -= len(block)
-                yield block
-
-
-def copy_ranges(
-    ranges: Iterable[ByteRange], path: str, *, observe: Callable[[bytes], None] | None = None
-) -> int:
-    """Writes the bytes of `ranges` to a new file `path`; returns its size.
-
-    A single range that is a whole local part file becomes `path` by a hard link: no byte is copied
-    or written twice (the in-memory DirectRunner plans one read task, so every shard without a
-    failed file is one part). If more ranges follow, the link is removed and the bytes copied. Other
-    local ranges are copied by the kernel (``os.copy_file_range``: no copy through Python, faster
-    than read + write); other filesystems through Beam's, each block also handed to `observe` (only
-    there: a local shard is read back instead, `file_offsets`). The part's name is deleted with
-    ``.tmp`` at the end; the shard keeps the data.
-    """
-    ranges = iter(ranges)
-    size = 0
-    if not is_url(path):
-        first = next(ranges, None)
-        if first is not None and _link_whole(first, path):
-            second = next(ranges, None)
-            if second is None:
-                return first.size
-            os.remove(path)  # more ranges follow: a copy after all
-            ranges = itertools.chain([second], ranges)
-        with open(path, "wb") as out:
-            for r in itertools.chain([first] if first is not None else [], ranges):
-                if is_url(r.path):
-                    raise ValueError(f"part {r.path} is not local like its shard {path}")
-                with open(r.path, "rb") as src:
-                    size += _copy_range(src.fileno(), out.fileno(), r)
-        return size
-    with atomic.open_write(path) as out:
-        for block in read_ranges(ranges):
-            out.write(block)
-            if observe is not None:
-                observe(block)
-            size += len(block)
-    return size
-
-
-def _link_whole(r: ByteRange, path: str) -> bool:
-    """Hard-links the part file `r.path` as `path` if `r` is all of it; False: copy instead."""
-    if r.offset != 0 or is_url(r.path):
-        return False
-    try:
-        if os.stat(r.path).st_size != r.size:
-            return False
-        os.link(r.path, path)
-    except OSError:  # no hard links on this filesystem (or across devices): copy
-        return False
-    return True
-
-
-def _copy_range(src: int, dst: int, r: ByteRange) -> int:
-    offset, left = r.offset, r.size
-    while left > 0:
-        try:
-            copied = os.copy_file_range(src, dst, left, offset)
-        except OSError:  # e.g. across filesystems on old kernels: copy through Python
-            copied = os.write(dst, os.pread(src, min(left, COPY_CHUNK_BYTES), offset))
-        if copied == 0:
-            raise ValueError(f"part {r.path} is shorter than its runs")
-        offset += copied
-        left -= copied
-    return r.size
-
-
-def record_views(r: ByteRange, *, block_bytes: int = COPY_CHUNK_BYTES) -> Iterator[memoryview]:
-    """The records of the range `r` of a part file, each a view into one reused buffer that is
-    valid only until the next is taken (`unframe` copies every record and every block: 2x the
-    time of this when a resumed run reads back its parts; checksums are not verified, as there).
-
-    Raises:
-      ValueError: the range ends early or in the middle of a record.
-    """
-    buf = bytearray(min(block_bytes, r.size))  # not more: a fresh buffer is zero-filled
-    view = memoryview(buf)
-    start = end = 0  # the bytes of buf not yet yielded: buf[start:end]
-    left = r.size
-    with FileSystems.open(r.path, compression_type="uncompressed") as fh:
-        fh.seek(r.offset)
-        while True:
-            while end - start >= _LEAD_BYTES:
-                (length,) = _HEADER.unpack_from(buf, start)
-                stop = start + _FRAME_BYTES + length
-                if stop > end:
-                    break
-                yield view[start + _LEAD_BYTES : stop - _CRC.size]
-                start = stop
-            if left == 0:
-                break
-            buf[: end - start] = view[start:end]  # a record's beginning, to the front
-            end, start = end - start, 0
-            if end == len(buf):  # a record longer than the buffer: a bigger one
-                buf = bytearray(min(2 * len(buf), end + left))
-                buf[:end] = view[:end]
-                view = memoryview(buf)
-            n = fh.readinto(view[end : min(len(buf), end + left)])
-            if not n:
-                raise ValueError(f"part {r.path} is shorter than its runs")
-            end += n
-            left -= n
-    if end > start:
-        raise ValueError(f"part {r.path}: its range ends in {end - start} bytes of a record")
-
-
-class FrameOffsets:
-    """Where each record of a stream of TFRecord-framed bytes starts, fed in blocks cut anywhere
-    (a shard's record offsets, `replay.format.offsets_filename`). Only the 8-byte length of each
-    frame is read: nothing is copied but a header cut by a block's end.
-    """
-
-    def __init__(self) -> None:
-        self.offsets: list[int] = []
-        self._seen = 0  # bytes fed so far
-        self._next = 0  # where the next frame starts
-        self._tail = b""  # the last bytes fed (a header cut by the block's end)
-
-    def feed(self, block: bytes | memoryview | mmap.mmap) -> None:
-        """Takes the next `block` of the stream."""
-        end = self._seen + len(block)
-        while self._next + _HEADER.size <= end:
-            at = self._next - self._seen
-            if at >= 0:
-                (length,) = _HEADER.unpack_from(block, at)
-            else:  # the header began in an earlier block
-                head = self._tail[at:] + bytes(block[: _HEADER.size + at])
-                (length,) = _HEADER.unpack(head)
-            self.offsets.append(self._next)
-            self._next += _FRAME_BYTES + length
-        keep = _HEADER.size
-        self._tail = (
-            bytes(block[-keep:]) if len(block) >= keep else (self._tail + bytes(block))[-keep:]
-        )
-        self._seen = end
-
-    def finish(self, *, name: str) -> list[int]:
-        """The offsets, once the whole stream was fed.
-
-        Raises:
-          ValueError: the stream ends inside a record (names `name`).
-        """
-        if self._next != self._seen:
-            raise ValueError(
-                f"{name}: its framed records end {self._next - self._seen} bytes past its last byte"
-            )
-        return self.offsets
-
-
-def file_offsets(path: str) -> list[int]:
-    """The record offsets of the local TFRecord file `path` (uncompressed), read through a
-    memory map: only the pages that hold a frame header are touched."""
-    scan = FrameOffsets()
-    with open(path, "rb") as fh:
-        if os.fstat(fh.fileno()).st_size:
-            with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as view:
-                scan.feed(view)
-    return scan.finish(name=path)
-
-
-def unframe(blocks: Iterable[bytes]) -> Iterator[bytes]:
-    """The records of a stream of framed bytes cut anywhere (checksums are not verified: parts
-    are this job's own intermediate files)."""
-    buf = bytearray()
-    for block in blocks:
-        buf += block
-        pos = 0
-        while len(buf) - pos >= _LEAD_BYTES:
-            (length,) = _HEADER.unpack_from(buf, pos)
-            end = pos + _FRAME_BYTES + length
-            if end > len(buf):
-                break
-            yield bytes(buf[pos + _LEAD_BYTES : pos + _LEAD_BYTES + length])
-            pos = end
-        del buf[:pos]
-    if buf:
-        raise ValueError(f"framed records end in {len(buf)} bytes of a truncated record")

@@ -44,7 +44,7 @@ from replay import format as fmt
 from transforms.spec.compression import AUTO_SAMPLE_SIZE
 from transforms.spec.layout import RecordLayout
 from transforms.spec.types import ReadTask, Segment
-from transforms.stages import atomic, record_parts
+from transforms.stages import atomic, part_ranges
 from transforms.stages.moments import (
     FeatureMoments,
     Moments,
@@ -176,8 +176,8 @@ def relative_part_path(output_dir: str, path: str) -> str:
 def _records(path: str, offset: int, size: int, *, block_bytes: int) -> Iterator[memoryview]:
     """The records of `size` bytes of the part file `path` from `offset`, read `block_bytes` at a
     time (each valid until the next is taken: `_parse` copies what it keeps)."""
-    r = record_parts.ByteRange(path, offset, size)
-    return record_parts.record_views(r, block_bytes=block_bytes)
+    r = part_ranges.ByteRange(path, offset, size)
+    return part_ranges.record_views(r, block_bytes=block_bytes)
 
 
 def _parse(record: bytes | memoryview) -> Mapping[str, Any]:
@@ -260,7 +260,7 @@ class ReusedRecords:
         wanted, last = frozenset(sampled), max(sampled)
         block = min(
             max(READ_BACK_BYTES // max(1, len(record["parts"])), 64 << 10),
-            record_parts.COPY_CHUNK_BYTES,
+            part_ranges.COPY_CHUNK_BYTES,
         )
         firsts = {}  # sampled row key -> its stored row
         for part in record["parts"]:  # each in row order: read as far as the last sampled row

@@ -25,7 +25,7 @@ from replay import format as fmt
 from replay.storage import is_url
 from transforms.spec.compression import COMPRESSION_LEVEL
 from transforms.spec.types import ShardSpec
-from transforms.stages import atomic, record_parts
+from transforms.stages import atomic, framing, part_ranges
 from transforms.stages.prefetch import ComputePool
 from transforms.stages.progress import ProgressFile
 
@@ -72,7 +72,7 @@ class WriteShardFn(beam.DoFn):
                 shard=shard,
                 num_shards=num_shards[split],
                 ranges=self._ranges(parts, failed),
-                num_records=record_parts.kept_records(parts, failed),
+                num_records=part_ranges.kept_records(parts, failed),
                 compression=compression,
             )
         )
@@ -94,11 +94,9 @@ class WriteShardFn(beam.DoFn):
             self._progress.add(shards=1)  # its bytes were counted as the read stage wrote them
             yield info
 
-    def _ranges(
-        self, parts: list[dict], failed: frozenset[str]
-    ) -> Iterator[record_parts.ByteRange]:
+    def _ranges(self, parts: list[dict], failed: frozenset[str]) -> Iterator[part_ranges.ByteRange]:
         """Where the shard's framed records are, in part order, without the failed files' rows."""
-        return record_parts.kept_ranges(parts, failed)
+        return part_ranges.kept_ranges(parts, failed)
 
 
 def write_shard(
@@ -107,7 +105,7 @@ def write_shard(
     split: str,
     shard: int,
     num_shards: int,
-    ranges: Iterable[record_parts.ByteRange],
+    ranges: Iterable[part_ranges.ByteRange],
     num_records: int,
     compression: str,
 ) -> dict:
@@ -130,14 +128,14 @@ def write_shard(
     tmp = atomic.temp_name(path, directory=f"{spec.output_dir.rstrip('/')}/.tmp")
     with atomic.incomplete_file(path, tmp=tmp):  # a retried shard: the same bytes replace it
         if compression == "NONE" and not is_url(path):
-            size = record_parts.copy_ranges(ranges, tmp)
-            offsets = record_parts.file_offsets(tmp)
+            size = part_ranges.copy_ranges(ranges, tmp)
+            offsets = framing.file_offsets(tmp)
         elif compression == "NONE":
-            scan = record_parts.FrameOffsets()
-            size = record_parts.copy_ranges(ranges, tmp, observe=scan.feed)
+            scan = framing.FrameOffsets()
+            size = part_ranges.copy_ranges(ranges, tmp, observe=scan.feed)
             offsets = scan.finish(name=filename)
         else:
-            records = record_parts.unframe(record_parts.read_ranges(ranges))
+            records = framing.unframe(part_ranges.read_ranges(ranges))
             offsets, size = _write_compressed(records, tmp, compression)
         if len(offsets) != num_records:
             raise ValueError(
@@ -180,5 +178,5 @@ def _write_compressed(
         for record in records:
             writer.write(record)
             offsets.append(position)
-            position += record_parts.framed_size(record)
+            position += framing.framed_size(record)
     return offsets, tf.io.gfile.stat(tmp).length
