@@ -323,7 +323,10 @@ def task_reuse(
         resumed = tuple(r for _, r in chain)
     else:  # reused up to a checkpoint (or not at all): the task goes on from there
         resumed = tuple({**r, "continued": True} for _, r in chain)
-    segments = task.segments[at:] if at else task.segments
+    segments = task.segments
+    if at:  # pickled pieces (`task_coder.EncodedSegments`, a task planned in the job) stay so
+        after = getattr(segments, "after", None)
+        segments = after(at) if after is not None else segments[at:]
     todo = dataclasses.replace(task, segments=segments, start=at, resumed=resumed)
     return Reuse((todo,), stale, int(whole), windows)
 

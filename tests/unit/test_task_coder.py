@@ -126,6 +126,21 @@ def test_encoded_segments_read_as_the_tasks_segments_in_order(tmp_path):
     assert encoded != ReadTask(task.task_id, task.segments[:-1])
 
 
+def test_encoded_segments_after_a_start_are_the_tail_still_in_pieces(tmp_path):
+    """`after(start)` (a resumed task going on from a checkpoint): the segments from `start`
+    on, in pieces; the pieces after the one holding `start` are kept as they were."""
+    task = _task(tmp_path)
+    segments = _encoded(task, sizes=(5, 1, 6))
+    for start in range(-1, 14):
+        tail = segments.after(start)
+        assert isinstance(tail, EncodedSegments)
+        assert tuple(tail) == task.segments[max(start, 0) :], start
+        assert len(tail) == len(task.segments[max(start, 0) :]), start
+    assert segments.after(0) is segments
+    assert segments.after(3)._data[1:] == segments._data[1:]  # pieces 2 and 3 not re-encoded
+    assert ReadTask(task.task_id, segments.after(7)) == ReadTask(task.task_id, task.segments[7:])
+
+
 def test_encoded_segments_travel_as_their_pieces_and_estimate_like_the_task(tmp_path):
     task = _task(tmp_path)
     encoded = ReadTask(task.task_id, _encoded(task, sizes=(12,)))

@@ -111,6 +111,21 @@ class EncodedSegments(Sequence[Segment]):
         k = bisect.bisect_right(self._ends, i)
         return self._piece(k)[i - (self._ends[k - 1] if k else 0)]
 
+    def after(self, start: int) -> EncodedSegments:
+        """The segments from `start` on, still as pieces: the piece holding `start` decoded and
+        encoded again from it, the later pieces kept as they are (a resumed task goes on from
+        a checkpoint without decoding the rest of its segments)."""
+        if start <= 0:
+            return self
+        if start >= len(self):
+            return EncodedSegments(())
+        k = bisect.bisect_right(self._ends, start)
+        head = self._piece(k)[start - (self._ends[k - 1] if k else 0) :]
+        counts = [len(head)] + [b - a for a, b in itertools.pairwise(self._ends[k:])]
+        return _encoded_segments(
+            [encode_segments(head)[2], *self._data[k + 1 :]], list(itertools.accumulate(counts))
+        )
+
     def _piece(self, k: int) -> tuple[Segment, ...]:
         last = self._last  # one read: other threads may read the task too
         if last[0] != k:
