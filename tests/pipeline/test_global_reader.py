@@ -162,6 +162,7 @@ def test_any_worker_count_gives_the_same_global_batches(dataset, workers):
     assert _merged(path, workers=workers, batch=8, start=0, batches=30) == full
 
 
+@pytest.mark.slow  # per case 3 cuts, each read by up to 4 + 4 pipelines
 @pytest.mark.parametrize(("killed", "resumed"), [(a, b) for a in (1, 2, 4) for b in (1, 2, 4)])
 def test_a_run_killed_with_some_workers_resumes_with_others(dataset, killed, resumed):
     """Stopped at a random global batch (mid-window, mid-epoch) with `killed` pipelines, resumed
