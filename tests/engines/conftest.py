@@ -44,22 +44,25 @@ def flink_cluster(tmp_path, flink_jar) -> Iterator[clusters.FlinkCluster]:
         cluster.stop()
 
 
-@pytest.fixture
-def spark_cluster(tmp_path, spark_jar) -> Iterator[clusters.SparkCluster]:
-    """A Spark master and worker JVM on 127.0.0.1, stopped by pid at teardown."""
+@pytest.fixture(scope="module")
+def spark_cluster(tmp_path_factory, spark_jar) -> Iterator[clusters.SparkCluster]:
+    """A Spark master and worker JVM on 127.0.0.1, stopped by pid at teardown; one per test
+    module (each job is an application of its own: the cluster keeps no state between them)."""
     from runners import jobserver
 
-    cluster = clusters.SparkCluster(tmp_path / "spark", jobserver.lib_dir("spark"))
+    directory = tmp_path_factory.mktemp("spark")
+    cluster = clusters.SparkCluster(directory, jobserver.lib_dir("spark"))
     try:
         yield cluster
     finally:
         cluster.stop()
 
 
-@pytest.fixture
-def worker_pool(tmp_path) -> Iterator[int]:
-    """``python -m runners.worker_pool`` on 127.0.0.1: yields its port."""
-    pool, port = clusters.start_worker_pool(tmp_path)
+@pytest.fixture(scope="module")
+def worker_pool(tmp_path_factory) -> Iterator[int]:
+    """``python -m runners.worker_pool`` on 127.0.0.1, one per test module: yields its port
+    (each job's SDK workers are processes of their own, started on its request)."""
+    pool, port = clusters.start_worker_pool(tmp_path_factory.mktemp("worker_pool"))
     try:
         yield port
     finally:

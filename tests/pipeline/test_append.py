@@ -65,6 +65,7 @@ def appended(pattern: str, out: Path, *extra: str):
     return run_record(pattern, out, "--append", *extra)
 
 
+@pytest.mark.slow
 def test_an_append_records_only_the_new_files_and_rewrites_nothing(tmp_path):
     corpus, out, scratch = tmp_path / "corpus", tmp_path / "out", tmp_path / "scratch"
     write_day(corpus, 1)
@@ -153,6 +154,7 @@ def test_an_input_changed_since_it_was_recorded_is_refused_or_skipped(tmp_path, 
     }
 
 
+@pytest.mark.slow
 def test_a_label_outside_the_class_list_is_an_error_or_kept_as_minus_one(tmp_path):
     """A refused label is an error of its version, its id kept: the next append's files are
     numbered after every id the dataset gave, its failed inputs' included."""
@@ -181,6 +183,7 @@ def test_a_label_outside_the_class_list_is_an_error_or_kept_as_minus_one(tmp_pat
     )
 
 
+@pytest.mark.slow
 def test_of_appends_to_one_version_exactly_one_commits(tmp_path, monkeypatch):
     """Three appends planned on version 1 and recorded: two commit at once, both past the early
     check (the version free, their records' manifest read: a barrier at `next_manifest`), so
@@ -244,6 +247,7 @@ def test_of_appends_to_one_version_exactly_one_commits(tmp_path, monkeypatch):
     )
 
 
+@pytest.mark.slow
 def test_a_refreshing_append_has_the_statistics_of_a_record_of_the_union(tmp_path):
     """--append_transform refresh: the union's statistics, bit for bit a from-scratch run's
     (moments are exact integers), without reading a byte of an older shard (version 1's shards
@@ -419,6 +423,7 @@ def test_two_appends_run_at_once_to_one_version_commit_one_the_other_fails_clean
     assert {f"appends/{p.name}" for p in (out / "appends").iterdir()} == committed
 
 
+@pytest.mark.slow
 def test_an_append_left_uncommitted_is_rolled_back_by_the_next_append(tmp_path):
     """An append killed after its record job (its directory complete, nothing committed) is
     removed when another append commits the version it was for."""

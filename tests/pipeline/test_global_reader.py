@@ -50,6 +50,14 @@ def _run(path: str, *, take: int | None = None, context=None, **order) -> list[i
     return indices(collect(ds.take(take) if take is not None else ds))
 
 
+@pytest.fixture(scope="module")
+def seed_7(dataset) -> tuple[int, ...]:
+    """The first 400 indices (4 epochs) of the run with seed 7 from position 0, read once per
+    module: the whole run the tests of runs cut at some position compare with."""
+    path, _ = dataset
+    return tuple(_run(path, take=400, seed=7))
+
+
 def _context(num: int, index: int) -> tf.distribute.InputContext:
     return tf.distribute.InputContext(num_input_pipelines=num, input_pipeline_id=index)
 
@@ -146,10 +154,10 @@ def test_the_order_is_the_documented_function_of_seed_and_position(dataset):
 
 
 @pytest.mark.parametrize("start", [1, 5, 11, 12, 13, 99, 100, 101, 157, 200, 299])
-def test_a_run_started_at_any_position_is_the_rest_of_the_run(dataset, start):
+def test_a_run_started_at_any_position_is_the_rest_of_the_run(dataset, seed_7, start):
     """Mid-block, mid-window, at and across epoch boundaries (N = 100)."""
     path, _ = dataset
-    full = _run(path, take=400, seed=7)
+    full = list(seed_7)
     assert _run(path, take=400 - start, seed=7, start=start) == full[start:]
     epoch_end = (start // 100 + 1) * 100  # without repeat: to the end of start's epoch
     assert _run(path, seed=7, start=start) == full[start:epoch_end]
@@ -162,12 +170,13 @@ def test_any_worker_count_gives_the_same_global_batches(dataset, workers):
     assert _merged(path, workers=workers, batch=8, start=0, batches=30) == full
 
 
+@pytest.mark.slow  # per case 3 cuts, each read by up to 4 + 4 pipelines
 @pytest.mark.parametrize(("killed", "resumed"), [(a, b) for a in (1, 2, 4) for b in (1, 2, 4)])
-def test_a_run_killed_with_some_workers_resumes_with_others(dataset, killed, resumed):
+def test_a_run_killed_with_some_workers_resumes_with_others(dataset, seed_7, killed, resumed):
     """Stopped at a random global batch (mid-window, mid-epoch) with `killed` pipelines, resumed
     there with `resumed` ones; and once more across the epoch boundary (N = 100, G = 4)."""
     path, _ = dataset
-    full = _run(path, take=400, seed=7)
+    full = list(seed_7)
     rng = random.Random(f"{killed}-{resumed}")
     for start in (4 * rng.randrange(1, 49), 96, 100):
         before = _merged(path, workers=killed, batch=4, start=0, batches=start // 4)

@@ -71,6 +71,7 @@ def _merged(runs: list[list[int]]) -> list[int]:
     ]
 
 
+@pytest.mark.slow  # 6 tf.data service jobs and 9 plain pipelines per case
 @pytest.mark.parametrize("start", [0, 48])
 def test_one_service_worker_keeps_each_pipelines_order(dataset, one_worker, start):
     """W = 1 and 2 pipelines, each its own job of the one service worker, each pipeline's
