@@ -32,6 +32,7 @@ with the launcher's `UsageError`, before any window is read.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import itertools
 from collections.abc import Iterable, Iterator, Mapping
@@ -53,7 +54,6 @@ from pipelines.plan.batches import (
 from pipelines.plan.reads import scan_headers
 from pipelines.plan.types import ScannedInputs
 from pipelines.resume import reuse
-from replay import storage
 from transforms.spec.types import InputFile, ReadTask
 from transforms.stages import staged
 from transforms.stages.task_coder import EncodedPiece, EncodedSegments, encode_segments
@@ -205,10 +205,13 @@ def commit_paths(resume: ResumeArgs) -> dict[int, list[str]]:
 def reuse_committed(task: ReadTask, paths: Mapping[int, list[str]], resume: ResumeArgs) -> ReadTask:
     """A planned read task with what it reuses of its records (`reuse.task_reuse`); its records
     not reused are deleted (a continued task rewrites the part bytes they name)."""
+    import tensorflow as tf  # the dataset's file system (local or an object store)
+
     found = reuse.read_records(paths.get(task.task_id, ()))
     one = reuse.task_reuse(resume.output_dir, task, found, checkpoints=resume.checkpoints)
     for path in one.stale:
-        storage.gfile().remove(path)
+        with contextlib.suppress(tf.errors.NotFoundError):  # a retried bundle removed it first
+            tf.io.gfile.remove(path)
     beam.metrics.Metrics.counter("record", REUSED_TASKS).inc(one.whole_tasks)
     beam.metrics.Metrics.counter("record", REUSED_WINDOWS).inc(one.windows)
     return one.tasks[0]

@@ -565,3 +565,27 @@ def test_a_resume_planned_in_the_job_refuses_a_changed_input_naming_it(tmp_path,
     with pytest.raises(UsageError, match=rf"--resume: .* input changed: {changed} \(size"):
         job.run_job(config, plan_in_job=True)
     assert record.read_text() == "{}" and (out / fp.FINGERPRINT_FILE).exists()
+
+
+def test_a_task_resumed_in_the_job_drops_its_stale_records_even_if_already_gone(tmp_path):
+    """The job's reuse step (`in_job.reuse_committed`): a task's records it does not reuse (here
+    one unreadable, one of another version) are deleted; one listed but already gone (a
+    retried bundle removed it first) is no error; the task is read from its start."""
+    from pipelines.plan import in_job
+    from pipelines.resume import reuse
+    from transforms.spec.types import ReadTask
+
+    commits = tmp_path / reuse.COMMITS_DIR
+    commits.mkdir(parents=True)
+    unreadable, old = commits / "000007-0-1.json", commits / "000007-0-2.json"
+    unreadable.write_text("{not json")
+    old.write_text(json.dumps({"version": reuse.COMMIT_VERSION - 1, "task": 7}))
+    gone = commits / "000007-1-2.json"
+    paths = reuse.record_paths(str(tmp_path))
+    paths[7].append(str(gone))
+    task = ReadTask(7, ("segment a", "segment b"))
+    resume = in_job.ResumeArgs(output_dir=str(tmp_path), checkpoints=True)
+    again = in_job.reuse_committed(task, paths, resume)
+    assert again == task and again.start == 0 and again.resumed == ()
+    assert not unreadable.exists() and not old.exists()
+    assert in_job.reuse_committed(task, paths, resume) == task  # retried: all gone, no error
