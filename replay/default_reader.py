@@ -211,15 +211,18 @@ def _shuffle_and_batch(
     ds = ds.unbatch()
     if total is not None:
         ds = ds.apply(tf.data.experimental.assert_cardinality(total))
-    ds = ds.shuffle(
-        output.shuffle_buffer,
-        seed=config.seed,
-        reshuffle_each_iteration=config.reshuffle_each_iteration,
-    )
+    ds = shuffle_elements(ds, output.shuffle_buffer, config)
     if output.repeat:
         ds = ds.repeat()
     batch_size, drop_remainder = output.batch_size, output.drop_remainder
     return ds.batch(batch_size or PARSE_BATCH, drop_remainder=bool(batch_size and drop_remainder))
+
+
+def shuffle_elements(ds: tf.data.Dataset, buffer: int, config: ReadConfig) -> tf.data.Dataset:
+    """`ds` through a shuffle buffer of `buffer` elements, with the read's seed and reshuffling."""
+    return ds.shuffle(
+        buffer, seed=config.seed, reshuffle_each_iteration=config.reshuffle_each_iteration
+    )
 
 
 def assert_count(ds: tf.data.Dataset, output: ReadOutput, *, total: int | None) -> tf.data.Dataset:

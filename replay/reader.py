@@ -72,6 +72,7 @@ from replay.default_reader import (
     default_pipeline,
     default_reader_func,  # noqa: F401  re-exported: replay.default_reader_func
     share_datasets,
+    shuffle_elements,
 )
 from replay.errors import CorruptShardError
 from replay.global_dataset import check_global, global_dataset
@@ -270,11 +271,7 @@ def _reader_func_pipeline(
     if config.service is None:  # with the service each worker reads a part: no total to assert
         ds = ds.apply(tf.data.experimental.assert_cardinality(share.total))
     if output.shuffle_buffer:
-        ds = ds.shuffle(
-            output.shuffle_buffer,
-            seed=config.seed,
-            reshuffle_each_iteration=config.reshuffle_each_iteration,
-        )
+        ds = shuffle_elements(ds, output.shuffle_buffer, config)
     if output.repeat:
         ds = ds.repeat()
     if output.batch_size is not None:
