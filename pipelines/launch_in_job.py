@@ -30,6 +30,7 @@ import runners
 from pipelines.build import build_pipeline, describe_job
 from pipelines.config import RecordConfig, UsageError
 from pipelines.plan import (
+    Continuation,
     RecordPlan,
     ScannedInputs,
     check_output_dir,
@@ -158,11 +159,14 @@ def run_planned_in_job(
     options: JobOptions,
     argv: list[str],
     stored: Mapping[str, Any] | None = None,
+    continuation: Continuation | None = None,
 ) -> RecordResult:
     """A plain record run planned in the job (`pipelines.plan.in_job`): the launcher makes no
     request a file (the listing, the labels, one header for the feature shapes). `stored`:
     ``--resume`` of such a run, its fingerprint: compared and the directory cleared in the
-    launcher (`resume_in_job`), what each task reuses decided in the job.
+    launcher (`resume_in_job`), what each task reuses decided in the job. `continuation`: the
+    record job of an ``--append`` planned in the job (`Continuation.held`: the listing is
+    compared with the dataset's tables in the plan step).
 
     Raises:
       UsageError: invalid inputs or options, found by the launcher or by the job's plan step
@@ -173,6 +177,8 @@ def run_planned_in_job(
     with internals.collector_paused():  # the launcher's steps; the job runs with it on
         plan, args = launcher_plan(config, listed, state, options=options, argv=argv)
         cut = {"cpu_count": args.cpu_count, "single_task": args.single_task}
+        held = None if continuation is None else continuation.held
+        prior = None if continuation is None else continuation.prior_moments
         resume = None
         if stored is not None:  # checked and cleared here, reused task by task in the job
             fingerprint, reusable = resume_in_job(  # a template: compared, nothing deleted
@@ -183,13 +189,15 @@ def run_planned_in_job(
         if runners.translation_only(options):  # Dataflow template: the job description only
             inputs = staged_lists.stage(out, "inputs", listed.inputs)  # for the plan step
             release = functools.partial(staged_lists.release, inputs)
-            planning = PlanInJob(inputs, args, resume=resume)
-            return describe_job(plan, options=options, release=release, planning=planning)
+            planning = PlanInJob(inputs, args, resume=resume, held=held)
+            return describe_job(
+                plan, options=options, release=release, planning=planning, prior_moments=prior
+            )
         if stored is None:
             fingerprint = job_fingerprint(plan.params, listed, cut=cut)
         total_files = len(listed.inputs)
         inputs, data = staged_lists.pickled(out, "inputs", listed.inputs)
-        planning = PlanInJob(inputs, args, resume=resume)
+        planning = PlanInJob(inputs, args, resume=resume, held=held)
         del listed, args  # the job holds the staged inputs, not the launcher
         if stored is None:
             prepare_output_dir(plan)
@@ -198,7 +206,7 @@ def run_planned_in_job(
                 del fingerprint, data
                 start = time.monotonic()
                 p = beam.Pipeline(options=options)
-                build_pipeline(p, plan, planning=planning)
+                build_pipeline(p, plan, planning=planning, prior_moments=prior)
         except BaseException:
             staged_lists.release(inputs)
             raise
