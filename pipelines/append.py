@@ -16,9 +16,14 @@ statistics are kept as they are; the new records' ``<feature>_norm`` use them. W
 the z-score analysis, so the new version's statistics are those of the union, exactly; its
 ``transform_fn/`` stays in its own directory. Class ids never change in either mode.
 
-The token names the work, not the moment: the same append of the same files onto the same
+The token names the work, not the moment: the same append of the same listing onto the same
 version gets the same directory, so ``--append --resume`` continues a killed one through the
-record job's own ``--resume``, and an ``--append`` without it starts that directory again.
+record job's own ``--resume``, and an ``--append`` without it starts that directory again; once
+committed, it is the latest commit's directory (`pipelines.append_plan.committed_already`).
+
+Where the runner plans in the job (inputs on an object store, or ``plan_in_job``), the new
+files are planned in the job: the launcher reads the latest manifest and lists, and the plan
+step compares the listing with the dataset's tables (`pipelines.plan.held`).
 """
 
 from __future__ import annotations

@@ -3,8 +3,10 @@
 `plan_append` reads the finished dataset (its latest manifest and every input it holds), checks
 the options against its own (`option_conflicts`) and the inputs against what it recorded
 (`changed_inputs`), and plans the record job of the new files into ``appends/<token>/``
-(`append_token`: the work's name) with a `Continuation` (numbered after its files, split by its
-rule, its moments for a refresh). The commit is `pipelines.append_commit`; the design,
+(`append_token`: the work's name, from the whole listing) with a `Continuation` (numbered after
+its files, split by its rule, its moments for a refresh). Planned in the job it reads only the
+latest manifest: the comparison is the plan step's (`HeldTables`, `pipelines.plan.held`).
+The commit is `pipelines.append_commit`; the design,
 `pipelines.append`.
 """
 

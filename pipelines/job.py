@@ -50,7 +50,8 @@ __all__ = [
 import dataclasses
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
@@ -104,19 +105,14 @@ def run_job(
 ) -> RecordResult:
     """Plans, runs the pipeline and returns what it produced.
 
-    A plain run whose inputs are on an object store is planned in the job
+    A plain run or an ``--append`` whose inputs are on an object store is planned in the job
     (`pipelines.plan.in_job`: the launcher reads no header but the first, where each header read
-    is a request); ``--resume`` of an unfinished run is planned where the run was (its stored
-    fingerprint says). An ``--append`` of inputs on an object store is planned in the job too
-    (`pipelines.append_plan.plan_append`: the launcher reads the latest manifest and lists;
-    the held inputs are compared and the new ones numbered in the plan step,
-    `pipelines.plan.held`), unless its dataset has no class list or is sharded by class; with
-    ``--append_transform refresh`` too (the stored moments are the job's side input). Local
-    inputs, ``--annotations`` and a `shard_func` are planned in the launcher (`pipelines.plan`).
-    Local inputs stay
-    there: planned in the job, a run of many small local files peaks at about the memory of one
-    planned in the launcher, both well above the same audio in long files, while a local
-    header read is cheap (docs/running-at-scale.md).
+    is a request; an append's held inputs are compared there, `pipelines.plan.held`, unless its
+    dataset has no class list or shards by class); ``--resume`` of an unfinished run is planned
+    where the run was (its stored fingerprint says); local inputs, ``--annotations`` and a
+    `shard_func` are planned in the launcher (`pipelines.plan`). Local inputs stay there: a run
+    of many small local files planned in the job peaks at about the memory of one planned in
+    the launcher, while a local header read is cheap (docs/running-at-scale.md).
 
     Args:
       config: the run's options.
@@ -136,15 +132,7 @@ def run_job(
       UsageError: invalid arguments or inputs (before any work).
     """
     if config.append:
-        from pipelines import append
-
-        def record(sub: RecordConfig, *, continuation: Continuation, **_: bool) -> RecordResult:
-            return run_job(
-                sub, beam_argv=beam_argv, shard_func=shard_func, continuation=continuation
-            )
-
-        in_job = is_url(config.input_pattern) if plan_in_job is None else plan_in_job
-        return append.run_append(config, run=record, in_job=in_job and shard_func is None)
+        return _run_append(config, beam_argv, shard_func=shard_func, plan_in_job=plan_in_job)
     argv = list(beam_argv)
     options = JobOptions(argv)  # PipelineOptions(argv) with each view built once
     # Planning lists and reads inputs with Beam's FileSystems before any Pipeline exists: give it
@@ -164,11 +152,7 @@ def run_job(
             # validates before the runner
             listed = list_inputs(config, shard_func=shard_func, continuation=continuation)
         state = output_dir_state(listed.output_dir)
-        in_job = held or (is_url(config.input_pattern) if plan_in_job is None else plan_in_job)
-        stored = None
-        if config.resume and state == "ours":  # resumed where it planned: its fingerprint says
-            stored = fp.read_fingerprint(listed.output_dir)
-            in_job = held or (stored is not None and fp.planned_in_job(stored))
+        in_job, stored = _where_planned(config, state, held=held, plan_in_job=plan_in_job)
         if in_job:
             launch = ListingHandover(listed)
             del listed  # the job's launch holds the listing until its pipeline is built
@@ -191,6 +175,37 @@ def run_job(
         shard_func=shard_func,
         continuation=continuation,
     )
+
+
+def _where_planned(
+    config: RecordConfig, state: str, *, held: bool, plan_in_job: bool | None
+) -> tuple[bool, Mapping[str, Any] | None]:
+    """Whether a run that may plan in the job does (an append planned in the job: `held`), and
+    the stored fingerprint of a ``--resume`` (resumed where it planned: its fingerprint says)."""
+    in_job = held or (is_url(config.input_pattern) if plan_in_job is None else plan_in_job)
+    stored = None
+    if config.resume and state == "ours":
+        stored = fp.read_fingerprint(config.output_dir.rstrip("/") or "/")
+        in_job = held or (stored is not None and fp.planned_in_job(stored))
+    return in_job, stored
+
+
+def _run_append(
+    config: RecordConfig,
+    beam_argv: Sequence[str],
+    *,
+    shard_func: Callable[[dict], int] | None,
+    plan_in_job: bool | None,
+) -> RecordResult:
+    """An ``--append`` (`pipelines.append.run_append`), its record job run by `run_job`: planned
+    in the job as a plain run would be (`plan_in_job`, or inputs on an object store)."""
+    from pipelines import append
+
+    def record(sub: RecordConfig, *, continuation: Continuation, **_: bool) -> RecordResult:
+        return run_job(sub, beam_argv=beam_argv, shard_func=shard_func, continuation=continuation)
+
+    in_job = is_url(config.input_pattern) if plan_in_job is None else plan_in_job
+    return append.run_append(config, run=record, in_job=in_job and shard_func is None)
 
 
 def _run_planned_in_launcher(
