@@ -119,6 +119,8 @@ def run_append(config: RecordConfig, *, run: Callable[..., Any], in_job: bool = 
         if storage.gfile().exists(f"{plan.dataset_dir}/{taken}"):
             lost(plan)  # another append took the version (and removed this one's files)
         raise
+    if result.translated:  # --template_location: the record job described, nothing to commit
+        return result
     commit(plan)
     return dataclasses.replace(result, output_dir=plan.dataset_dir, dataset_version=plan.version)
 
