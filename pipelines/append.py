@@ -108,13 +108,13 @@ def run_append(config: RecordConfig, *, run: Callable[..., Any], in_job: bool = 
         remove_tree(f"{plan.dataset_dir}/{plan.data_dir}")  # a killed try of the same append
     try:
         result = run(plan.config, continuation=plan.continuation, plan_in_job=plan.in_job)
-    except UsageError as e:  # planned in the job: its plan step's refusals, as one line
-        _drop_empty_appends_dir(out)
-        version = manifest_version(plan.base)
-        if config.resume and str(e) == nothing_new_refusal(config.input_pattern, out, version):
-            return _finished(out, config)  # as planned in the launcher: nothing left to do
-        raise
-    except Exception:
+    except Exception as e:
+        if isinstance(e, UsageError):  # planned in the job: its plan step's refusals too
+            _drop_empty_appends_dir(out)
+            version = manifest_version(plan.base)
+            nothing_new = nothing_new_refusal(config.input_pattern, out, version)
+            if config.resume and str(e) == nothing_new:
+                return _finished(out, config)  # as planned in the launcher: nothing to do
         taken = fmt.version_manifest_filename(plan.version)
         if storage.gfile().exists(f"{plan.dataset_dir}/{taken}"):
             lost(plan)  # another append took the version (and removed this one's files)

@@ -6,7 +6,8 @@ dataset's tables in the plan step gives the launcher-planned append, byte for by
   files between held ones in listing order, a changed input skipped, a label outside the class
   list, a broken WAV.
 - Its refusals (a changed input, nothing new) are the launcher's lines, and the launcher of an
-  append planned in the job never reads the dataset's tables (`read_dataset` fails here).
+  append planned in the job never reads the dataset's tables (`read_dataset` fails here); with
+  ``--resume``, nothing new gives the finished dataset's result.
 - Real appends planned in the job and in the launcher onto copies of one dataset write the same
   files (frozen; refreshed: all but the SavedModels' bytes); an append recorded and not
   committed continues in its directory with ``--resume``, and ``--resume`` after the commit
@@ -143,6 +144,10 @@ def test_an_append_planned_in_the_job_refuses_as_the_launcher_does(tmp_path, mon
         run_job(_config(corpus, out, append_changed="skip"), plan_in_job=True)
     assert str(job.value) == str(launcher.value)
     assert str(job.value).endswith("already (version 1): nothing to append"), str(job.value)
+    assert sorted(p for p in out.rglob("*")) == before
+    # with --resume: the finished dataset, as planned in the launcher
+    resumed = run_job(_config(corpus, out, append_changed="skip", resume=True), plan_in_job=True)
+    assert (resumed.dataset_version, resumed.num_files) == (1, 12)
     assert sorted(p for p in out.rglob("*")) == before
 
 
