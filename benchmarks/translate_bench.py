@@ -1,7 +1,9 @@
-"""Does the launcher of a run planned in the job, fresh or ``--resume``d, grow with the files?
+"""Does the launcher of a run planned in the job, fresh, ``--resume``d or ``--append``ed, grow
+with the files?
 
     python -m benchmarks translate                         # 1,024 and 102,400 clips, 3 repeats
     python -m benchmarks translate --sizes 1024,10240 --repeats 2
+    python -m benchmarks translate --append                # + 1,000 clips appended to each size
 
 The record job translated for Dataflow offline (``--template_location``, ``--dataflow_endpoint``
 pointing nowhere, ``--no_auth``: nothing submitted, the job description written), each a whole
@@ -12,6 +14,12 @@ got does not change the launcher's work), against ``FileSystems.match`` of the s
 fresh process (best of three in it). Printed per size: each one's seconds (the median of the
 repeats, and each repeat), then the growth from the smallest size to the largest against the
 listing's growth, and the target: growth <= 1.2x the listing's + 2 s.
+
+With ``--append``: ``--append`` onto a recorded dataset of the size's clips with ``--new`` more
+clips beside them (`run_job(plan_in_job=True)`: the launcher reads the latest manifest and lists;
+the dataset's tables are joined with the listing in the job), against ``FileSystems.match`` of
+the pattern of both. Its corpus (``translate-append-<N>/``) is made once: the N clips, their
+dataset recorded by a real record run (DirectRunner; long at 10^5), then the new clips.
 
 Corpora: `--sizes` 0.25-s 16-kHz 16-bit clips in 10 class folders under ``--dir``
 (``translate-<N>/clips/<class>/``), made on first use as plain PCM WAV bytes (the launcher reads
@@ -39,7 +47,7 @@ QUIET = {"TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONWARNINGS": "ignore"}
 CLASSES = 10
 
 # a child process: `python -m benchmarks.translate_bench <mode> <pattern> <work>`
-MODES = ("match", "fresh", "unfinished", "resume")
+MODES = ("match", "fresh", "unfinished", "resume", "append")
 
 
 def wav_bytes(index: int, *, seconds: float = 0.25) -> bytes:
@@ -63,6 +71,32 @@ def corpus(root: Path, n: int) -> str:
             (clips / f"class{i % CLASSES}" / f"c{i:07d}.wav").write_bytes(wav_bytes(i))
         done.write_text(str(n))
     return str(clips / "*" / "*.wav")
+
+
+def append_corpus(root: Path, n: int, new: int) -> tuple[str, Path]:
+    """`n` clips recorded into a dataset, then `new` clips beside them (numbered after, in every
+    class folder), under ``root/translate-append-<n>-<new>`` (made once): (the pattern of all,
+    the dataset)."""
+    top = root / f"translate-append-{n}-{new}"
+    clips, dataset, done = top / "clips", top / "dataset", top / "complete"
+    pattern = str(clips / "*" / "*.wav")
+    if not done.exists():
+        subprocess.run(["rm", "-rf", str(top)], check=True)
+        for i in range(n + new):
+            if i == n:  # the first n recorded, then the new ones written
+                record = ["--input_pattern", pattern, "--output_dir", str(dataset), *RECORD_ARGS]
+                subprocess.run(
+                    [sys.executable, "-m", "pipelines.record", *record],
+                    cwd=ROOT,
+                    env={**os.environ, **QUIET},
+                    check=True,
+                    capture_output=True,
+                )
+            folder = clips / f"class{i % CLASSES}"
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / f"c{i:07d}.wav").write_bytes(wav_bytes(i))
+        done.write_text(f"{n} {new}")
+    return pattern, dataset
 
 
 def dataflow_args(work: Path) -> list[str]:
@@ -95,6 +129,13 @@ def child(mode: str, pattern: str, work: Path) -> None:
 
     argv = ["--input_pattern", pattern, "--output_dir", str(work / "out"), *RECORD_ARGS]
     argv += dataflow_args(work)
+    if mode == "append":  # `work`: the dataset appended to; its job description beside it
+        argv = ["--input_pattern", pattern, "--output_dir", str(work), *RECORD_ARGS, "--append"]
+        argv += dataflow_args(work.parent / "append-work")
+        config = RecordConfig.from_namespace(PipelineOptions(argv).view_as(record.RecordOptions))
+        result = job.run_job(config, beam_argv=argv, plan_in_job=True)
+        print(json.dumps({"code": 0, "translated": result.translated}))
+        return
     if mode == "resume":
         code = record.main([*argv, "--resume"])
         print(json.dumps({"code": code}))
@@ -135,12 +176,27 @@ def _timed(mode: str, pattern: str, work: Path) -> tuple[float, dict]:
     return seconds, json.loads(done.stdout.strip().splitlines()[-1])
 
 
+def _appended(root: Path, n: int, new: int, runs: dict[str, list[float]]) -> None:
+    """One repeat of the ``--append`` case: the listing matched, the append translated (its
+    leftovers in the dataset removed after)."""
+    pattern, dataset = append_corpus(root, n, new)
+    work = dataset.parent / "append-work"
+    runs["append match"].append(_timed("match", pattern, work)[1]["seconds"])
+    seconds, line = _timed("append", pattern, dataset)
+    if not line.get("translated"):
+        raise SystemExit(f"--append on {pattern} was not translated only: {line}")
+    runs["append"].append(seconds)
+    subprocess.run(["rm", "-rf", str(work), str(dataset / "appends")], check=True)
+
+
 def main(argv: list[str] | None = None) -> None:
     if argv and argv[0] in MODES:  # a child process
         child(argv[0], argv[1], Path(argv[2]))
         return
     parser = options.common(options.parser(__doc__), repeats=3, json=False)
     parser.add_argument("--sizes", default="1024,102400", help="comma list of clip counts")
+    parser.add_argument("--append", action="store_true", help="time --append too")
+    parser.add_argument("--new", type=int, default=1000, help="clips appended (--append)")
     args = parser.parse_args(argv)
     root = Path(args.dir)
     sizes = sorted(int(s) for s in args.sizes.split(","))
@@ -148,6 +204,8 @@ def main(argv: list[str] | None = None) -> None:
     for n in sizes:
         pattern = corpus(root, n)
         runs: dict[str, list[float]] = {"match": [], "fresh": [], "resume": []}
+        if args.append:
+            runs.update({"append match": [], "append": []})
         for r in range(args.repeats):
             work = root / "translate-work" / f"{n}-{r}"
             subprocess.run(["rm", "-rf", str(work)], check=True)
@@ -156,6 +214,8 @@ def main(argv: list[str] | None = None) -> None:
             _timed("unfinished", pattern, work / "resume")
             runs["resume"].append(_timed("resume", pattern, work / "resume")[0])
             subprocess.run(["rm", "-rf", str(work)], check=True)
+            if args.append:
+                _appended(root, n, args.new, runs)
         seconds[n] = {k: statistics.median(v) for k, v in runs.items()}
         for kind, values in runs.items():
             shown = ", ".join(num(v) for v in values)
@@ -163,9 +223,10 @@ def main(argv: list[str] | None = None) -> None:
         print(f"{n:,} clips: {seconds[n]}", flush=True)
     print(table(["clips", "launcher", "median s", "each repeat s"], rows, align="lllr"))
     small, large = sizes[0], sizes[-1]
-    listing = seconds[large]["match"] - seconds[small]["match"]
     growth = []
-    for kind in ("fresh", "resume"):
+    for kind in ("fresh", "resume", "append")[: 3 if args.append else 2]:
+        matched = "append match" if kind == "append" else "match"  # the listing of its pattern
+        listing = seconds[large][matched] - seconds[small][matched]
         grew = seconds[large][kind] - seconds[small][kind]
         bound = 1.2 * listing + 2.0
         growth.append([kind, num(grew), num(listing), num(bound), "yes" if grew <= bound else "no"])

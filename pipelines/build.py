@@ -221,13 +221,15 @@ def describe_job(
     release: Callable[[], None],
     staged: StagedPlan | None = None,
     planning: PlanInJob | None = None,
+    prior_moments: Mapping[str, Any] | None = None,
 ) -> RecordResult:
     """The job description only (a Dataflow template): the pipeline built from `plan` and
-    `staged` or `planning` (as `build_pipeline` takes them) and translated, nothing run; the
-    output directory holds only the staged lists. `release` forgets them once translated."""
+    `staged` or `planning` and `prior_moments` (as `build_pipeline` takes them) and translated,
+    nothing run; the output directory holds only the staged lists. `release` forgets them once
+    translated."""
     try:
         p = beam.Pipeline(options=options)
-        build_pipeline(p, plan, staged=staged, planning=planning)
+        build_pipeline(p, plan, staged=staged, planning=planning, prior_moments=prior_moments)
         p.run()
     finally:
         release()

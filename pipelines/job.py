@@ -10,8 +10,9 @@ Stages (each a Beam step with its own counters), planned in `pipelines.plan`:
    files to splits and cut the rows into read tasks (a single task when the runner runs tasks
    one at a time: the in-memory DirectRunner); bad files are listed up front. A plain run of
    inputs on an object store lists and labels in the launcher and reads the headers and plans
-   in the job's first step (`pipelines.plan.in_job`), and resumes there; local inputs,
-   ``--annotations``, ``--append`` and a Python ``shard_func`` plan in the launcher
+   in the job's first step (`pipelines.plan.in_job`), and resumes there; so does an
+   ``--append`` of such inputs (`pipelines.plan.held`: the held inputs compared in the job);
+   local inputs, ``--annotations`` and a Python ``shard_func`` plan in the launcher
    (`pipelines.plan`), with the same functions.
 2. ``ReadWindows``: decode, window, compute features and encode records per task; records
    stream to per-shard part files, and rows feed ``Analyze`` (TFT full pass: class vocabulary,
@@ -49,7 +50,8 @@ __all__ = [
 import dataclasses
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
@@ -103,23 +105,25 @@ def run_job(
 ) -> RecordResult:
     """Plans, runs the pipeline and returns what it produced.
 
-    A plain run whose inputs are on an object store is planned in the job
+    A plain run or an ``--append`` whose inputs are on an object store is planned in the job
     (`pipelines.plan.in_job`: the launcher reads no header but the first, where each header read
-    is a request); ``--resume`` of an unfinished run is planned where the run was (its stored
-    fingerprint says); local inputs, ``--annotations``, ``--append`` and a `shard_func` are
-    planned in the launcher (`pipelines.plan`). Local inputs stay
-    there: planned in the job, a run of many small local files peaks at about the memory of one
-    planned in the launcher, both well above the same audio in long files, while a local
-    header read is cheap (docs/running-at-scale.md).
+    is a request; an append's held inputs are compared there, `pipelines.plan.held`, unless its
+    dataset has no class list or shards by class); ``--resume`` of an unfinished run is planned
+    where the run was (its stored fingerprint says); local inputs, ``--annotations`` and a
+    `shard_func` are planned in the launcher (`pipelines.plan`). Local inputs stay there: a run
+    of many small local files planned in the job peaks at about the memory of one planned in
+    the launcher, while a local header read is cheap (docs/running-at-scale.md).
 
     Args:
       config: the run's options.
       beam_argv: the command line holding the Beam options (the CLI's whole argv; record
         options in it are ignored here, they are in `config`).
       shard_func: optional element -> shard callable (Python API, see pipelines.api).
-      continuation: set by `pipelines.append` for the record job of an ``--append``.
-      plan_in_job: True / False: plan a plain run in the job / in the launcher wherever its
-        inputs are (the same outputs); None: in the job for inputs on an object store.
+      continuation: set by `pipelines.append` for the record job of an ``--append``
+        (`Continuation.held`: planned in the job).
+      plan_in_job: True / False: plan a plain run or an ``--append`` in the job / in the
+        launcher wherever its inputs are (the same outputs); None: in the job for inputs on an
+        object store.
 
     Returns:
       The `RecordResult` (counts, errors, bytes, seconds, counters), built from the manifest.
@@ -128,14 +132,7 @@ def run_job(
       UsageError: invalid arguments or inputs (before any work).
     """
     if config.append:
-        from pipelines import append
-
-        def record(sub: RecordConfig, *, continuation: Continuation) -> RecordResult:
-            return run_job(
-                sub, beam_argv=beam_argv, shard_func=shard_func, continuation=continuation
-            )
-
-        return append.run_append(config, run=record)
+        return _run_append(config, beam_argv, shard_func=shard_func, plan_in_job=plan_in_job)
     argv = list(beam_argv)
     options = JobOptions(argv)  # PipelineOptions(argv) with each view built once
     # Planning lists and reads inputs with Beam's FileSystems before any Pipeline exists: give it
@@ -148,20 +145,25 @@ def run_job(
     # a shard_func (Python API) is not plain data: it reaches the job inside the read stage's
     # DoFn, not as the plan step's output, so such runs plan in the launcher
     listed = None
-    if config.annotation_config is None and continuation is None and shard_func is None:
+    # an --append planned in the job (`Continuation.held`) is planned there, resumed or not
+    held = continuation is not None and continuation.held is not None
+    if config.annotation_config is None and (continuation is None or held) and shard_func is None:
         with internals.collector_paused():  # planning's objects live until the job ends
-            listed = list_inputs(config, shard_func=shard_func)  # validates before the runner
+            # validates before the runner
+            listed = list_inputs(config, shard_func=shard_func, continuation=continuation)
         state = output_dir_state(listed.output_dir)
-        in_job = is_url(config.input_pattern) if plan_in_job is None else plan_in_job
-        stored = None
-        if config.resume and state == "ours":  # resumed where it planned: its fingerprint says
-            stored = fp.read_fingerprint(listed.output_dir)
-            in_job = stored is not None and fp.planned_in_job(stored)
+        in_job, stored = _where_planned(config, state, held=held, plan_in_job=plan_in_job)
         if in_job:
             launch = ListingHandover(listed)
             del listed  # the job's launch holds the listing until its pipeline is built
             return run_planned_in_job(
-                config, launch, state, options=options, argv=argv, stored=stored
+                config,
+                launch,
+                state,
+                options=options,
+                argv=argv,
+                stored=stored,
+                continuation=continuation,
             )
     handover = None if listed is None else ListingHandover(listed)
     del listed  # the launcher's planning takes it over, and drops it before the job runs
@@ -173,6 +175,37 @@ def run_job(
         shard_func=shard_func,
         continuation=continuation,
     )
+
+
+def _where_planned(
+    config: RecordConfig, state: str, *, held: bool, plan_in_job: bool | None
+) -> tuple[bool, Mapping[str, Any] | None]:
+    """Whether a run that may plan in the job does (an append planned in the job: `held`), and
+    the stored fingerprint of a ``--resume`` (resumed where it planned: its fingerprint says)."""
+    in_job = held or (is_url(config.input_pattern) if plan_in_job is None else plan_in_job)
+    stored = None
+    if config.resume and state == "ours":
+        stored = fp.read_fingerprint(config.output_dir.rstrip("/") or "/")
+        in_job = held or (stored is not None and fp.planned_in_job(stored))
+    return in_job, stored
+
+
+def _run_append(
+    config: RecordConfig,
+    beam_argv: Sequence[str],
+    *,
+    shard_func: Callable[[dict], int] | None,
+    plan_in_job: bool | None,
+) -> RecordResult:
+    """An ``--append`` (`pipelines.append.run_append`), its record job run by `run_job`: planned
+    in the job as a plain run would be (`plan_in_job`, or inputs on an object store)."""
+    from pipelines import append
+
+    def record(sub: RecordConfig, *, continuation: Continuation, **_: bool) -> RecordResult:
+        return run_job(sub, beam_argv=beam_argv, shard_func=shard_func, continuation=continuation)
+
+    in_job = is_url(config.input_pattern) if plan_in_job is None else plan_in_job
+    return append.run_append(config, run=record, in_job=in_job and shard_func is None)
 
 
 def _run_planned_in_launcher(

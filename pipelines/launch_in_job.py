@@ -30,6 +30,7 @@ import runners
 from pipelines.build import build_pipeline, describe_job
 from pipelines.config import RecordConfig, UsageError
 from pipelines.plan import (
+    Continuation,
     RecordPlan,
     ScannedInputs,
     check_output_dir,
@@ -158,11 +159,13 @@ def run_planned_in_job(
     options: JobOptions,
     argv: list[str],
     stored: Mapping[str, Any] | None = None,
+    continuation: Continuation | None = None,
 ) -> RecordResult:
-    """A plain record run planned in the job (`pipelines.plan.in_job`): the launcher makes no
-    request a file (the listing, the labels, one header for the feature shapes). `stored`:
-    ``--resume`` of such a run, its fingerprint: compared and the directory cleared in the
-    launcher (`resume_in_job`), what each task reuses decided in the job.
+    """A record run planned in the job (`pipelines.plan.in_job`): the launcher makes no request
+    a file (the listing, the labels, one header for the feature shapes). `stored`: ``--resume``
+    of such a run, its fingerprint: compared and the directory cleared here (`resume_in_job`),
+    what each task reuses decided in the job. `continuation`: an ``--append``'s record job
+    (`Continuation.held`: the listing compared with the dataset's tables in the plan step).
 
     Raises:
       UsageError: invalid inputs or options, found by the launcher or by the job's plan step
@@ -173,6 +176,9 @@ def run_planned_in_job(
     with internals.collector_paused():  # the launcher's steps; the job runs with it on
         plan, args = launcher_plan(config, listed, state, options=options, argv=argv)
         cut = {"cpu_count": args.cpu_count, "single_task": args.single_task}
+        held, prior = (
+            (continuation.held, continuation.prior_moments) if continuation else (None,) * 2
+        )
         resume = None
         if stored is not None:  # checked and cleared here, reused task by task in the job
             fingerprint, reusable = resume_in_job(  # a template: compared, nothing deleted
@@ -183,13 +189,15 @@ def run_planned_in_job(
         if runners.translation_only(options):  # Dataflow template: the job description only
             inputs = staged_lists.stage(out, "inputs", listed.inputs)  # for the plan step
             release = functools.partial(staged_lists.release, inputs)
-            planning = PlanInJob(inputs, args, resume=resume)
-            return describe_job(plan, options=options, release=release, planning=planning)
+            planning = PlanInJob(inputs, args, resume=resume, held=held)
+            return describe_job(
+                plan, options=options, release=release, planning=planning, prior_moments=prior
+            )
         if stored is None:
             fingerprint = job_fingerprint(plan.params, listed, cut=cut)
         total_files = len(listed.inputs)
         inputs, data = staged_lists.pickled(out, "inputs", listed.inputs)
-        planning = PlanInJob(inputs, args, resume=resume)
+        planning = PlanInJob(inputs, args, resume=resume, held=held)
         del listed, args  # the job holds the staged inputs, not the launcher
         if stored is None:
             prepare_output_dir(plan)
@@ -198,10 +206,29 @@ def run_planned_in_job(
                 del fingerprint, data
                 start = time.monotonic()
                 p = beam.Pipeline(options=options)
-                build_pipeline(p, plan, planning=planning)
+                build_pipeline(p, plan, planning=planning, prior_moments=prior)
         except BaseException:
             staged_lists.release(inputs)
             raise
+    result = _run(p, out, state, total_files=total_files, inputs=inputs)
+    elapsed = time.monotonic() - start
+    job_counters = counters(result)
+    seconds = job_counters.get(PLANNED_AUDIO_MS, 0) / 1000  # failed while read: counted too
+    summary = summarize(plan, elapsed, counters=job_counters, audio_seconds=seconds)
+    return dataclasses.replace(
+        summary,
+        total_tasks=job_counters.get("read_tasks", 0),
+        reused_tasks=job_counters.get(REUSED_TASKS, 0),
+        reused_windows=job_counters.get(REUSED_WINDOWS, 0),
+    )
+
+
+def _run(
+    p: beam.Pipeline, out: str, state: str, *, total_files: int, inputs: staged_lists.Staged
+) -> Any:
+    """Runs the job planned in the job and returns its result; the plan step's `UsageError` is
+    raised as the launcher's one line, and what the run wrote into the output directory `out`,
+    found `state` "missing" or "empty", is removed then. The staged `inputs` are released."""
     for name in _STEP_ERROR_LOGGERS:  # the user gets the refusal's one line, not its traceback
         logging.getLogger(name).addFilter(_drop_refusals)
     try:
@@ -219,16 +246,7 @@ def run_planned_in_job(
         for name in _STEP_ERROR_LOGGERS:
             logging.getLogger(name).removeFilter(_drop_refusals)
         staged_lists.release(inputs)
-    elapsed = time.monotonic() - start
-    job_counters = counters(result)
-    seconds = job_counters.get(PLANNED_AUDIO_MS, 0) / 1000  # failed while read: counted too
-    summary = summarize(plan, elapsed, counters=job_counters, audio_seconds=seconds)
-    return dataclasses.replace(
-        summary,
-        total_tasks=job_counters.get("read_tasks", 0),
-        reused_tasks=job_counters.get(REUSED_TASKS, 0),
-        reused_windows=job_counters.get(REUSED_WINDOWS, 0),
-    )
+    return result
 
 
 _SIZE = operator.attrgetter("size_bytes")  # of an InputFile

@@ -108,44 +108,58 @@ class SourceTables:
     ) -> tuple[Mapping[str, Any], ...]:
         """The `count` entries (the manifest's field `key`) of table file `path`, checked against
         its `expected` size and SHA-256."""
-        size = _stat_table(self.path, path, missing_ok=count == 0)
-        if size is None:  # absent, and the manifest says it is empty
-            return ()
-        if size != expected["num_bytes"]:
-            raise ManifestError(
-                f"{path}: table is {size} bytes but the manifest says {expected['num_bytes']} "
-                "(truncated or rewritten after the run)"
-            )
-        check = check_file_entry if name == "files" else check_error_entry
-        digest = hashlib.sha256()
-        entries: list[Mapping[str, Any]] = []
-        problem: str | None = None
-        for number, line in enumerate(_lines(path, digest), start=1):
-            if problem is not None:
-                continue  # hash the rest: a digest mismatch is the error to give
-            problem = _line_problem(line)
-            if problem is None:
-                checker = _LineChecker(f"{path}: line {number}")
-                try:
-                    entry = check(checker, _parse(line, checker), "")
-                except ManifestError as e:
-                    problem = str(e).removeprefix(f"{path}: ")
-                    continue
-                entries.append(freeze(entry))
-            else:
-                problem = f"line {number}: {problem}"
-        if digest.hexdigest() != expected["sha256"]:
-            raise ManifestError(
-                f"{path}: table's SHA-256 is {digest.hexdigest()} but the manifest says "
-                f"{expected['sha256']} (rewritten after the run)"
-            )
+        return tuple(table_entries(self.path, name, path, expected, count, key))
+
+
+def table_entries(
+    root: str, name: str, path: str, expected: Mapping[str, Any], count: int, key: str
+) -> Iterator[Mapping[str, Any]]:
+    """The entries of table `name` ("files" / "errors") in its file `path` of the dataset
+    `root`, one at a time as they are read: `count` of them (the manifest's field `key`), the
+    file of the `expected` size and SHA-256 (a `SourceTables.parts` item). An entry is given
+    once its line is checked; the file's whole checks end the iteration.
+
+    Raises:
+      ManifestError: as `SourceTables.get` (after the entries read before the problem).
+    """
+    size = _stat_table(root, path, missing_ok=count == 0)
+    if size is None:  # absent, and the manifest says it is empty
+        return
+    if size != expected["num_bytes"]:
+        raise ManifestError(
+            f"{path}: table is {size} bytes but the manifest says {expected['num_bytes']} "
+            "(truncated or rewritten after the run)"
+        )
+    check = check_file_entry if name == "files" else check_error_entry
+    digest = hashlib.sha256()
+    given = 0
+    problem: str | None = None
+    for number, line in enumerate(_lines(path, digest), start=1):
         if problem is not None:
-            raise ManifestError(f"{path}: {problem}")
-        if len(entries) != count:
-            raise ManifestError(
-                f"{path}: table holds {len(entries)} entries but the manifest's {key} is {count}"
-            )
-        return tuple(entries)
+            continue  # hash the rest: a digest mismatch is the error to give
+        problem = _line_problem(line)
+        if problem is None:
+            checker = _LineChecker(f"{path}: line {number}")
+            try:
+                entry = check(checker, _parse(line, checker), "")
+            except ManifestError as e:
+                problem = str(e).removeprefix(f"{path}: ")
+                continue
+            given += 1
+            yield freeze(entry)
+        else:
+            problem = f"line {number}: {problem}"
+    if digest.hexdigest() != expected["sha256"]:
+        raise ManifestError(
+            f"{path}: table's SHA-256 is {digest.hexdigest()} but the manifest says "
+            f"{expected['sha256']} (rewritten after the run)"
+        )
+    if problem is not None:
+        raise ManifestError(f"{path}: {problem}")
+    if given != count:
+        raise ManifestError(
+            f"{path}: table holds {given} entries but the manifest's {key} is {count}"
+        )
 
 
 class _LineChecker(Checker):

@@ -11,7 +11,8 @@ its segments as the plan step's pickled pieces, decoded as the task reads them
 (`transforms.stages.task_coder.EncodedSegments`; the one task of a runner that runs one task,
 `pipelines.plan.sizing.one_task`, has every file's segment)::
 
-    staged inputs -> batches of files -> Reshuffle -> ReadHeaders -> Summarize (per batch)
+    staged inputs -> batches of files -> Reshuffle (``--append``: `pipelines.plan.held`, the
+        new files only) -> ReadHeaders -> Summarize (per batch)
         -> AllSummaries (one, no per-file list) -> Plan: how each batch cuts its rows (TaskCut),
            (ReadWindowsConfig, Sharding) ("planned")
     header batches + TaskCut (side input) -> CutTasks: (task id, pickled segments), refused files
@@ -51,8 +52,9 @@ from pipelines.plan.batches import (
     summarize_headers,
     summary_audio_ms,
 )
+from pipelines.plan.held import NewInputs
 from pipelines.plan.reads import scan_headers
-from pipelines.plan.types import ScannedInputs
+from pipelines.plan.types import HeldTables, ScannedInputs
 from pipelines.resume import reuse
 from transforms.spec.types import InputFile, ReadTask
 from transforms.stages import staged
@@ -222,7 +224,10 @@ class PlanInJob(beam.PTransform):
     ``planned`` ((ReadWindowsConfig, Sharding), one element).
 
     `batch_size`: files whose headers one element of the header stage reads. `resume`
-    (``--resume``): each task goes with what it reuses of the committed work.
+    (``--resume``): each task goes with what it reuses of the committed work. `held`
+    (``--append``): the inputs are the whole listing; those the dataset holds are left out
+    and the others numbered after its own (`pipelines.plan.held.NewInputs`) before any header
+    is read.
     """
 
     def __init__(
@@ -232,8 +237,10 @@ class PlanInJob(beam.PTransform):
         *,
         batch_size: int = HEADER_BATCH,
         resume: ResumeArgs | None = None,
+        held: HeldTables | None = None,
     ) -> None:
         super().__init__()
+        self._held = held
         self._inputs = inputs
         self._args = dataclasses.replace(
             args, listed=dataclasses.replace(args.listed, inputs=(), stamps=())
@@ -253,7 +260,9 @@ class PlanInJob(beam.PTransform):
             | "StagedInputs" >> beam.Create([self._inputs], reshuffle=False)
             | "Batches" >> beam.FlatMap(batches, size=self._batch_size)  # list[InputFile]
         )
-        if self._inputs.count > self._batch_size:  # spread the header reads over workers
+        if self._held is not None:  # --append: the new inputs, numbered after the dataset's
+            files = files | "NewInputs" >> NewInputs(self._held, batch_size=self._batch_size)
+        elif self._inputs.count > self._batch_size:  # spread the header reads over workers
             files = files | "SpreadBatches" >> beam.Reshuffle()
         # list[InputFile], headers read: summarised, then cut once the summaries are merged
         headed = files | "ReadHeaders" >> beam.Map(read_headers)

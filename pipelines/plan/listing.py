@@ -58,8 +58,10 @@ def list_inputs(
     """Matches the inputs and labels them: no request a file (the class list file, the
     listing, the label CSV).
 
-    With a `continuation` (``--append``) the inputs the dataset holds are left out, the others
-    are numbered after its own and split by its rule. The result's inputs have no header and
+    With a `continuation` (``--append``) the inputs the dataset holds are left out (planned in
+    the job, `Continuation.held`: every input is listed, its plan step leaves them out), the
+    others are numbered after its own and split by its rule; the listing it hands over
+    (`Continuation.stamps`) is not made again. The result's inputs have no header and
     its `signal_dtype` is empty (`read_headers` reads and resolves them).
 
     Raises:
@@ -69,8 +71,11 @@ def list_inputs(
         fixed_classes = labels.parse_classes(config.classes, read_text=read_classes_file)
     except ValueError as e:
         raise UsageError(str(e)) from e
-    stamps = tuple(match_stamped(config.input_pattern))
-    if continuation is not None:
+    handed = None if continuation is None or continuation.stamps is None else continuation.stamps
+    given = None if handed is None else handed.take()
+    stamps = tuple(match_stamped(config.input_pattern)) if given is None else tuple(given)
+    del given
+    if continuation is not None and continuation.known:
         stamps = tuple(s for s in stamps if s[0] not in continuation.known)
     require(bool(stamps), f"--input_pattern {config.input_pattern!r} matches no file")
     _, csv_path = labels.parse_label_source(config.label_source)

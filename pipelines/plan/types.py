@@ -45,6 +45,40 @@ class ScannedInputs:
     fixed_classes: tuple[str, ...] | None = None  # --classes, parsed
 
 
+class Handover:
+    """A value handed over once: `take` returns it and forgets it (None once taken)."""
+
+    def __init__(self, value: Any) -> None:
+        self._value = value
+
+    def take(self) -> Any:
+        value, self._value = self._value, None
+        return value
+
+
+@dataclasses.dataclass(frozen=True)
+class HeldTables:
+    """The dataset an ``--append`` planned in the job adds to, as its plan step compares the
+    listing with it (`pipelines.plan.held`): small, no per-file list.
+
+    Attributes:
+      dataset_dir: the dataset appended to.
+      parts: ``(table name, file, {"num_bytes", "sha256"}, count, the count's field)`` of each
+        of its files / errors table files, every commit's (`replay.tables.SourceTables.parts`).
+      first_index: the first new file's `index` (the listing is numbered from it too).
+      skip_changed: ``--append_changed skip``: a changed input is left out, not refused.
+      input_pattern: the append's ``--input_pattern`` (the "nothing new" line names it).
+      version: the version appended to (the "nothing new" line names it).
+    """
+
+    dataset_dir: str
+    parts: tuple[tuple[str, str, Mapping[str, Any], int, str], ...]
+    first_index: int
+    skip_changed: bool
+    input_pattern: str
+    version: int
+
+
 @dataclasses.dataclass(frozen=True)
 class Continuation:
     """The dataset an ``--append`` run adds to (`pipelines.append`), as planning needs it."""
@@ -54,3 +88,8 @@ class Continuation:
     known: frozenset[str]  # the inputs the dataset holds (files and errors): not planned
     # --append_transform refresh: the dataset's {feature: Moments}, in the new statistics
     prior_moments: Mapping[str, Any] | None = None
+    # planned in the job: the dataset's tables, compared with the listing there (`known` empty)
+    held: HeldTables | None = None
+    # the (path, size, mtime) listing the append planned with, handed to `list_inputs` once
+    # (None, or taken: listed again)
+    stamps: Handover | None = dataclasses.field(default=None, compare=False, repr=False)

@@ -589,3 +589,44 @@ def test_the_launcher_of_a_resume_planned_in_the_job_makes_no_request_a_file(tmp
         names = gcs.list_names("out", f"resumed-{n}/")
         assert f"resumed-{n}/.tmp/resume.json" in names, names  # compared, not replaced
     assert requests["10"] == requests["40"], requests
+
+
+APPEND_LAUNCHER = """
+import sys
+from pipelines import append_plan, record
+def refused(path):
+    raise AssertionError(f"the launcher read every input {path} holds")
+append_plan.read_dataset = refused  # planned in the job: the held set is the job's
+sys.exit(record.main(sys.argv[1:]))
+"""
+
+
+def test_the_launcher_of_an_append_planned_in_the_job_makes_no_request_a_file(tmp_path, gcs, many):
+    """``--append`` of gs:// inputs onto a gs:// dataset (of 4 and of 16 files), translated for
+    Dataflow with 40 ms a request: the launcher's requests (the latest manifest, the listing, one
+    header, the append's directory, the staged listing, the job built) are as many for 10 files
+    as for 40, and it never reads the dataset's files and errors tables."""
+    (tmp_path / "staging").mkdir()
+    dataflow = ["--runner", "DataflowRunner", "--project", "p", "--region", "europe-west1"]
+    dataflow += ["--dataflow_endpoint", "http://localhost:1", "--no_auth"]
+    dataflow += ["--temp_location", str(tmp_path / "tmp")]
+    dataflow += ["--staging_location", str(tmp_path / "staging")]
+    requests = {}
+    cases = {"10": ("c0[0-3]", "c0*"), "40": ("c[0-3][0-3]", "*")}  # recorded, then appended
+    for n, (recorded, appended) in cases.items():
+        out = f"gs://out/appended-{n}"
+        record = [*ARGS, "--no_auth", "--output_dir", out]
+        _run(gcs, "-m", "pipelines.record", *record, "--input_pattern",
+             f"gs://clips/many/*/{recorded}.wav")  # fmt: skip
+        argv = [*ARGS, "--output_dir", out, "--input_pattern", f"gs://clips/many/*/{appended}.wav"]
+        argv += [*dataflow, "--append", "--template_location", str(tmp_path / f"job-{n}.json")]
+        gcs.beam_faults.requests = gcs.tf_faults.requests = 0
+        gcs.beam_faults.latency_s = gcs.tf_faults.latency_s = 0.04
+        try:
+            done = _run(gcs, "-c", APPEND_LAUNCHER, *argv)
+        finally:
+            gcs.beam_faults.latency_s = gcs.tf_faults.latency_s = 0.0
+        assert "wrote the job description" in done.stdout, done.stdout
+        requests[n] = (gcs.beam_faults.requests, gcs.tf_faults.requests)
+        assert (tmp_path / f"job-{n}.json").is_file()
+    assert requests["10"] == requests["40"], requests

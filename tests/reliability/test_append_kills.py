@@ -6,7 +6,9 @@ The CLI runs as a subprocess and gets SIGKILL at a function entry of each phase
 complete, after its commit point, after the switch of ``manifest.json``). Each time a reader sees
 exactly the version before the commit point, or exactly the new one after it; the same command
 with ``--resume`` then ends with the dataset an uninterrupted append makes (byte for byte but
-the commit times), and so does the command without it.
+the commit times), and so does the command without it. An append planned in the job
+(`pipelines.plan.held`) killed while its record job reads or finalises resumes in the job, in
+its directory, to the same dataset.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import pytest
 from pipelines import verify
 from replay import load_info, replay_dataset
 from tests.support import wavgen
-from tests.support.pause_points import APPEND_PHASES, PHASES
+from tests.support.pause_points import APPEND_PHASES, PHASES, PLAN_IN_JOB_ENV
 from tests.support.record_helpers import record as run_record
 from tests.support.record_helpers import without_times
 from tests.support.reliability import cli, kill, wait_until_paused
@@ -133,3 +135,39 @@ def test_an_append_killed_while_recording_starts_again_without_resume(bases):
     assert record.run(args).dataset_version == 2  # the killed try's directory is started again
     assert _files(out) == _files(reference)
     assert _manifest(out / "manifest.json") == _manifest(reference / "manifest.json")
+
+
+@pytest.mark.parametrize("phase", ["reading", "finalising"])
+def test_an_append_planned_in_the_job_killed_while_recording_resumes_in_the_job(bases, phase):
+    from pipelines.config import RecordConfig
+    from pipelines.job import run_job
+    from pipelines.resume import fingerprint as fp
+
+    root, base, reference = bases
+    out = root / f"planned in the job, killed {phase}"
+    shutil.copytree(base, out)
+    pattern = f"{root}/corpus/*/*.wav"
+    args = ["--input_pattern", pattern, "--output_dir", str(out), "--append"]
+    marker, log = out.parent / f"job {phase}.paused", out.parent / f"job {phase}.log"
+    proc = cli(phase, str(marker), *args, log=log, module="tests.support.pause_points",
+               env={PLAN_IN_JOB_ENV: "1"})  # fmt: skip
+    try:
+        wait_until_paused(proc, marker)
+    finally:
+        kill(proc)
+    assert load_info(out).version == 1
+    (started,) = (out / "appends").iterdir()  # the killed record job's, planned in the job
+    assert fp.planned_in_job(fp.read_fingerprint(str(started)))
+
+    config = RecordConfig(input_pattern=pattern, output_dir=str(out), append=True, resume=True)
+    resumed = run_job(config, plan_in_job=True)
+    assert resumed.dataset_version == 2
+    assert (phase == "finalising") <= (resumed.reused_windows > 0), resumed
+    assert _files(out) == _files(reference)
+    assert _manifest(out / "manifest.json") == _manifest(reference / "manifest.json")
+    assert raw_dirs(out) == raw_dirs(reference) == [f"appends/{started.name}"]
+
+
+def raw_dirs(out: Path) -> list[str]:
+    """The directories of the dataset's commits after the first."""
+    return [c["dir"] for c in json.loads((out / "manifest.json").read_text())["commits"][1:]]

@@ -54,6 +54,8 @@ APPEND_PHASES: dict[str, tuple[str, str, int]] = {
 ANALYSIS_BATCH_BYTES_ENV = "AUDIORECORDS_TEST_ANALYSIS_BATCH_BYTES"
 # read_windows.CHECKPOINT_BYTES for this run (tests/reliability/test_resume.py: many checkpoints)
 CHECKPOINT_BYTES_ENV = "AUDIORECORDS_TEST_CHECKPOINT_BYTES"
+# set: the run is planned in the job whatever its inputs (`run_job(plan_in_job=True)`)
+PLAN_IN_JOB_ENV = "AUDIORECORDS_TEST_PLAN_IN_JOB"
 _calls = {"n": 0, "done": 0}
 _lock = threading.Condition()
 
@@ -117,6 +119,10 @@ if __name__ == "__main__":
         from transforms.stages import read_windows
 
         read_windows.CHECKPOINT_BYTES = int(os.environ[CHECKPOINT_BYTES_ENV])
+    if os.environ.get(PLAN_IN_JOB_ENV):  # a test's run planned in the job, of local inputs
+        from pipelines import job
+
+        job.run_job = functools.partial(job.run_job, plan_in_job=True)
     load_one_keras()  # as the CLI's own __main__ does
     install(phase, marker)
     exit_now(record.main(argv))  # what `python -m pipelines.record` runs
