@@ -24,6 +24,7 @@ Also, for every run:
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -79,6 +80,9 @@ def reliability_reference(tmp_path_factory) -> tuple[str, Path, Path]:
 
 
 @pytest.fixture(scope="session")
-def resume_runs(tmp_path_factory) -> reliability.ResumeRuns:
-    """The --resume tests' read-only corpus and its uninterrupted runs (made on first use)."""
-    return reliability.ResumeRuns(tmp_path_factory.mktemp("resume_runs"))
+def resume_runs(tmp_path_factory) -> Iterator[reliability.ResumeRuns]:
+    """The --resume tests' read-only corpus and its uninterrupted runs (made on first use);
+    at the session's end, unchanged."""
+    runs = reliability.ResumeRuns(tmp_path_factory.mktemp("resume_runs"))
+    yield runs
+    runs.assert_unchanged()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -22,7 +23,7 @@ from pipelines.record import summary_line
 from tests.support import wavgen
 from tests.support.record_helpers import cli_error, raw_manifest, read_records
 from tests.support.record_helpers import record as run_record
-from tests.support.reliability import read_only, writable_copy
+from tests.support.reliability import read_only, tree_state, writable_copy
 
 WIN = 2000
 RATE = 8000
@@ -69,13 +70,17 @@ def appended(pattern: str, out: Path, *extra: str):
 
 
 @pytest.fixture(scope="module")
-def day1(tmp_path_factory) -> tuple[Path, Path]:
+def day1(tmp_path_factory) -> Iterator[tuple[Path, Path]]:
     """(day 1's folder, its dataset recorded with `OPTIONS`), both read-only: the dataset's
-    tables name the folder's absolute paths, so its copies append with it in place."""
+    tables name the folder's absolute paths, so its copies append with it in place. At the
+    module's end both are checked unchanged."""
     root = tmp_path_factory.mktemp("append_day1")
     folder = write_day(root / "corpus", 1)
     run_record(f"{root}/corpus/*/*.wav", root / "base", *OPTIONS)
-    return read_only(folder), read_only(root / "base")
+    shared = (read_only(folder), read_only(root / "base"))
+    states = [tree_state(path) for path in shared]
+    yield shared
+    assert [tree_state(path) for path in shared] == states, "a test changed day 1's files"
 
 
 def union(day1_folder: Path, corpus: Path) -> str:

@@ -10,6 +10,7 @@ read-only, and read-only / writable copies of directories shared between tests.
 from __future__ import annotations
 
 import csv
+import hashlib
 import json
 import os
 import shutil
@@ -172,11 +173,23 @@ def copy_dataset(src: Path, dst: Path) -> Path:
 
 def read_only(directory: Path) -> Path:
     """Makes `directory` and everything under it read-only (files 0o444, folders 0o555): a
-    test that tries to change what other tests share fails on the spot."""
+    test that tries to change what other tests share fails on the spot (unless it runs as root,
+    which writes anyway: `tree_state`, compared at the sharing fixture's end, catches that)."""
     for path in sorted(directory.rglob("*"), reverse=True):
         path.chmod(0o555 if path.is_dir() else 0o444)
     directory.chmod(0o555)
     return directory
+
+
+def tree_state(directory: Path) -> dict[str, tuple[str, int, int]]:
+    """{relative path: (SHA-256 of a file's bytes or "" for a folder, modification time in ns,
+    mode)} of `directory` and everything under it: equal while nothing under it changed."""
+    state = {}
+    for path in [directory, *sorted(directory.rglob("*"))]:
+        stat = path.stat()
+        digest = "" if path.is_dir() else hashlib.sha256(path.read_bytes()).hexdigest()
+        state[str(path.relative_to(directory))] = (digest, stat.st_mtime_ns, stat.st_mode)
+    return state
 
 
 def writable_copy(src: Path, dst: Path) -> Path:
@@ -215,14 +228,20 @@ class ResumeRuns:
 
     The corpus and each run are read-only: a run's manifest and tables name the corpus's
     absolute paths, so a test resumes a run of this very corpus, in place, into its own output
-    directory, and compares it with `reference`.
+    directory, and compares it with `reference`. `assert_unchanged` checks that no test changed
+    them.
     """
 
     def __init__(self, root: Path):
         self.root = root
         self.pattern = resume_corpus(root / "corpus")
-        read_only(root / "corpus")
+        self._states = {root / "corpus": tree_state(read_only(root / "corpus"))}
         self._runs: dict[tuple[str, ...], Path] = {}
+
+    def assert_unchanged(self) -> None:
+        """The corpus and every run are as they were made (bytes, times, modes)."""
+        for path, state in self._states.items():
+            assert tree_state(path) == state, f"a test changed {path}, which tests share"
 
     def reference(self, *options: str) -> Path:
         """The uninterrupted run of the corpus with the command line `resume_args` makes with
@@ -233,4 +252,5 @@ class ResumeRuns:
             out = self.root / f"reference-{len(self._runs)}"
             record.run(resume_args(self.pattern, out, *options))
             self._runs[options] = read_only(out)
+            self._states[out] = tree_state(out)
         return self._runs[options]
