@@ -3,7 +3,9 @@
 - `sample_run` / `sample_dataset`: the README's quick-start command (`data/sample/*.wav`,
   `--win_len 16000`, every other option at its default);
 - `reliability_reference`: the reliability tests' uninterrupted reference run
-  (`tests.support.reliability.reference_run`: nasty file names, a label CSV, 3 shards).
+  (`tests.support.reliability.reference_run`: nasty file names, a label CSV, 3 shards);
+- `resume_runs`: the ``--resume`` tests' corpus and its uninterrupted runs, one per set of
+  runner options (`tests.support.reliability.ResumeRuns`), read-only.
 
 Each is recorded in process the first time a test asks for it; tests only read them (copy one
 first to change it).
@@ -22,6 +24,7 @@ Also, for every run:
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -74,3 +77,12 @@ def sample_dataset(sample_run) -> Path:
 def reliability_reference(tmp_path_factory) -> tuple[str, Path, Path]:
     """(input pattern, labels csv, output dir) of the reliability reference run."""
     return reliability.reference_run(tmp_path_factory.getbasetemp())
+
+
+@pytest.fixture(scope="session")
+def resume_runs(tmp_path_factory) -> Iterator[reliability.ResumeRuns]:
+    """The --resume tests' read-only corpus and its uninterrupted runs (made on first use);
+    at the session's end, unchanged."""
+    runs = reliability.ResumeRuns(tmp_path_factory.mktemp("resume_runs"))
+    yield runs
+    runs.assert_unchanged()

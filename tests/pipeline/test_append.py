@@ -1,13 +1,16 @@
 """``--append`` (`pipelines.append`): a finished dataset grows by the inputs it does not hold.
 
 Real record runs (DirectRunner) on real WAV files; the records are read back with plain tf.data
-(`tests.support.record_helpers`), not with `replay`.
+(`tests.support.record_helpers`), not with `replay`. Day 1 recorded with `OPTIONS` is made once
+for the module (`day1`, read-only); a test appends to its own copy, and writes its later days in
+its own folder.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -20,6 +23,7 @@ from pipelines.record import summary_line
 from tests.support import wavgen
 from tests.support.record_helpers import cli_error, raw_manifest, read_records
 from tests.support.record_helpers import record as run_record
+from tests.support.reliability import read_only, tree_state, writable_copy
 
 WIN = 2000
 RATE = 8000
@@ -65,16 +69,35 @@ def appended(pattern: str, out: Path, *extra: str):
     return run_record(pattern, out, "--append", *extra)
 
 
+@pytest.fixture(scope="module")
+def day1(tmp_path_factory) -> Iterator[tuple[Path, Path]]:
+    """(day 1's folder, its dataset recorded with `OPTIONS`), both read-only: the dataset's
+    tables name the folder's absolute paths, so its copies append with it in place. At the
+    module's end both are checked unchanged."""
+    root = tmp_path_factory.mktemp("append_day1")
+    folder = write_day(root / "corpus", 1)
+    run_record(f"{root}/corpus/*/*.wav", root / "base", *OPTIONS)
+    shared = (read_only(folder), read_only(root / "base"))
+    states = [tree_state(path) for path in shared]
+    yield shared
+    assert [tree_state(path) for path in shared] == states, "a test changed day 1's files"
+
+
+def union(day1_folder: Path, corpus: Path) -> str:
+    """The pattern of day 1's files and of every day folder under `corpus`."""
+    return f"{{{day1_folder},{corpus}/*}}/*.wav"
+
+
 @pytest.mark.slow
-def test_an_append_records_only_the_new_files_and_rewrites_nothing(tmp_path):
-    corpus, out, scratch = tmp_path / "corpus", tmp_path / "out", tmp_path / "scratch"
-    write_day(corpus, 1)
-    run_record(f"{corpus}/*/*.wav", out, *OPTIONS)
+def test_an_append_records_only_the_new_files_and_rewrites_nothing(day1, tmp_path):
+    corpus, scratch = tmp_path / "corpus", tmp_path / "scratch"
+    out = writable_copy(day1[1], tmp_path / "out")
     before = digests(out)
     v1 = (out / "manifest.json").read_bytes()
     write_day(corpus, 2)
+    pattern = union(day1[0], corpus)  # day 1's files, which the dataset holds, and day 2's
 
-    result = appended(f"{corpus}/*/*.wav", out)
+    result = appended(pattern, out)
 
     assert (result.num_files, result.dataset_version, result.output_dir) == (2, 2, str(out))
     assert summary_line(result).endswith(f"-> {out} (dataset version 2)")
@@ -99,7 +122,7 @@ def test_an_append_records_only_the_new_files_and_rewrites_nothing(tmp_path):
     assert [r["index"] for r in rows] == [2, 3]  # numbered after the dataset's 2 files
     assert all("/day02/" in r["path"] for r in rows)
 
-    run_record(f"{corpus}/*/*.wav", scratch, *OPTIONS)  # the union, from scratch
+    run_record(pattern, scratch, *OPTIONS)  # the union, from scratch
     grown, whole = read_records(out), read_records(scratch)
     assert sorted(map(element_key, grown)) == sorted(map(element_key, whole))
     stored = raw_manifest(out)["elements"]["log_mel_norm"]
@@ -155,12 +178,10 @@ def test_an_input_changed_since_it_was_recorded_is_refused_or_skipped(tmp_path, 
 
 
 @pytest.mark.slow
-def test_a_label_outside_the_class_list_is_an_error_or_kept_as_minus_one(tmp_path):
+def test_a_label_outside_the_class_list_is_an_error_or_kept_as_minus_one(day1, tmp_path):
     """A refused label is an error of its version, its id kept: the next append's files are
     numbered after every id the dataset gave, its failed inputs' included."""
-    corpus, out = tmp_path / "corpus", tmp_path / "out"
-    write_day(corpus, 1)
-    run_record(f"{corpus}/*/*.wav", out, *OPTIONS)
+    corpus, out = tmp_path / "corpus", writable_copy(day1[1], tmp_path / "out")
     write_day(corpus, 2, labels=("wind", "rain"))
     result = appended(f"{corpus}/day02/*.wav", out)
     assert result.num_files == 1 and result.num_failed == 1
@@ -184,16 +205,14 @@ def test_a_label_outside_the_class_list_is_an_error_or_kept_as_minus_one(tmp_pat
 
 
 @pytest.mark.slow
-def test_of_appends_to_one_version_exactly_one_commits(tmp_path, monkeypatch):
+def test_of_appends_to_one_version_exactly_one_commits(day1, tmp_path, monkeypatch):
     """Three appends planned on version 1 and recorded: two commit at once, both past the early
     check (the version free, their records' manifest read: a barrier at `next_manifest`), so
     the exclusive creation of ``manifests/2.json`` decides; then the third finds the version
     taken. One version 2, the others' directories removed, no older file changed."""
     import threading
 
-    corpus, out = tmp_path / "corpus", tmp_path / "out"
-    write_day(corpus, 1)
-    run_record(f"{corpus}/*/*.wav", out, *OPTIONS)
+    corpus, out = tmp_path / "corpus", writable_copy(day1[1], tmp_path / "out")
     plans = []
     for day in (2, 3, 4):  # all planned on version 1 and recorded, then they commit
         write_day(corpus, day)
@@ -248,7 +267,7 @@ def test_of_appends_to_one_version_exactly_one_commits(tmp_path, monkeypatch):
 
 
 @pytest.mark.slow
-def test_a_refreshing_append_has_the_statistics_of_a_record_of_the_union(tmp_path):
+def test_a_refreshing_append_has_the_statistics_of_a_record_of_the_union(day1, tmp_path):
     """--append_transform refresh: the union's statistics, bit for bit a from-scratch run's
     (moments are exact integers), without reading a byte of an older shard (version 1's shards
     are garbage of their size here, and stay so), and a transform graph of its own, also when
@@ -258,9 +277,9 @@ def test_a_refreshing_append_has_the_statistics_of_a_record_of_the_union(tmp_pat
     from replay import load_info, load_transform
     from transforms.stages.moments import from_json, total
 
-    corpus, out, scratch = tmp_path / "corpus", tmp_path / "out", tmp_path / "scratch"
-    write_day(corpus, 1)
-    run_record(f"{corpus}/*/*.wav", out, *OPTIONS)
+    corpus, scratch = tmp_path / "corpus", tmp_path / "scratch"
+    out = writable_copy(day1[1], tmp_path / "out")
+    pattern = union(day1[0], corpus)
     root_transform = digests(out / "transform_fn")
     old_shards = sorted(out.glob("*.tfrecord-*"))
     rng = np.random.default_rng(5)
@@ -269,14 +288,14 @@ def test_a_refreshing_append_has_the_statistics_of_a_record_of_the_union(tmp_pat
     garbage = {shard: shard.read_bytes() for shard in old_shards}
     write_day(corpus, 2, labels=("bird", "bird", "rain"))
     frozen = append.plan_append(
-        RecordConfig(input_pattern=f"{corpus}/*/*.wav", output_dir=str(out), append=True)
+        RecordConfig(input_pattern=pattern, output_dir=str(out), append=True)
     )
     run_job(frozen.config, continuation=frozen.continuation)  # a frozen append, killed uncommitted
     # the same files in the other mode, resumed: its own directory, not the frozen one's records
-    appended(f"{corpus}/*/*.wav", out, "--append_transform", "refresh", "--resume")
+    appended(pattern, out, "--append_transform", "refresh", "--resume")
     assert raw_manifest(out)["commits"][1]["dir"] != frozen.data_dir
     assert not (out / frozen.data_dir).exists()
-    run_record(f"{corpus}/*/*.wav", scratch, *OPTIONS)  # the union, from scratch
+    run_record(pattern, scratch, *OPTIONS)  # the union, from scratch
 
     grown, whole = raw_manifest(out), raw_manifest(scratch)
     assert grown["elements"] == whole["elements"]  # mean and var: the same float32 bits
@@ -297,7 +316,7 @@ def test_a_refreshing_append_has_the_statistics_of_a_record_of_the_union(tmp_pat
     assert not np.array_equal(first, ours["log_mel_norm"].numpy())  # version 1's statistics
 
     write_day(corpus, 3)
-    appended(f"{corpus}/*/*.wav", out)  # frozen: version 2's transform and statistics stay
+    appended(pattern, out)  # frozen: version 2's transform and statistics stay
     latest = raw_manifest(out)
     assert latest["elements"] == grown["elements"] and latest["commits"][2]["transform"] == "frozen"
     assert load_info(out).version == 3
@@ -307,8 +326,8 @@ def test_a_refreshing_append_has_the_statistics_of_a_record_of_the_union(tmp_pat
 
     for day in (4, 5):  # a second and a third refresh: the moments of every commit, not the last
         write_day(corpus, day, labels=("rain", "bird", "rain")[: day - 2])
-        appended(f"{corpus}/*/*.wav", out, "--append_transform", "refresh")
-        run_record(f"{corpus}/*/*.wav", tmp_path / f"scratch{day}", *OPTIONS)
+        appended(pattern, out, "--append_transform", "refresh")
+        run_record(pattern, tmp_path / f"scratch{day}", *OPTIONS)
         grown, whole = raw_manifest(out), raw_manifest(tmp_path / f"scratch{day}")
         assert grown["dataset_version"] == day and grown["commits"][-1]["transform"] == "refresh"
         assert grown["elements"] == whole["elements"], day
@@ -374,7 +393,7 @@ def test_ten_nightly_appends_replay_as_one_record_of_the_union(tmp_path):
 
 
 @pytest.mark.slow  # two append processes: the race between processes at the commit point
-def test_two_appends_run_at_once_to_one_version_commit_one_the_other_fails_cleanly(tmp_path):
+def test_two_appends_run_at_once_to_one_version_commit_one_the_other_fails_cleanly(day1, tmp_path):
     """Two append processes started together, each held at its commit until both have passed
     the early check (`tests.support.commit_barrier`): the exclusive creation of
     ``manifests/2.json`` lets exactly one commit version 2; the other fails with one line and
@@ -382,9 +401,7 @@ def test_two_appends_run_at_once_to_one_version_commit_one_the_other_fails_clean
     import subprocess
     import sys
 
-    corpus, out = tmp_path / "corpus", tmp_path / "out"
-    write_day(corpus, 1)
-    run_record(f"{corpus}/*/*.wav", out, *OPTIONS)
+    corpus, out = tmp_path / "corpus", writable_copy(day1[1], tmp_path / "out")
     write_day(corpus, 2)
     write_day(corpus, 3)
     root = Path(__file__).resolve().parents[2]
@@ -424,12 +441,10 @@ def test_two_appends_run_at_once_to_one_version_commit_one_the_other_fails_clean
 
 
 @pytest.mark.slow
-def test_an_append_left_uncommitted_is_rolled_back_by_the_next_append(tmp_path):
+def test_an_append_left_uncommitted_is_rolled_back_by_the_next_append(day1, tmp_path):
     """An append killed after its record job (its directory complete, nothing committed) is
     removed when another append commits the version it was for."""
-    corpus, out = tmp_path / "corpus", tmp_path / "out"
-    write_day(corpus, 1)
-    run_record(f"{corpus}/*/*.wav", out, *OPTIONS)
+    corpus, out = tmp_path / "corpus", writable_copy(day1[1], tmp_path / "out")
     write_day(corpus, 2)
     write_day(corpus, 3)
     config = RecordConfig(input_pattern=f"{corpus}/day02/*.wav", output_dir=str(out), append=True)

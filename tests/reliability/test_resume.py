@@ -27,7 +27,7 @@ import pytest
 
 from pipelines import record
 from pipelines.config import UsageError
-from tests.support import wavgen
+from tests.support import reliability
 from tests.support.pause_points import ANALYSIS_BATCH_BYTES_ENV, CHECKPOINT_BYTES_ENV
 from tests.support.reliability import ROOT, assert_same_dataset, cli, kill, wait_until_paused
 from transforms.spec.layout import RecordLayout
@@ -36,31 +36,19 @@ from transforms.stages.finalize import read_z_score_statistics
 
 pytestmark = pytest.mark.slow
 
-WIN_LEN = 1024
-FILES = 6
-WINDOWS = 40  # per file: 240 windows, read tasks of 64 (pipelines.plan.MIN_TASK_ROWS): 4 tasks
+WIN_LEN = reliability.RESUME_WIN_LEN
+FILES = reliability.RESUME_FILES
+WINDOWS = reliability.RESUME_WINDOWS  # per file: 240 windows, read tasks of 64: 4 tasks
+IN_MEMORY = ("--direct_running_mode", "in_memory", "--direct_num_workers", "2")
 
 
 def _corpus(directory: Path, *, files: int = FILES, windows: int = WINDOWS) -> str:
-    return wavgen.two_class_corpus(directory, files=files, num_frames=windows * WIN_LEN + 5)
+    return reliability.resume_corpus(directory, files=files, windows=windows)
 
 
 def _args(pattern: str, out: Path, *extra: str) -> list[str]:
-    return [
-        "--input_pattern",
-        pattern,
-        "--output_dir",
-        str(out),
-        "--win_len",
-        str(WIN_LEN),
-        "--num_shards",
-        "3",
-        "--direct_running_mode",
-        "in_memory",
-        "--direct_num_workers",
-        "2",
-        *extra,
-    ]
+    """Two in-memory workers (four read tasks), then `extra`."""
+    return reliability.resume_args(pattern, out, *IN_MEMORY, *extra)
 
 
 def _tree(directory: Path) -> dict[str, bytes]:
@@ -129,7 +117,7 @@ def _killed_after_the_first_commit(
 
 
 def test_killed_after_a_committed_task_resumes_byte_identical(tmp_path):
-    pattern = _corpus(tmp_path / "corpus")
+    pattern = _corpus(tmp_path / "corpus")  # its own: touched, moved and added to below
     want, out = tmp_path / "uninterrupted", tmp_path / "out"
     record.run(_args(pattern, want))
     _killed_after_the_first_commit(pattern, out, tmp_path)
@@ -193,15 +181,14 @@ def test_killed_after_a_committed_task_resumes_byte_identical(tmp_path):
 
 
 @pytest.mark.parametrize("planned", ["in the launcher", "in the job"])
-def test_rounded_features_reuse_nothing_and_resume_byte_identical(tmp_path, planned):
+def test_rounded_features_reuse_nothing_and_resume_byte_identical(resume_runs, tmp_path, planned):
     """``--feature_dtype float16`` stores rounded features, from which the AUTO compression
     samples of a reused task could not be rebuilt: a resumed run reuses nothing (every task is
     read again, its committed record deleted) and gives the uninterrupted run's dataset, planned
     in the launcher or in the job (resumed there)."""
     rounded = ("--feature_dtype", "float16")
-    pattern = _corpus(tmp_path / "corpus")
-    want, out = tmp_path / "uninterrupted", tmp_path / "out"
-    record.run(_args(pattern, want, *rounded))
+    pattern, out = resume_runs.pattern, tmp_path / "out"
+    want = resume_runs.reference(*IN_MEMORY, *rounded)
     in_job = planned == "in the job"
     _killed_after_the_first_commit(pattern, out, tmp_path, extra=rounded, in_job=in_job)
     result = record.run(_args(pattern, out, "--resume", *rounded))
@@ -347,7 +334,9 @@ exit_now(0)
 
 
 @pytest.mark.parametrize("runner", ["one task", "two workers"])
-def test_a_run_planned_in_the_job_resumes_byte_identical(checkpointed, runner, tmp_path):
+def test_a_run_planned_in_the_job_resumes_byte_identical(
+    checkpointed, resume_runs, runner, tmp_path
+):
     """A run planned in the job, killed once its read task checkpointed twice (the default
     runner: one task, whose segments the plan step grouped) or once its first task committed
     (two workers, four tasks), resumes in the job (the launcher compares the fingerprint made
@@ -357,9 +346,7 @@ def test_a_run_planned_in_the_job_resumes_byte_identical(checkpointed, runner, t
         pattern, want = checkpointed
         args, phase, env = _default_args, "checkpointed", {CHECKPOINT_BYTES_ENV: str(CHECKPOINT)}
     else:
-        pattern = _corpus(tmp_path / "corpus")
-        want = tmp_path / "uninterrupted"
-        record.run(_args(pattern, want))
+        pattern, want = resume_runs.pattern, resume_runs.reference(*IN_MEMORY)
         args, phase, env = _args, "task committed", {}
     out, marker = tmp_path / "out", tmp_path / "paused"
     with open(tmp_path / "run.log", "wb") as log:

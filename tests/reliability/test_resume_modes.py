@@ -3,10 +3,14 @@ workers, the portable runner (a job service and our worker pool), a Flink sessio
 a dataset on an object store (gs://, the emulator of tests/pipeline/test_reads_gcs.py); a run
 planned in the job resumed in the job, on worker processes and on a Spark standalone cluster.
 
-Each test records an uninterrupted reference run, then a run killed once a read task has
-committed and before the job can finish, then resumes it: the dataset must equal the reference
-(`assert_same_dataset`) and the resumed run must have reused committed work
-(``reused_windows > 0``: how many tasks were committed when the job was killed is not fixed).
+Each test runs a record killed once a read task has committed and before the job can finish,
+then resumes it: the dataset must equal the uninterrupted reference (`assert_same_dataset`) and
+the resumed run must have reused committed work (``reused_windows > 0``: how many tasks were
+committed when the job was killed is not fixed). The reference is the in-memory DirectRunner's
+with two workers (the same four read tasks), recorded once per test process on a read-only
+corpus the tests resume in place (`resume_runs`, tests/conftest.py): every runner records the
+DirectRunner's bytes (tests/engines/test_engines.py, test_runners_pipeline.py), and a dataset
+on gs:// the local one's (tests/pipeline/test_reads_gcs.py).
 
 The read tasks of these modes do not run in the launcher, so `tests.support.pause_points`
 cannot stop them; `tests.support.resume_hold` holds the job instead, from inside its read tasks
@@ -32,14 +36,14 @@ import pytest
 
 from pipelines import record
 from tests.engines import clusters
-from tests.support import wavgen
+from tests.support import reliability
 from tests.support.reliability import assert_same_dataset, cli, kill
 
 pytestmark = pytest.mark.slow
 
-WIN_LEN = 1024
-FILES = 6
-WINDOWS = 40  # per file: 240 windows, read tasks of 64 (pipelines.plan.MIN_TASK_ROWS): 4 tasks
+WIN_LEN = reliability.RESUME_WIN_LEN
+FILES = reliability.RESUME_FILES
+WINDOWS = reliability.RESUME_WINDOWS  # per file: 240 windows, read tasks of 64: 4 tasks
 HOLD_TIMEOUT_S = 300.0  # only stops a hung test: whether the hold is reached is not timing
 MULTI = ("--direct_running_mode", "multi_processing", "--direct_num_workers", "2")
 IN_MEMORY = ("--direct_running_mode", "in_memory", "--direct_num_workers", "2")
@@ -48,21 +52,11 @@ RESUMED = re.compile(r"; resumed: (\d+) windows reused")
 
 
 def _corpus(directory: Path, *, files: int = FILES, windows: int = WINDOWS) -> str:
-    return wavgen.two_class_corpus(directory, files=files, num_frames=windows * WIN_LEN + 5)
+    return reliability.resume_corpus(directory, files=files, windows=windows)
 
 
 def _args(pattern: str, out: Path | str, *extra: str) -> list[str]:
-    return [
-        "--input_pattern",
-        pattern,
-        "--output_dir",
-        str(out),
-        "--win_len",
-        str(WIN_LEN),
-        "--num_shards",
-        "3",
-        *extra,
-    ]
+    return reliability.resume_args(pattern, out, *extra)
 
 
 def _wait_for_hold(hold: Path, alive) -> str:
@@ -92,12 +86,11 @@ def _reused_windows(summary: str) -> int:
     return int(found.group(1))
 
 
-def test_multi_processing_killed_after_a_commit_resumes_byte_identical(tmp_path):
+def test_multi_processing_killed_after_a_commit_resumes_byte_identical(resume_runs, tmp_path):
     """Workers in subprocesses of the launcher (its process group): SIGKILL to the group kills
     the launcher and both workers while one holds after its commit."""
-    pattern = _corpus(tmp_path / "corpus")
-    want, out, hold = tmp_path / "uninterrupted", tmp_path / "out", tmp_path / "hold"
-    record.run(_args(pattern, want, *MULTI))
+    pattern, want = resume_runs.pattern, resume_runs.reference(*IN_MEMORY)
+    out, hold = tmp_path / "out", tmp_path / "hold"
 
     hold.mkdir()
     proc = cli(
@@ -130,13 +123,14 @@ def _assert_resumed_in_the_job(result) -> None:
     assert result.num_examples == FILES * WINDOWS
 
 
-def test_planned_in_the_job_multi_processing_killed_after_a_commit_resumes_in_the_job(tmp_path):
+def test_planned_in_the_job_multi_processing_killed_after_a_commit_resumes_in_the_job(
+    resume_runs, tmp_path
+):
     """A run planned in the job on worker processes, killed once a task committed, resumes in
     the job (the launcher compares the fingerprint made from the listing; each task reads its
     own commit records where it runs) to the uninterrupted dataset byte for byte."""
-    pattern = _corpus(tmp_path / "corpus")
-    want, out, hold = tmp_path / "uninterrupted", tmp_path / "out", tmp_path / "hold"
-    record.run(_args(pattern, want, *MULTI))
+    pattern, want = resume_runs.pattern, resume_runs.reference(*IN_MEMORY)
+    out, hold = tmp_path / "out", tmp_path / "hold"
 
     hold.mkdir()
     argv = (str(hold), "--in_job", *_args(pattern, out, *MULTI))
@@ -156,7 +150,7 @@ def test_planned_in_the_job_multi_processing_killed_after_a_commit_resumes_in_th
 
 
 def test_planned_in_the_job_on_a_spark_cluster_killed_after_a_commit_resumes_in_the_job(
-    tmp_path,
+    resume_runs, tmp_path
 ):
     """The same on a Spark standalone cluster with our SDK workers: the killed launcher takes
     its job server (the Spark driver) with it; the resume is a new Spark job whose plan step
@@ -164,9 +158,8 @@ def test_planned_in_the_job_on_a_spark_cluster_killed_after_a_commit_resumes_in_
     from runners import jobserver
 
     clusters.job_server_jar("spark")
-    pattern = _corpus(tmp_path / "corpus")
-    want, out, hold = tmp_path / "uninterrupted", tmp_path / "out", tmp_path / "hold"
-    record.run(_args(pattern, want, *IN_MEMORY))
+    pattern, want = resume_runs.pattern, resume_runs.reference(*IN_MEMORY)
+    out, hold = tmp_path / "out", tmp_path / "hold"
     cluster = clusters.SparkCluster(tmp_path / "spark", jobserver.lib_dir("spark"))
     try:
         with _worker_pool(tmp_path) as pool:
@@ -236,16 +229,15 @@ def _portable(job_port: int, pool_port: int) -> tuple[str, ...]:
     )  # fmt: skip
 
 
-def test_portable_runner_killed_after_a_commit_resumes_byte_identical(tmp_path):
+def test_portable_runner_killed_after_a_commit_resumes_byte_identical(resume_runs, tmp_path):
     """A local job service runs the job, our worker pool its bundles: the kill is SIGKILL to the
     launcher and to the job service (which runs the job: the job dies with it; the pool's
     workers, a cluster's, outlive it); the resume goes to a new job service, same pool."""
-    pattern = _corpus(tmp_path / "corpus")
-    want, out, hold = tmp_path / "uninterrupted", tmp_path / "out", tmp_path / "hold"
+    pattern, want = resume_runs.pattern, resume_runs.reference(*IN_MEMORY)
+    out, hold = tmp_path / "out", tmp_path / "hold"
     with _worker_pool(tmp_path) as pool:
         service, port = _job_service(tmp_path, "job_service_1")
         try:
-            record.run(_args(pattern, want, *_portable(port, pool)))
             hold.mkdir()
             proc = cli(
                 str(hold),
@@ -396,14 +388,13 @@ def _download(gcs, prefix: str, directory: Path) -> Path:
     return directory
 
 
-def test_gs_output_killed_after_a_commit_resumes_byte_identical(gcs, tmp_path):
+def test_gs_output_killed_after_a_commit_resumes_byte_identical(gcs, resume_runs, tmp_path):
     """The dataset on gs:// (the emulator), the job on the in-memory DirectRunner with two
     workers (its read tasks in the launcher's threads): SIGKILL to the launcher's process group
-    while held; resumed into the same gs:// directory."""
-    pattern = _corpus(tmp_path / "corpus")
-    hold = tmp_path / "hold"
+    while held; resumed into the same gs:// directory, which then holds the local uninterrupted
+    run's dataset."""
+    pattern, hold = resume_runs.pattern, tmp_path / "hold"
     gs_args = ("--no_auth", *IN_MEMORY)
-    _gs_cli(gcs, tmp_path, "reference", *_args(pattern, "gs://out/reference", *gs_args))
 
     hold.mkdir()
     env = {**gcs.env(), "TF_CPP_MIN_LOG_LEVEL": "2"}
@@ -426,5 +417,4 @@ def test_gs_output_killed_after_a_commit_resumes_byte_identical(gcs, tmp_path):
     names = gcs.list_names("out", "ds/")
     assert not [n for n in names if n.startswith("ds/.tmp/")], names
     got = _download(gcs, "ds/", tmp_path / "got")
-    want = _download(gcs, "reference/", tmp_path / "want")
-    assert_same_dataset(got, want)
+    assert_same_dataset(got, resume_runs.reference(*IN_MEMORY))

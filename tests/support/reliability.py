@@ -3,12 +3,14 @@
 One small, deliberately nasty corpus (file names with spaces, unicode, shell and glob
 characters; CSV labels with ``../``, ``/``, quotes and ``$(...)``) and one uninterrupted
 *reference* run of it, made once per test process and shared by every module that compares
-against it.
+against it. Also the ``--resume`` tests' corpus and its uninterrupted runs (`ResumeRuns`),
+read-only, and read-only / writable copies of directories shared between tests.
 """
 
 from __future__ import annotations
 
 import csv
+import hashlib
 import json
 import os
 import shutil
@@ -167,3 +169,88 @@ def kill(proc: subprocess.Popen) -> None:
 def copy_dataset(src: Path, dst: Path) -> Path:
     shutil.copytree(src, dst)
     return dst
+
+
+def read_only(directory: Path) -> Path:
+    """Makes `directory` and everything under it read-only (files 0o444, folders 0o555): a
+    test that tries to change what other tests share fails on the spot (unless it runs as root,
+    which writes anyway: `tree_state`, compared at the sharing fixture's end, catches that)."""
+    for path in sorted(directory.rglob("*"), reverse=True):
+        path.chmod(0o555 if path.is_dir() else 0o444)
+    directory.chmod(0o555)
+    return directory
+
+
+def tree_state(directory: Path) -> dict[str, tuple[str, int, int]]:
+    """{relative path: (SHA-256 of a file's bytes or "" for a folder, modification time in ns,
+    mode)} of `directory` and everything under it: equal while nothing under it changed."""
+    state = {}
+    for path in [directory, *sorted(directory.rglob("*"))]:
+        stat = path.stat()
+        digest = "" if path.is_dir() else hashlib.sha256(path.read_bytes()).hexdigest()
+        state[str(path.relative_to(directory))] = (digest, stat.st_mtime_ns, stat.st_mode)
+    return state
+
+
+def writable_copy(src: Path, dst: Path) -> Path:
+    """A copy of the (read-only) directory `src` at `dst` that the caller may change: the same
+    bytes and modification times, owner-writable."""
+    shutil.copytree(src, dst)
+    for path in [dst, *dst.rglob("*")]:
+        path.chmod(path.stat().st_mode | 0o200)
+    return dst
+
+
+# The --resume tests' corpus (tests/reliability/test_resume*.py): 6 files of 40 windows of 1024
+# frames, 240 windows, read tasks of 64 (pipelines.plan.MIN_TASK_ROWS): 4 tasks
+RESUME_WIN_LEN = 1024
+RESUME_FILES = 6
+RESUME_WINDOWS = 40
+
+
+def resume_corpus(
+    directory: Path, *, files: int = RESUME_FILES, windows: int = RESUME_WINDOWS
+) -> str:
+    """Writes the --resume tests' two-class corpus in `directory`; returns its pattern."""
+    frames = windows * RESUME_WIN_LEN + 5
+    return wavgen.two_class_corpus(directory, files=files, num_frames=frames)
+
+
+def resume_args(pattern: str, out: Path | str, *extra: str) -> list[str]:
+    """The --resume tests' record command line (3 shards), then `extra`."""
+    args = ["--input_pattern", pattern, "--output_dir", str(out)]
+    return [*args, "--win_len", str(RESUME_WIN_LEN), "--num_shards", "3", *extra]
+
+
+class ResumeRuns:
+    """The --resume tests' corpus and its uninterrupted runs, shared by every test of a process
+    that does not change its corpus (`resume_runs` in tests/conftest.py).
+
+    The corpus and each run are read-only: a run's manifest and tables name the corpus's
+    absolute paths, so a test resumes a run of this very corpus, in place, into its own output
+    directory, and compares it with `reference`. `assert_unchanged` checks that no test changed
+    them.
+    """
+
+    def __init__(self, root: Path):
+        self.root = root
+        self.pattern = resume_corpus(root / "corpus")
+        self._states = {root / "corpus": tree_state(read_only(root / "corpus"))}
+        self._runs: dict[tuple[str, ...], Path] = {}
+
+    def assert_unchanged(self) -> None:
+        """The corpus and every run are as they were made (bytes, times, modes)."""
+        for path, state in self._states.items():
+            assert tree_state(path) == state, f"a test changed {path}, which tests share"
+
+    def reference(self, *options: str) -> Path:
+        """The uninterrupted run of the corpus with the command line `resume_args` makes with
+        `options` (recorded in this process the first time it is asked for)."""
+        if options not in self._runs:
+            from pipelines import record
+
+            out = self.root / f"reference-{len(self._runs)}"
+            record.run(resume_args(self.pattern, out, *options))
+            self._runs[options] = read_only(out)
+            self._states[out] = tree_state(out)
+        return self._runs[options]
