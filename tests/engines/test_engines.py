@@ -49,7 +49,7 @@ def _local_engines(directory: Path) -> dict[str, str]:
     binds = ("jobmanager.bind-host", "taskmanager.bind-host", "taskmanager.host", "rest.address")
     text = "".join(f"{key}: 127.0.0.1\n" for key in (*binds, "rest.bind-address"))
     (conf / "flink-conf.yaml").write_text(text)
-    return {"FLINK_CONF_DIR": str(conf), "SPARK_LOCAL_IP": "127.0.0.1"}
+    return {"FLINK_CONF_DIR": str(conf), "SPARK_LOCAL_IP": "127.0.0.1", **clusters.QUICK_JVM_ENV}
 
 
 def _finish(job: clusters.Process) -> str:
