@@ -195,6 +195,10 @@ class FlinkCluster:
             "restart-strategy.type": "fixed-delay",
             "restart-strategy.fixed-delay.attempts": 100,  # each task a kill fails counts one
             "restart-strategy.fixed-delay.delay": "2 s",
+            # the job's classes from the cluster's classpath (the same jars as the job's): then
+            # a job run with --environment_cache_millis keeps its SDK workers from stage to
+            # stage; Beam releases them after each stage when its classes are the job's own
+            "classloader.resolve-order": "parent-first",
         }
         text = "".join(f"{key}: {value}\n" for key, value in settings.items())
         (self.conf / "flink-conf.yaml").write_text(text)
