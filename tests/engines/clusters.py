@@ -28,6 +28,12 @@ ROOT = Path(__file__).resolve().parents[2]
 START_TIMEOUT_S = 120.0  # a JVM or a Python process on 2 busy cores, to listen on its port
 JM_HEAP = "-Xmx384m"
 TM_HEAP = ("-Xmx448m", "-Xms448m", "-XX:MaxDirectMemorySize=640m", "-XX:MaxMetaspaceSize=256m")
+# Every test JVM runs seconds to minutes on a few MB: the client compiler alone and the serial
+# collector cut the CPU its start-up and warm-up take from two shared cores (C2's and G1's
+# threads), not what it computes.
+QUICK_JVM = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC")
+# the same for the JVMs Beam starts (a launcher's job server), which take no flags from us
+QUICK_JVM_ENV = {"JAVA_TOOL_OPTIONS": " ".join(QUICK_JVM)}
 FLINK_JM = "org.apache.flink.runtime.entrypoint.StandaloneSessionClusterEntrypoint"
 FLINK_TM = "org.apache.flink.runtime.taskexecutor.TaskManagerRunner"
 # What Flink 1.19's launch scripts open to Flink on Java 17 (env.java.opts.all)
@@ -189,6 +195,10 @@ class FlinkCluster:
             "restart-strategy.type": "fixed-delay",
             "restart-strategy.fixed-delay.attempts": 100,  # each task a kill fails counts one
             "restart-strategy.fixed-delay.delay": "2 s",
+            # the job's classes from the cluster's classpath (the same jars as the job's): then
+            # a job run with --environment_cache_millis keeps its SDK workers from stage to
+            # stage; Beam releases them after each stage when its classes are the job's own
+            "classloader.resolve-order": "parent-first",
         }
         text = "".join(f"{key}: {value}\n" for key, value in settings.items())
         (self.conf / "flink-conf.yaml").write_text(text)
@@ -210,7 +220,7 @@ class FlinkCluster:
         return f"127.0.0.1:{self.rest_port}"
 
     def _start(self, name: str, main_class: str, *jvm: str) -> Process:
-        command = ["java", *jvm, *JAVA17_OPENS, "-cp", f"{self.lib}/*", main_class]
+        command = ["java", *jvm, *QUICK_JVM, *JAVA17_OPENS, "-cp", f"{self.lib}/*", main_class]
         command += ["--configDir", str(self.conf)]
         return Process(f"Flink {name}", command, self.directory / f"{name}.log")
 
@@ -245,7 +255,8 @@ class SparkCluster:
             "SPARK_HOME": str(home),
             "SPARK_SCALA_VERSION": "2.12",  # else Spark's launcher looks for a source build
             "SPARK_LOCAL_IP": "127.0.0.1",
-            "SPARK_EXECUTOR_OPTS": " ".join(JAVA17_OPENS),
+            "SPARK_EXECUTOR_OPTS": " ".join((*QUICK_JVM, *JAVA17_OPENS)),
+            **QUICK_JVM_ENV,  # the job server (the Spark driver) a launcher starts
         }
         self.port = free_port()
         classpath = ("-cp", f"{lib}/*")
@@ -253,7 +264,7 @@ class SparkCluster:
         master += ("--port", str(self.port), "--webui-port", str(free_port()))
         self.master = Process(
             "Spark master",
-            ["java", "-Xmx256m", *JAVA17_OPENS, *classpath, *master],
+            ["java", "-Xmx256m", *QUICK_JVM, *JAVA17_OPENS, *classpath, *master],
             directory / "spark-master.log",
             env=self.env,
         )
@@ -263,7 +274,7 @@ class SparkCluster:
         worker += ("--work-dir", str(directory / "spark-work"), self.url)
         self.worker = Process(
             "Spark worker",
-            ["java", "-Xmx256m", *JAVA17_OPENS, *classpath, *worker],
+            ["java", "-Xmx256m", *QUICK_JVM, *JAVA17_OPENS, *classpath, *worker],
             directory / "spark-worker.log",
             env=self.env,
         )

@@ -31,6 +31,12 @@ from tests.support.reliability import assert_same_dataset
 pytestmark = pytest.mark.slow
 
 RUN_TIMEOUT_S = 1200.0  # only stops a hung run; nothing is asserted about time
+# Beam releases a job's SDK worker after each fused stage unless told to keep it: the record
+# job then starts one worker per stage, one after the other (Spark: ~45), each importing Beam
+# and TensorFlow. Kept for the job, its stages still run on the pool's workers, not in the
+# launcher. The cluster runs of tests/reliability/test_resume_modes.py (the Flink session
+# cluster; Spark, planned in the job) still run each stage in a fresh worker.
+KEEP_WORKERS = ("--environment_cache_millis", "60000")
 
 
 def _argv(out: Path) -> list[str]:
@@ -49,7 +55,7 @@ def _local_engines(directory: Path) -> dict[str, str]:
     binds = ("jobmanager.bind-host", "taskmanager.bind-host", "taskmanager.host", "rest.address")
     text = "".join(f"{key}: 127.0.0.1\n" for key in (*binds, "rest.bind-address"))
     (conf / "flink-conf.yaml").write_text(text)
-    return {"FLINK_CONF_DIR": str(conf), "SPARK_LOCAL_IP": "127.0.0.1"}
+    return {"FLINK_CONF_DIR": str(conf), "SPARK_LOCAL_IP": "127.0.0.1", **clusters.QUICK_JVM_ENV}
 
 
 def _finish(job: clusters.Process) -> str:
@@ -91,6 +97,7 @@ def test_spark_standalone_cluster_gives_the_direct_runners_dataset(
         "EXTERNAL",
         "--environment_config",
         f"127.0.0.1:{worker_pool}",
+        *KEEP_WORKERS,
     )
     job = clusters.Process(
         "record job",
@@ -126,7 +133,7 @@ def test_spark_cluster_plans_in_the_job_and_gives_the_direct_runners_dataset(
     engine = ("--runner", "SparkRunner", "--spark_master_url", spark_cluster.url)
     engine += ("--spark_job_server_jar", str(jobserver.jar_path("spark")))
     external = ("--environment_type", "EXTERNAL")
-    external += ("--environment_config", f"127.0.0.1:{worker_pool}")
+    external += ("--environment_config", f"127.0.0.1:{worker_pool}", *KEEP_WORKERS)
     job = clusters.Process(
         "record job planned in the job",
         [sys.executable, "-c", PLANNED_IN_JOB, *_argv(out), *engine, *external],
@@ -155,6 +162,7 @@ def test_flink_session_cluster_survives_a_killed_taskmanager(
         "EXTERNAL",
         "--environment_config",
         f"127.0.0.1:{worker_pool}",
+        *KEEP_WORKERS,
     )
     job = _record(out, log, *engine, *external)
     # Mid-run: some of the job's tasks have finished, others have not.

@@ -269,12 +269,15 @@ def test_portable_runner_killed_after_a_commit_resumes_byte_identical(resume_run
 
 
 @pytest.fixture
-def flink_cluster(tmp_path) -> Iterator[clusters.FlinkCluster]:
+def flink_cluster(tmp_path, monkeypatch) -> Iterator[clusters.FlinkCluster]:
     """tests/engines' session cluster (a JobManager and two TaskManager JVMs on 127.0.0.1),
-    made here with the same settings: that fixture is not visible from this package."""
+    made here with the same settings: that fixture is not visible from this package. The job
+    servers the test's launchers start get the cluster's quick-start JVM flags."""
     from runners import jobserver
 
     clusters.job_server_jar("flink")  # skips without java / the jar, as the engine tests do
+    for key, value in clusters.QUICK_JVM_ENV.items():
+        monkeypatch.setenv(key, value)
     cluster = clusters.FlinkCluster(tmp_path / "flink", jobserver.lib_dir("flink"), taskmanagers=2)
     try:
         yield cluster
