@@ -2,7 +2,9 @@
 
 `tests.support.gcs_server` builds and starts the server and the fronts both clients need (Beam's
 through ``STORAGE_EMULATOR_HOST``, TensorFlow's through a TLS proxy with a test CA). The job and
-the readers run in subprocesses with that environment, as a user's would run against GCS:
+the readers run in processes of their own with that environment, as a user's would run against
+GCS: forked (`tests.support.forked`) from one that imported Beam and TensorFlow once, or, where a
+test kills them or runs two at once, fresh subprocesses:
 
 - ``python -m pipelines.record`` from ``gs://`` clips (a ``**`` glob) and from ``s3://`` clips
   (moto's S3 server, `tests.support.s3_server`) to a ``gs://`` dataset records the same windows,
@@ -43,6 +45,7 @@ import pytest
 import soundfile as sf
 
 from replay import load_info, replay_dataset
+from tests.support.forked import Forker
 from tests.support.gcs_server import running_gcs_server
 from tests.support.record_helpers import without_times
 
@@ -141,17 +144,25 @@ def _read_back(gcs, dataset: str, source: str, **env: str) -> dict:
     }
 
 
+# One `Forker` per environment (the server's, plus a test's own variables), for the module.
+_FORKERS: dict[tuple[tuple[str, str], ...], Forker] = {}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _forkers():
+    yield
+    while _FORKERS:
+        _FORKERS.popitem()[1].close()
+
+
 def _run(gcs, *argv: str, code: int = 0, **env: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, **gcs.env(), "TF_CPP_MIN_LOG_LEVEL": "2", **env}
-    done = subprocess.run(
-        [sys.executable, *argv],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=JOB_TIMEOUT_S,
-        check=False,
-    )
+    """``python <argv>`` as a process of its own with `gcs`'s environment (`Forker`: forked from
+    a process that imported Beam and TensorFlow once, started the first time it is asked for)."""
+    env = {**gcs.env(), "TF_CPP_MIN_LOG_LEVEL": "2", **env}
+    key = tuple(sorted(env.items()))
+    if key not in _FORKERS:
+        _FORKERS[key] = Forker({**os.environ, **env}, ROOT)
+    done = _FORKERS[key].run(list(argv), timeout=JOB_TIMEOUT_S)
     assert done.returncode == code, done.stderr[-4000:]
     return done
 
