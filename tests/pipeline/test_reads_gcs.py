@@ -45,7 +45,7 @@ import pytest
 import soundfile as sf
 
 from replay import load_info, replay_dataset
-from tests.support.forked import Forker
+from tests.support.forked import ForkedProcess, Forker
 from tests.support.gcs_server import running_gcs_server
 from tests.support.record_helpers import without_times
 
@@ -158,13 +158,24 @@ def _forkers():
 def _run(gcs, *argv: str, code: int = 0, **env: str) -> subprocess.CompletedProcess:
     """``python <argv>`` as a process of its own with `gcs`'s environment (`Forker`: forked from
     a process that imported Beam and TensorFlow once, started the first time it is asked for)."""
+    done = _forker(gcs, env).run(list(argv), timeout=JOB_TIMEOUT_S)
+    assert done.returncode == code, done.stderr[-4000:]
+    return done
+
+
+def _forker(gcs, env: dict[str, str]) -> Forker:
+    """The `Forker` of `gcs`'s environment plus `env`, started the first time it is asked for."""
     env = {**gcs.env(), "TF_CPP_MIN_LOG_LEVEL": "2", **env}
     key = tuple(sorted(env.items()))
     if key not in _FORKERS:
         _FORKERS[key] = Forker({**os.environ, **env}, ROOT)
-    done = _FORKERS[key].run(list(argv), timeout=JOB_TIMEOUT_S)
-    assert done.returncode == code, done.stderr[-4000:]
-    return done
+    return _FORKERS[key]
+
+
+def _start(gcs, *argv: str, stdout: Path, stderr: Path | None = None) -> ForkedProcess:
+    """``python <argv>`` started in a process group of its own with `gcs`'s environment, output
+    to `stdout` (`stderr`: the same file if None); returns at once (`Forker.start`)."""
+    return _forker(gcs, {}).start(list(argv), stdout=stdout, stderr=stderr)
 
 
 @pytest.fixture(scope="module")
@@ -245,16 +256,14 @@ def _dataset_bytes(gcs, prefix: str) -> dict[str, object]:
 def test_gs_run_killed_while_finalising_is_refused_and_reruns_are_byte_identical(
     tmp_path, gcs, clips
 ):
-    from tests.support.reliability import cli, kill, wait_until_paused
+    from tests.support.reliability import kill, wait_until_paused
 
     out = "gs://out/rerun"
     args = [*ARGS, "--no_auth", "--input_pattern", "gs://clips/speech/*/*.wav", "--output_dir", out]
     args.append("--overwrite")
     marker, log = tmp_path / "finalising.paused", tmp_path / "finalising.log"
-    env = {**gcs.env(), "TF_CPP_MIN_LOG_LEVEL": "2"}
-    proc = cli(
-        "finalising", str(marker), *args, log=log, env=env, module="tests.support.pause_points"
-    )
+    proc = _start(gcs, "-m", "tests.support.pause_points", "finalising", str(marker), *args,
+                  stdout=log)  # fmt: skip
     try:
         wait_until_paused(proc, marker)
     finally:
@@ -390,30 +399,19 @@ def test_two_gs_appends_at_once_to_one_version_commit_one_the_other_fails_cleanl
     leaves no object behind."""
     record = [*ARGS, "--no_auth", "--output_dir", "gs://out/race"]
     _run(gcs, "-m", "pipelines.record", *record, "--input_pattern", "gs://clips/speech/*/clip0.wav")
-    env = {**os.environ, **gcs.env(), "TF_CPP_MIN_LOG_LEVEL": "2"}
     barrier = tmp_path / "barrier"
+    logs = [(tmp_path / f"append{i}.out", tmp_path / f"append{i}.err") for i in (1, 2)]
+    append = ["-m", "tests.support.commit_barrier", str(barrier), "2", *record, "--append"]
     procs = [
-        subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "tests.support.commit_barrier",
-                str(barrier),
-                "2",
-                *record,
-                "--append",
-                "--input_pattern",
-                pattern,
-            ],
-            cwd=ROOT,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )  # fmt: skip
-        for pattern in ("gs://clips/speech/*/clip1.wav", "gs://clips/speech/*/clip2.wav")
+        _start(gcs, *append, "--input_pattern", pattern, stdout=out, stderr=err)
+        for pattern, (out, err) in zip(
+            ("gs://clips/speech/*/clip1.wav", "gs://clips/speech/*/clip2.wav"), logs, strict=True
+        )
     ]
-    outcomes = [(p.wait(timeout=JOB_TIMEOUT_S), *p.communicate()) for p in procs]
+    outcomes = [
+        (p.wait(timeout=JOB_TIMEOUT_S), out.read_text(), err.read_text())
+        for p, (out, err) in zip(procs, logs, strict=True)
+    ]
     assert len(list(barrier.iterdir())) == 2  # both reached the commit point
     codes = sorted(code for code, _, _ in outcomes)
     assert codes == [0, 2], [(c, e[-2000:]) for c, _, e in outcomes]
@@ -434,15 +432,14 @@ def test_a_gs_append_killed_after_its_commit_point_reads_as_the_new_version_and_
     """Killed between the creation of manifests/2.json and the switch of manifest.json: a
     reader on gs:// sees version 2 whole and version 1 as it was; --append --resume finishes
     the switch and the clean-up."""
-    from tests.support.reliability import cli, kill, wait_until_paused
+    from tests.support.reliability import kill, wait_until_paused
 
     record = [*ARGS, "--no_auth", "--output_dir", "gs://out/killed"]
     _run(gcs, "-m", "pipelines.record", *record, "--input_pattern", "gs://clips/speech/*/clip0.wav")
     args = [*record, "--input_pattern", "gs://clips/speech/*/clip[01].wav", "--append"]
     marker, log = tmp_path / "committed.paused", tmp_path / "committed.log"
-    env = {**gcs.env(), "TF_CPP_MIN_LOG_LEVEL": "2"}
-    proc = cli("append committed", str(marker), *args, log=log, env=env,
-               module="tests.support.pause_points")  # fmt: skip
+    proc = _start(gcs, "-m", "tests.support.pause_points", "append committed", str(marker), *args,
+                  stdout=log)  # fmt: skip
     try:
         wait_until_paused(proc, marker)
     finally:

@@ -16,8 +16,9 @@ Beam's, google-auth's credentials) as a fresh process has it, and what a child d
 caches, a crash) stays in that child. The environment is fixed when the server starts (the
 clients read some of it when TensorFlow loads): one `Forker` per environment.
 
-Not for what a test kills, holds at a barrier or runs at the same time as another command:
-those stay `subprocess.Popen` processes of their own.
+`Forker.run` runs a command to its end (`subprocess.run`); `Forker.start` starts one in a
+process group of its own and returns (`subprocess.Popen`): for a run a test holds at a pause
+point and kills, or runs at the same time as another.
 """
 
 from __future__ import annotations
@@ -74,15 +75,21 @@ def exit_code(exit):
 
 
 def child(command):
+    if command["session"]:  # its own process group, which a test can kill whole
+        os.setsid()
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
+    opened = {}
     for fd, path in ((1, command["stdout"]), (2, command["stderr"])):
-        opened = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        os.dup2(opened, fd)
-        os.close(opened)
+        if path not in opened:  # one file for both: one offset, as 2>&1
+            opened[path] = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        os.dup2(opened[path], fd)
+    for descriptor in opened.values():
+        os.close(descriptor)
+    buffering = 1 if command["unbuffered"] else -1  # as PYTHONUNBUFFERED: every line written
     sys.stdin = open(0, closefd=False)
-    sys.stdout = open(1, "w", closefd=False)
-    sys.stderr = open(2, "w", closefd=False, errors="backslashreplace")
+    sys.stdout = open(1, "w", buffering=buffering, closefd=False)
+    sys.stderr = open(2, "w", buffering=buffering, closefd=False, errors="backslashreplace")
     try:
         run(command)
         code = 0
@@ -103,17 +110,25 @@ def child(command):
         os._exit(code)
 
 
+def reply(**fields):
+    replies.write(json.dumps(fields) + "\n")
+    replies.flush()
+
+
 while line := commands.readline():
     command = json.loads(line)
+    if command["op"] == "wait":  # a started child's end (a test has seen it end)
+        _, status = os.waitpid(command["pid"], 0)
+        reply(code=os.waitstatus_to_exitcode(status))
+        continue
     replies.flush()
     pid = os.fork()
     if pid == 0:
         child(command)  # ends the child (os._exit): it never loops
-    replies.write(json.dumps({"pid": pid}) + "\n")
-    replies.flush()
-    _, status = os.waitpid(pid, 0)
-    replies.write(json.dumps({"code": os.waitstatus_to_exitcode(status)}) + "\n")
-    replies.flush()
+    reply(pid=pid)
+    if command["op"] == "run":
+        _, status = os.waitpid(pid, 0)
+        reply(code=os.waitstatus_to_exitcode(status))
 """
 
 
@@ -147,14 +162,33 @@ class Forker:
                 raise RuntimeError(f"the fork server ended (rc={self._proc.poll()}):\n{log}")
             return json.loads(line)
 
+    def _send(self, **command: object) -> None:
+        assert self._proc.stdin is not None
+        self._proc.stdin.write((json.dumps(command) + "\n").encode())
+
+    def start(self, argv: list[str], *, stdout: Path, stderr: Path | None = None) -> ForkedProcess:
+        """Starts ``python <argv>`` in a forked child in a session (process group) of its own,
+        unbuffered, its output to `stdout` (and `stderr`, or the same file), as
+        ``subprocess.Popen(..., start_new_session=True)`` with ``PYTHONUNBUFFERED=1`` would;
+        returns at once."""
+        stderr = stdout if stderr is None else stderr
+        self._send(op="start", argv=list(argv), stdout=str(stdout), stderr=str(stderr),
+                   session=True, unbuffered=True)  # fmt: skip
+        pid = self._reply(time.monotonic() + 60, argv)["pid"]
+        return ForkedProcess(self, pid, [sys.executable, *argv])
+
+    def reap(self, pid: int) -> int:
+        """The exit code of started child `pid`, which has ended (a zombie: no wait)."""
+        self._send(op="wait", pid=pid)
+        return self._reply(time.monotonic() + 60, [str(pid)])["code"]
+
     def run(self, argv: list[str], *, timeout: float) -> subprocess.CompletedProcess:
         """Runs ``python <argv>`` (``-m module ...`` or ``-c code ...``) in a forked child:
         what `subprocess.run` with ``capture_output=True, text=True`` would return."""
         self._count += 1
         stdout, stderr = self._dir / f"{self._count}.out", self._dir / f"{self._count}.err"
-        command = {"argv": list(argv), "stdout": str(stdout), "stderr": str(stderr)}
-        assert self._proc.stdin is not None
-        self._proc.stdin.write((json.dumps(command) + "\n").encode())
+        self._send(op="run", argv=list(argv), stdout=str(stdout), stderr=str(stderr),
+                   session=False, unbuffered=False)  # fmt: skip
         deadline = time.monotonic() + timeout
         pid = self._reply(deadline, argv)["pid"]
         try:
@@ -181,3 +215,34 @@ class Forker:
         for path in self._dir.iterdir():
             path.unlink()
         self._dir.rmdir()
+
+
+class ForkedProcess:
+    """A child `Forker.start` started: the part of `subprocess.Popen` the tests use (`pid`,
+    `poll`, `wait`, `returncode`). The server is its parent: it is seen to end by its state in
+    ``/proc`` (a zombie), then reaped by the server."""
+
+    def __init__(self, forker: Forker, pid: int, args: list[str]) -> None:
+        self.forker, self.pid, self.args = forker, pid, args
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        """Its exit code once it has ended, else None."""
+        if self.returncode is None:
+            try:
+                stat = Path(f"/proc/{self.pid}/stat").read_text()
+                ended = stat[stat.rindex(")") + 2] in "ZX"
+            except FileNotFoundError:
+                ended = True
+            if ended:
+                self.returncode = self.forker.reap(self.pid)
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        """Waits until it ends (at most `timeout` seconds): its exit code."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.poll() is None:
+            if deadline is not None and time.monotonic() > deadline:
+                raise subprocess.TimeoutExpired(self.args, timeout or 0)
+            time.sleep(0.01)
+        return self.returncode
