@@ -2,7 +2,9 @@
 
 `tests.support.gcs_server` builds and starts the server and the fronts both clients need (Beam's
 through ``STORAGE_EMULATOR_HOST``, TensorFlow's through a TLS proxy with a test CA). The job and
-the readers run in subprocesses with that environment, as a user's would run against GCS:
+the readers run in processes of their own with that environment, as a user's would run against
+GCS: forked (`tests.support.forked`) from one that imported Beam and TensorFlow once, or, where a
+test kills them or runs two at once, fresh subprocesses:
 
 - ``python -m pipelines.record`` from ``gs://`` clips (a ``**`` glob) and from ``s3://`` clips
   (moto's S3 server, `tests.support.s3_server`) to a ``gs://`` dataset records the same windows,
@@ -43,6 +45,7 @@ import pytest
 import soundfile as sf
 
 from replay import load_info, replay_dataset
+from tests.support.forked import ForkedProcess, Forker
 from tests.support.gcs_server import running_gcs_server
 from tests.support.record_helpers import without_times
 
@@ -141,19 +144,38 @@ def _read_back(gcs, dataset: str, source: str, **env: str) -> dict:
     }
 
 
+# One `Forker` per environment (the server's, plus a test's own variables), for the module.
+_FORKERS: dict[tuple[tuple[str, str], ...], Forker] = {}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _forkers():
+    yield
+    while _FORKERS:
+        _FORKERS.popitem()[1].close()
+
+
 def _run(gcs, *argv: str, code: int = 0, **env: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, **gcs.env(), "TF_CPP_MIN_LOG_LEVEL": "2", **env}
-    done = subprocess.run(
-        [sys.executable, *argv],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=JOB_TIMEOUT_S,
-        check=False,
-    )
+    """``python <argv>`` as a process of its own with `gcs`'s environment (`Forker`: forked from
+    a process that imported Beam and TensorFlow once, started the first time it is asked for)."""
+    done = _forker(gcs, env).run(list(argv), timeout=JOB_TIMEOUT_S)
     assert done.returncode == code, done.stderr[-4000:]
     return done
+
+
+def _forker(gcs, env: dict[str, str]) -> Forker:
+    """The `Forker` of `gcs`'s environment plus `env`, started the first time it is asked for."""
+    env = {**gcs.env(), "TF_CPP_MIN_LOG_LEVEL": "2", **env}
+    key = tuple(sorted(env.items()))
+    if key not in _FORKERS:
+        _FORKERS[key] = Forker({**os.environ, **env}, ROOT)
+    return _FORKERS[key]
+
+
+def _start(gcs, *argv: str, stdout: Path, stderr: Path | None = None) -> ForkedProcess:
+    """``python <argv>`` started in a process group of its own with `gcs`'s environment, output
+    to `stdout` (`stderr`: the same file if None); returns at once (`Forker.start`)."""
+    return _forker(gcs, {}).start(list(argv), stdout=stdout, stderr=stderr)
 
 
 @pytest.fixture(scope="module")
@@ -234,16 +256,14 @@ def _dataset_bytes(gcs, prefix: str) -> dict[str, object]:
 def test_gs_run_killed_while_finalising_is_refused_and_reruns_are_byte_identical(
     tmp_path, gcs, clips
 ):
-    from tests.support.reliability import cli, kill, wait_until_paused
+    from tests.support.reliability import kill, wait_until_paused
 
     out = "gs://out/rerun"
     args = [*ARGS, "--no_auth", "--input_pattern", "gs://clips/speech/*/*.wav", "--output_dir", out]
     args.append("--overwrite")
     marker, log = tmp_path / "finalising.paused", tmp_path / "finalising.log"
-    env = {**gcs.env(), "TF_CPP_MIN_LOG_LEVEL": "2"}
-    proc = cli(
-        "finalising", str(marker), *args, log=log, env=env, module="tests.support.pause_points"
-    )
+    proc = _start(gcs, "-m", "tests.support.pause_points", "finalising", str(marker), *args,
+                  stdout=log)  # fmt: skip
     try:
         wait_until_paused(proc, marker)
     finally:
@@ -379,30 +399,19 @@ def test_two_gs_appends_at_once_to_one_version_commit_one_the_other_fails_cleanl
     leaves no object behind."""
     record = [*ARGS, "--no_auth", "--output_dir", "gs://out/race"]
     _run(gcs, "-m", "pipelines.record", *record, "--input_pattern", "gs://clips/speech/*/clip0.wav")
-    env = {**os.environ, **gcs.env(), "TF_CPP_MIN_LOG_LEVEL": "2"}
     barrier = tmp_path / "barrier"
+    logs = [(tmp_path / f"append{i}.out", tmp_path / f"append{i}.err") for i in (1, 2)]
+    append = ["-m", "tests.support.commit_barrier", str(barrier), "2", *record, "--append"]
     procs = [
-        subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "tests.support.commit_barrier",
-                str(barrier),
-                "2",
-                *record,
-                "--append",
-                "--input_pattern",
-                pattern,
-            ],
-            cwd=ROOT,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )  # fmt: skip
-        for pattern in ("gs://clips/speech/*/clip1.wav", "gs://clips/speech/*/clip2.wav")
+        _start(gcs, *append, "--input_pattern", pattern, stdout=out, stderr=err)
+        for pattern, (out, err) in zip(
+            ("gs://clips/speech/*/clip1.wav", "gs://clips/speech/*/clip2.wav"), logs, strict=True
+        )
     ]
-    outcomes = [(p.wait(timeout=JOB_TIMEOUT_S), *p.communicate()) for p in procs]
+    outcomes = [
+        (p.wait(timeout=JOB_TIMEOUT_S), out.read_text(), err.read_text())
+        for p, (out, err) in zip(procs, logs, strict=True)
+    ]
     assert len(list(barrier.iterdir())) == 2  # both reached the commit point
     codes = sorted(code for code, _, _ in outcomes)
     assert codes == [0, 2], [(c, e[-2000:]) for c, _, e in outcomes]
@@ -423,15 +432,14 @@ def test_a_gs_append_killed_after_its_commit_point_reads_as_the_new_version_and_
     """Killed between the creation of manifests/2.json and the switch of manifest.json: a
     reader on gs:// sees version 2 whole and version 1 as it was; --append --resume finishes
     the switch and the clean-up."""
-    from tests.support.reliability import cli, kill, wait_until_paused
+    from tests.support.reliability import kill, wait_until_paused
 
     record = [*ARGS, "--no_auth", "--output_dir", "gs://out/killed"]
     _run(gcs, "-m", "pipelines.record", *record, "--input_pattern", "gs://clips/speech/*/clip0.wav")
     args = [*record, "--input_pattern", "gs://clips/speech/*/clip[01].wav", "--append"]
     marker, log = tmp_path / "committed.paused", tmp_path / "committed.log"
-    env = {**gcs.env(), "TF_CPP_MIN_LOG_LEVEL": "2"}
-    proc = cli("append committed", str(marker), *args, log=log, env=env,
-               module="tests.support.pause_points")  # fmt: skip
+    proc = _start(gcs, "-m", "tests.support.pause_points", "append committed", str(marker), *args,
+                  stdout=log)  # fmt: skip
     try:
         wait_until_paused(proc, marker)
     finally:

@@ -9,6 +9,7 @@ replay reads them with, has no s3:// file system): refused in one line, before a
 
 from __future__ import annotations
 
+import stat
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +17,7 @@ import pytest
 import soundfile as sf
 
 from pipelines.config import UsageError
+from pipelines.result import RecordResult
 from replay import DatasetNotFoundError, load_info, replay_dataset
 from tests.support.record_helpers import read_records, record
 
@@ -43,6 +45,17 @@ def clips(tmp_path_factory, s3) -> Path:
     return root
 
 
+@pytest.fixture(scope="module")
+def local(tmp_path_factory, clips) -> tuple[Path, RecordResult]:
+    """(output dir, `RecordResult`) of the same clips recorded from the local disk, once for the
+    module's two s3:// runs to compare with; made read-only, so no test can change it."""
+    out = tmp_path_factory.mktemp("local") / "ds"
+    summary = record(f"{clips}/*/*.wav", out, *COMMON)
+    for path in [*out.rglob("*"), out]:
+        path.chmod(path.stat().st_mode & ~(stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH))
+    return out, summary
+
+
 def _by_window(out: Path, root: str) -> dict[tuple[str, int], dict]:
     """Every stored element (plain tf.data), keyed by (path relative to `root`, window start)."""
     return {
@@ -63,13 +76,13 @@ def _same_records(local: Path, clips: Path, remote: Path) -> None:
 
 
 @pytest.mark.slow  # a record job end to end against a server (as the gs:// ones): ~11 s
-def test_s3_inputs_record_what_the_same_local_files_record(tmp_path, s3, clips):
-    local = record(f"{clips}/*/*.wav", tmp_path / "local", *COMMON)
+def test_s3_inputs_record_what_the_same_local_files_record(tmp_path, s3, clips, local):
+    local_out, ran = local
     remote = record(f"s3://{BUCKET}/{PREFIX}/*/*.wav", tmp_path / "s3", *COMMON, *s3.beam_args())
-    assert (remote.num_files, remote.num_failed) == (local.num_files, local.num_failed) == (12, 1)
-    _same_records(tmp_path / "local", clips, tmp_path / "s3")
+    assert (remote.num_files, remote.num_failed) == (ran.num_files, ran.num_failed) == (12, 1)
+    _same_records(local_out, clips, tmp_path / "s3")
 
-    info, mine = load_info(tmp_path / "s3"), load_info(tmp_path / "local")
+    info, mine = load_info(tmp_path / "s3"), load_info(local_out)
     urls = sorted(f["path"] for f in info.files)
     assert urls == sorted(
         f"s3://{BUCKET}/{PREFIX}/{p.relative_to(clips).as_posix()}"
@@ -82,14 +95,13 @@ def test_s3_inputs_record_what_the_same_local_files_record(tmp_path, s3, clips):
 
 
 @pytest.mark.slow
-def test_s3_inputs_on_multi_processing_workers(tmp_path, s3, clips):
+def test_s3_inputs_on_multi_processing_workers(tmp_path, s3, clips, local):
     """Worker processes reach the server with the options the job was given."""
-    record(f"{clips}/*/*.wav", tmp_path / "local", *COMMON)
     workers = ("--direct_running_mode", "multi_processing", "--direct_num_workers", "2")
     pattern = f"s3://{BUCKET}/{PREFIX}/*/*.wav"
     remote = record(pattern, tmp_path / "s3", *COMMON, *workers, *s3.beam_args())
     assert (remote.num_files, remote.num_failed) == (12, 1)
-    _same_records(tmp_path / "local", clips, tmp_path / "s3")
+    _same_records(local[0], clips, tmp_path / "s3")
 
 
 def test_an_s3_pattern_that_matches_nothing_is_refused_naming_it(tmp_path, s3, clips):

@@ -170,6 +170,8 @@ class TlsProxy:
 
     def close(self) -> None:
         self._stop.set()
+        with contextlib.suppress(OSError):  # wakes an accept() `_serve` waits in (close may not)
+            self.server.shutdown(socket.SHUT_RDWR)
         self.server.close()
         self._thread.join(5)
 
