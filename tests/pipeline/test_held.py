@@ -117,6 +117,7 @@ def test_the_plan_step_of_an_append_gives_the_launchers_tasks(tmp_path):
         staged.release(inputs)
 
 
+@pytest.mark.slow  # a record run, then appends refused in the launcher and in Beam jobs
 def test_an_append_planned_in_the_job_refuses_as_the_launcher_does(tmp_path, monkeypatch):
     corpus, out = _grown(tmp_path, "--features", "none")
     before = sorted(p for p in out.rglob("*"))

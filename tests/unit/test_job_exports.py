@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from pipelines import build, job, launch_in_job, summary
 from pipelines.resume import output_dir
 
@@ -36,6 +38,7 @@ def test_every_re_exported_name_is_its_homes_object():
         assert getattr(job, name) is getattr(home, name), name
 
 
+@pytest.mark.slow  # 4 fresh interpreters, each importing Beam and TensorFlow
 def test_each_part_imports_first_in_a_fresh_interpreter():
     for module in ("pipelines.job", "pipelines.build", "pipelines.launch_in_job",
                    "pipelines.summary"):  # fmt: skip
