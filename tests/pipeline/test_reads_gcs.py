@@ -570,16 +570,21 @@ print(len(listed.inputs))
 """
 
 
+def _dataflow_args(work: Path) -> list[str]:
+    """Beam's options of an offline Dataflow translation (nothing submitted) staged in `work`."""
+    (work / "staging").mkdir()
+    dataflow = ["--runner", "DataflowRunner", "--project", "p", "--region", "europe-west1"]
+    dataflow += ["--dataflow_endpoint", "http://localhost:1", "--no_auth"]
+    dataflow += ["--temp_location", str(work / "tmp")]
+    return [*dataflow, "--staging_location", str(work / "staging")]
+
+
 def test_the_launcher_of_a_resume_planned_in_the_job_makes_no_request_a_file(tmp_path, gcs, many):
     """``--resume`` of an unfinished run planned in the job (inputs and output on gs://),
     translated for Dataflow with 40 ms a request: the launcher's requests (Beam's and
     TensorFlow's: the listing, the fingerprint compared, the output directory, the staged
     listing, the job built) are as many for 40 files as for 10."""
-    (tmp_path / "staging").mkdir()
-    dataflow = ["--runner", "DataflowRunner", "--project", "p", "--region", "europe-west1"]
-    dataflow += ["--dataflow_endpoint", "http://localhost:1", "--no_auth"]
-    dataflow += ["--temp_location", str(tmp_path / "tmp")]
-    dataflow += ["--staging_location", str(tmp_path / "staging")]
+    dataflow = _dataflow_args(tmp_path)
     requests = {}
     for pattern, n in (("gs://clips/speech/*/*.wav", "10"), (many, "40")):
         out = f"gs://out/resumed-{n}"
@@ -614,11 +619,7 @@ def test_the_launcher_of_an_append_planned_in_the_job_makes_no_request_a_file(tm
     Dataflow with 40 ms a request: the launcher's requests (the latest manifest, the listing, one
     header, the append's directory, the staged listing, the job built) are as many for 10 files
     as for 40, and it never reads the dataset's files and errors tables."""
-    (tmp_path / "staging").mkdir()
-    dataflow = ["--runner", "DataflowRunner", "--project", "p", "--region", "europe-west1"]
-    dataflow += ["--dataflow_endpoint", "http://localhost:1", "--no_auth"]
-    dataflow += ["--temp_location", str(tmp_path / "tmp")]
-    dataflow += ["--staging_location", str(tmp_path / "staging")]
+    dataflow = _dataflow_args(tmp_path)
     requests = {}
     cases = {"10": ("c0[0-3]", "c0*"), "40": ("c[0-3][0-3]", "*")}  # recorded, then appended
     for n, (recorded, appended) in cases.items():
