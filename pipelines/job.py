@@ -10,10 +10,11 @@ Stages (each a Beam step with its own counters), planned in `pipelines.plan`:
    files to splits and cut the rows into read tasks (a single task when the runner runs tasks
    one at a time: the in-memory DirectRunner); bad files are listed up front. A plain run of
    inputs on an object store lists and labels in the launcher and reads the headers and plans
-   in the job's first step (`pipelines.plan.in_job`), and resumes there; so does an
-   ``--append`` of such inputs (`pipelines.plan.held`: the held inputs compared in the job);
-   local inputs, ``--annotations`` and a Python ``shard_func`` plan in the launcher
-   (`pipelines.plan`), with the same functions.
+   in the job's first step (`pipelines.plan.in_job`), and resumes there; so do an
+   ``--annotations`` run (the tables read and the class list fixed in the launcher, each
+   file's windows in the job) and an ``--append`` of such inputs (`pipelines.plan.held`: the
+   held inputs compared in the job); local inputs and a Python ``shard_func`` plan in the
+   launcher (`pipelines.plan`), with the same functions.
 2. ``ReadWindows``: decode, window, compute features and encode records per task; records
    stream to per-shard part files, and rows feed ``Analyze`` (TFT full pass: class vocabulary,
    z-score statistics) in the same fused stage. Only small descriptions cross stage boundaries.
@@ -105,14 +106,14 @@ def run_job(
 ) -> RecordResult:
     """Plans, runs the pipeline and returns what it produced.
 
-    A plain run or an ``--append`` whose inputs are on an object store is planned in the job
-    (`pipelines.plan.in_job`: the launcher reads no header but the first, where each header read
-    is a request; an append's held inputs are compared there, `pipelines.plan.held`, unless its
-    dataset has no class list or shards by class); ``--resume`` of an unfinished run is planned
-    where the run was (its stored fingerprint says); local inputs, ``--annotations`` and a
-    `shard_func` are planned in the launcher (`pipelines.plan`). Local inputs stay there: a run
-    of many small local files planned in the job peaks at about the memory of one planned in
-    the launcher, while a local header read is cheap (docs/running-at-scale.md).
+    A plain run, an ``--annotations`` run or an ``--append`` whose inputs are on an object store is
+    planned in the job (`pipelines.plan.in_job`: the launcher reads no header but the first, where
+    each header read is a request; an append's held inputs are compared there,
+    `pipelines.plan.held`, unless its dataset has no class list or shards by class); ``--resume`` of
+    an unfinished run is planned where the run was (its stored fingerprint says); local inputs and a
+    `shard_func` are planned in the launcher (`pipelines.plan`). Local inputs stay there: a run of
+    many small local files planned in the job peaks at about the memory of one planned in the
+    launcher, while a local header read is cheap (docs/running-at-scale.md).
 
     Args:
       config: the run's options.
@@ -121,9 +122,9 @@ def run_job(
       shard_func: optional element -> shard callable (Python API, see pipelines.api).
       continuation: set by `pipelines.append` for the record job of an ``--append``
         (`Continuation.held`: planned in the job).
-      plan_in_job: True / False: plan a plain run or an ``--append`` in the job / in the
-        launcher wherever its inputs are (the same outputs); None: in the job for inputs on an
-        object store.
+      plan_in_job: True / False: plan a plain or annotated run or an ``--append`` in the job /
+        in the launcher wherever its inputs are (the same outputs); None: in the job for inputs
+        on an object store.
 
     Returns:
       The `RecordResult` (counts, errors, bytes, seconds, counters), built from the manifest.

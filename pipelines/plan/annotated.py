@@ -1,20 +1,22 @@
 """Planning a record run with ``--annotations``: tables -> events -> every file's windows.
 
-At planning (launcher side, after the WAV headers are read; `pipelines.plan.reads` reads the
-tables, `annotate` hands them over), `plan_annotations` matches the events to the input files,
-checks them against each file's duration and channels, and fixes every file's
-windows with their labels (`FileAnnotation`): the grid windows (without the background ones
-under ``--drop_background``) or, with ``--event_windows centered``, one window centred on each
-event plus ``--background_per_file`` seeded background windows. The read stage then cuts exactly
-those windows (`transforms.audio.annotation_windows.cut_at`) and adds their columns
+At planning, in two steps: the listing (`pipelines.plan.listing.match_annotations`, no header read)
+matches the tables' events to the input files and fixes the class list (`match_tables`); once a
+file's header is read, its events are checked against its duration and channels and its windows
+fixed with their labels (`file_rows`, `annotate_file`: in the launcher for every file, `annotate`,
+or in the job's plan step batch by batch, `pipelines.plan.in_job`), the events padded to the run's
+most a row (`padded`) into its `FileAnnotation`: the grid windows (without the background ones under
+``--drop_background``) or, with ``--event_windows centered``, one window centred on each event plus
+``--background_per_file`` seeded background windows. The read stage then cuts exactly those windows
+(`transforms.audio.annotation_windows.cut_at`) and adds their columns
 (`transforms.spec.annotation_columns`). Bad rows become manifest ``errors`` entries (``path`` =
 ``<table>:<line>``) and never stop the job; per-file statistics go to ``files[].annotation``
 (`transforms.audio.annotation_stats`).
 
 Keys added to every element of an annotated run:
 
-- ``labels``: float32 [num_classes], multi-hot over the class list (sorted event labels plus the
-  background class);
+- ``labels``: float32 [num_classes], multi-hot over the class list (the sorted labels of every
+  matched row, even one refused for its file, plus the background class);
 - ``events``: int64 [max_events, 3], (start, end, class id) of every event overlapping the
   window, start/end in samples relative to the window start (not clipped), padded with -1;
   ``max_events`` is the most any recorded window has;

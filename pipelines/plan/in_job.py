@@ -12,7 +12,8 @@ its segments as the plan step's pickled pieces, decoded as the task reads them
 `pipelines.plan.sizing.one_task`, has every file's segment)::
 
     staged inputs -> batches of files -> Reshuffle (``--append``: `pipelines.plan.held`, the
-        new files only) -> ReadHeaders -> Summarize (per batch)
+        new files only) -> ReadHeaders (``--annotations``: -> Annotate, each file's windows
+        from its matched rows, and the bad rows) -> Summarize (per batch)
         -> AllSummaries (one, no per-file list) -> Plan: how each batch cuts its rows (TaskCut),
            (ReadWindowsConfig, Sharding) ("planned")
     header batches + TaskCut (side input) -> CutTasks: (task id, pickled segments), refused files
@@ -25,10 +26,17 @@ listing) and clears the directory (`pipelines.resume.output_dir.resume_in_job`);
 only its own commit records, where it runs, and deletes those it does not reuse before it is
 read (a continued task rewrites the part bytes they name).
 
-The ``planned`` singleton (the resolved signal dtype, the shard counts) is a side input of the
-read, write and finalize stages. A check that needs headers (``--signal_dtype`` that cannot
-hold a file, ``--strict`` and a bad file, no window in the analysed splits) fails the plan step
-with the launcher's `UsageError`, before any window is read.
+``--annotations``: the launcher matched the tables' rows to the listing (`pipelines.plan.
+listing.match_annotations`: each input carries its rows, the class list is fixed); each batch
+annotates its files once their headers are read (`annotated.annotate_file`, events padded to
+the file's own most), the summaries' most events of a row is the run's `max_events` (the
+``events`` shape), `cut_batch` pads each file's events to it, and ``--strict`` refuses the first
+bad row of the launcher's and the batches' in the plan step.
+
+The ``planned`` singleton (the resolved signal dtype, the layout, the shard counts) is a side input
+of the read, write and finalize stages. A check that needs headers (``--signal_dtype`` that cannot
+hold a file, ``--strict`` and a bad file, no window in the analysed splits) fails the plan step with
+the launcher's `UsageError`, before any window is read.
 """
 
 from __future__ import annotations
@@ -137,7 +145,7 @@ class PlanArgs:
 def annotate_batch(files: list[InputFile], args: PlanArgs) -> Iterator[Any]:
     """``--annotations``: a batch of files with their headers read and their matched rows
     (`FileEvents`) -> the batch with each usable file's `FileAnnotation` (its events padded to
-    its own most; `cut_step` pads them to the run's) and each bad row (tagged ``bad_rows``)."""
+    its own most; `cut_batch` pads them to the run's) and each bad row (tagged ``bad_rows``)."""
     config, listed = args.config, args.listed
     done = []
     for f in files:

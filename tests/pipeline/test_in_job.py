@@ -589,3 +589,120 @@ def test_a_task_resumed_in_the_job_drops_its_stale_records_even_if_already_gone(
     assert again == task and again.start == 0 and again.resumed == ()
     assert not unreadable.exists() and not old.exists()
     assert in_job.reuse_committed(task, paths, resume) == task  # retried: all gone, no error
+
+
+def _annotated(root: Path) -> tuple[Path, Path]:
+    """Six 8 kHz files (one stereo, one broken) and a CSV table: overlapping events in the last
+    file only (the run's most events a window, found in the last batch), a row past its file's
+    end whose label no other row has, a channel-1 row on a mono file, a row on the broken file,
+    one on an unknown file."""
+    rng = np.random.default_rng(5)
+    audio = root / "audio"
+    audio.mkdir(parents=True)
+    for i in range(5):
+        shape = (8000 * (3 + i), 2) if i == 2 else 8000 * (3 + i)
+        sf.write(audio / f"f{i}.wav", rng.integers(-9000, 9000, shape, np.int16), 8000, "PCM_16")
+    (audio / "f5.wav").write_bytes(b"RIFF\x10\x00\x00\x00WAVEjunk")
+    rows = [
+        "f0.wav,0.5,1.5,tug,",
+        "f1.wav,3.5,4.5,seal,",  # past the end of a 4 s file: "seal" stays a class
+        "f1.wav,1.0,2.0,tug,1",  # channel 1 of a mono file
+        "f2.wav,1.0,2.0,whale,1",
+        "f2.wav,2.0,3.0,tug,",
+        "f4.wav,1.0,4.0,whale,",
+        "f4.wav,1.5,2.5,tug,",
+        "f4.wav,1.8,2.2,grunt,",
+        "f5.wav,0.0,1.0,orca,",  # the broken file
+        "nowhere.wav,0.0,1.0,tug,",
+    ]
+    table = root / "events.csv"
+    table.write_text("path,start_s,end_s,label,channel\n" + "\n".join(rows) + "\n")
+    return audio, table
+
+
+@pytest.mark.parametrize("strict", [False, True])
+def test_the_plan_step_of_an_annotated_run_gives_the_launchers_plan_and_bad_rows(tmp_path, strict):
+    """``--annotations`` planned in the job: the plan step (batches of 2 files) annotates each
+    batch's files, finds the most events a window in the last batch, and gives `plan_headers`'
+    read config (the ``events`` shape), sharding, read tasks (each segment's rows, compared by
+    digest: an `InputFile`'s equality leaves its annotation out) and bad rows; with
+    ``--strict``, the launcher's one line naming the first bad row."""
+    import apache_beam as beam
+    from apache_beam.testing.test_pipeline import TestPipeline
+    from apache_beam.testing.util import assert_that, equal_to
+
+    from pipelines.config import RecordConfig, UsageError
+    from pipelines.plan import list_inputs, plan_headers, read_headers
+    from pipelines.plan.in_job import PlanArgs, PlanInJob
+    from transforms.stages import staged
+
+    audio, table = _annotated(tmp_path)
+    if strict:  # else the broken file is refused first
+        (audio / "f5.wav").unlink()
+    config = RecordConfig(
+        input_pattern=f"{audio}/*.wav",
+        output_dir=str(tmp_path / "ds"),
+        win_len=1000,
+        features="none",
+        annotations=str(table),
+        channel_mode="split",
+        splits="train=0.5,test=0.5",
+        strict=strict,
+    )
+    listed = list_inputs(config)  # the launcher's: the tables matched, no header read
+    orca = () if strict else ("orca",)  # the broken file's row: matched, so a class
+    assert listed.classes == ("background", "grunt", *orca, "seal", "tug", "whale")
+    assert all(f.info is None for f in listed.inputs)
+    args = PlanArgs(config=config, listed=listed, cpu_count=2, single_task=False, compute_threads=1)
+    inputs = staged.stage(str(tmp_path / "staged"), "inputs", listed.inputs)
+    try:
+        if strict:
+            with pytest.raises(UsageError) as launcher:
+                read_headers(config, listed)
+            with pytest.raises(Exception) as job, TestPipeline() as p:
+                _ = p | PlanInJob(inputs, args, batch_size=2)
+            assert (
+                str(launcher.value)
+                == f"--strict: {table}:3: ends at 4.5 s, beyond the file's duration (4 s)"
+            )
+            assert str(launcher.value) in str(job.value)
+            return
+        scanned = read_headers(config, listed)
+        plan = plan_headers(config, scanned, scanned.inputs, cpu_count=2, single_task=False)
+        assert plan.read.layout.max_events == 3 and len(plan.tasks) > 2
+        with TestPipeline() as p:
+            out = p | PlanInJob(inputs, args, batch_size=2)
+            assert_that(
+                out["tasks"] | beam.Map(_task_rows),
+                equal_to([_task_rows(t) for t in plan.tasks]),
+                label="tasks",
+            )
+            planned = out["planned"] | beam.MapTuple(lambda read, sharding: (read, sharding))
+            assert_that(planned, equal_to([(plan.read, plan.sharding)]), label="planned")
+            assert_that(out["bad_rows"], equal_to(list(scanned.annotation_errors)), label="rows")
+    finally:
+        staged.release(inputs)
+    reasons = {e["path"].rsplit(":", 1)[-1]: e["reason"] for e in scanned.annotation_errors}
+    assert reasons == {
+        "3": "ends at 4.5 s, beyond the file's duration (4 s)",
+        "4": "channel 1 (0-based) but the file has 1 channel(s)",
+        "10": f"audio file {audio}/f5.wav is refused: " + scanned.inputs[5].error,
+        "11": "audio file 'nowhere.wav' matches no input file",
+    }
+
+
+def _task_rows(task) -> tuple:
+    """A read task as its id and each segment's file, rows and annotation digest."""
+    from pipelines.resume.fingerprint import annotation_digest
+
+    segments = task.segments
+    return task.task_id, tuple(
+        (
+            seg.file.index,
+            seg.row_start,
+            seg.row_stop,
+            seg.split_rank,
+            annotation_digest(seg.file.annotation),
+        )
+        for seg in segments
+    )

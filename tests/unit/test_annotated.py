@@ -7,7 +7,13 @@ from __future__ import annotations
 import numpy as np
 
 from pipelines.config import AnnotationConfig
-from pipelines.plan.annotated import plan_annotations
+from pipelines.plan.annotated import (
+    file_annotation,
+    file_rows,
+    match_tables,
+    padded,
+    plan_annotations,
+)
 from transforms.audio import annotation_windows as aw
 from transforms.audio import annotations as ann
 from transforms.audio.annotation_stats import merge_summaries
@@ -75,3 +81,81 @@ def test_near_misses_counted():
     assert summary["windows"] == {"background": 2, "tug": 1}
     assert summary["near_misses"] == {"tug": 1}
     assert summary["windows_with_events"] == {"background": 1, "tug": 1}
+
+
+def test_the_class_list_is_every_matched_rows_label_whatever_its_file_holds():
+    """The class list depends on the tables and the listing only (the launcher of a run planned
+    in the job fixes it before any header): a label whose one row lies past its file's end is a
+    class; a row on no listed file gives none, and is a bad row."""
+    events = [
+        ann.Event("x.wav", 0.5, 1.0, "tug", source="t.csv", line=2),
+        ann.Event("x.wav", 2.5, 3.5, "seal", source="t.csv", line=3),  # the file is 3 s
+        ann.Event("y.wav", 0.0, 1.0, "orca", source="t.csv", line=4),  # not listed
+    ]
+    config = AnnotationConfig(pattern="t.csv")
+    matched = match_tables(["/d/x.wav"], events, [], config=config)
+    assert matched.classes == ("background", "seal", "tug")
+    assert [(e.line, e.reason) for e in matched.errors] == [
+        (4, "audio file 'y.wav' matches no input file")
+    ]
+    plan = plan_annotations(
+        [("/d/x.wav", 3 * RATE, RATE, 1)],
+        events,
+        [],
+        config=config,
+        window=WindowConfig(win_len=WIN),
+        split_channels=False,
+    )
+    assert plan.classes == matched.classes
+    assert [e["path"] for e in plan.errors] == ["t.csv:3", "t.csv:4"]
+    assert plan.files["/d/x.wav"].labels.shape == (3, 3)  # every class a column
+
+
+def test_a_row_on_a_refused_file_names_the_file_and_its_reason():
+    events = (ann.Event("b.wav", 0.0, 1.0, "tug", source="t.csv", line=7),)
+    rows = file_rows(
+        "/d/b.wav",
+        events,
+        header=None,
+        error="not a RIFF/WAVE file",
+        config=AnnotationConfig(pattern="t.csv"),
+        window=WindowConfig(win_len=WIN),
+        split_channels=False,
+        sample_rate=None,
+        fixed_classes=None,
+        seed_key="b.wav",
+    )
+    assert (rows.rows, len(rows.starts), rows.most_events) == ([], 0, 0)
+    assert rows.errors == (
+        ann.RowError("t.csv", 7, "audio file /d/b.wav is refused: not a RIFF/WAVE file"),
+    )
+
+
+def test_events_padded_later_equal_the_annotation_made_with_the_runs_most():
+    """A file annotated on its own (its events padded to its own most, as the job's plan step
+    does per batch) and padded to the run's `max_events` is the annotation made with it."""
+    events = [
+        ann.Event("x.wav", 0.2, 0.6, "tug", source="t.csv", line=2),
+        ann.Event("x.wav", 1.2, 1.4, "whale", source="t.csv", line=3),
+    ]
+    config = AnnotationConfig(pattern="t.csv")
+    rows = file_rows(
+        "/d/x.wav",
+        events,
+        header=(3 * RATE, RATE, 1),
+        error=None,
+        config=config,
+        window=WindowConfig(win_len=WIN),
+        split_channels=False,
+        sample_rate=None,
+        fixed_classes=None,
+        seed_key="x.wav",
+    )
+    classes = ("background", "tug", "whale")
+    own = file_annotation(rows, classes, rows.most_events)
+    assert own.events.shape == (3, 1, 3)
+    later, direct = padded(own, 4), file_annotation(rows, classes, 4)
+    assert later.events.shape == (3, 4, 3)
+    np.testing.assert_array_equal(later.events, direct.events)
+    np.testing.assert_array_equal(later.num_events, direct.num_events)
+    assert padded(own, 1) is own
