@@ -4,6 +4,7 @@ with the files?
     python -m benchmarks translate                         # 1,024 and 102,400 clips, 3 repeats
     python -m benchmarks translate --sizes 1024,10240 --repeats 2
     python -m benchmarks translate --append                # + 1,000 clips appended to each size
+    python -m benchmarks translate --annotations           # + an --annotations run, one table
 
 The record job translated for Dataflow offline (``--template_location``, ``--dataflow_endpoint``
 pointing nowhere, ``--no_auth``: nothing submitted, the job description written), each a whole
@@ -20,6 +21,10 @@ clips beside them (`run_job(plan_in_job=True)`: the launcher reads the latest ma
 the dataset's tables are joined with the listing in the job), against ``FileSystems.match`` of
 the pattern of both. Its corpus (``translate-append-<N>/``) is made once: the N clips, their
 dataset recorded by a real record run (DirectRunner; long at 10^5), then the new clips.
+
+With ``--annotations``: a fresh ``--annotations`` run planned in the job, its one CSV table
+naming every clip (an event of 0.1 s each, labelled by its folder): the launcher reads the table
+and matches its rows to the listing, the job reads the headers and fixes the windows.
 
 Corpora: `--sizes` 0.25-s 16-kHz 16-bit clips in 10 class folders under ``--dir``
 (``translate-<N>/clips/<class>/``), made on first use as plain PCM WAV bytes (the launcher reads
@@ -47,7 +52,8 @@ QUIET = {"TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONWARNINGS": "ignore"}
 CLASSES = 10
 
 # a child process: `python -m benchmarks.translate_bench <mode> <pattern> <work>`
-MODES = ("match", "fresh", "unfinished", "resume", "append")
+MODES = ("match", "fresh", "unfinished", "resume", "append", "annotated")
+ANNOTATED_ARGS = ["--win_len", "4000", "--features", "log_mel"]  # the tables label the clips
 
 
 def wav_bytes(index: int, *, seconds: float = 0.25) -> bytes:
@@ -71,6 +77,18 @@ def corpus(root: Path, n: int) -> str:
             (clips / f"class{i % CLASSES}" / f"c{i:07d}.wav").write_bytes(wav_bytes(i))
         done.write_text(str(n))
     return str(clips / "*" / "*.wav")
+
+
+def annotation_table(root: Path, n: int) -> str:
+    """The CSV table of `corpus(root, n)`'s clips (made once): a 0.1-s event in each, labelled
+    by its folder; its path."""
+    table = root / f"translate-{n}" / "events.csv"
+    if not table.exists():
+        rows = [f"class{i % CLASSES}/c{i:07d}.wav,0.05,0.15,class{i % CLASSES}\n" for i in range(n)]
+        partial = table.with_suffix(".partial")
+        partial.write_text("path,start_s,end_s,label\n" + "".join(rows))
+        partial.rename(table)
+    return str(table)
 
 
 def append_corpus(root: Path, n: int, new: int) -> tuple[str, Path]:
@@ -136,6 +154,14 @@ def child(mode: str, pattern: str, work: Path) -> None:
         result = job.run_job(config, beam_argv=argv, plan_in_job=True)
         print(json.dumps({"code": 0, "translated": result.translated}))
         return
+    if mode == "annotated":  # `work`: the table's path beside the output's
+        table, out = work / "events.csv", work / "annotated"
+        argv = ["--input_pattern", pattern, "--output_dir", str(out), *ANNOTATED_ARGS]
+        argv += ["--annotations", str(table), *dataflow_args(work / "annotated-work")]
+        config = RecordConfig.from_namespace(PipelineOptions(argv).view_as(record.RecordOptions))
+        result = job.run_job(config, beam_argv=argv, plan_in_job=True)
+        print(json.dumps({"code": 0, "translated": result.translated}))
+        return
     if mode == "resume":
         code = record.main([*argv, "--resume"])
         print(json.dumps({"code": code}))
@@ -189,6 +215,18 @@ def _appended(root: Path, n: int, new: int, runs: dict[str, list[float]]) -> Non
     subprocess.run(["rm", "-rf", str(work), str(dataset / "appends")], check=True)
 
 
+def _annotated(root: Path, n: int, work: Path, runs: dict[str, list[float]]) -> None:
+    """One repeat of the ``--annotations`` case: the run translated (`work` removed after)."""
+    pattern, table = corpus(root, n), Path(annotation_table(root, n))
+    work.mkdir(parents=True, exist_ok=True)
+    (work / "events.csv").symlink_to(table)
+    seconds, line = _timed("annotated", pattern, work)
+    if not line.get("translated"):
+        raise SystemExit(f"--annotations on {pattern} was not translated only: {line}")
+    runs["annotated"].append(seconds)
+    subprocess.run(["rm", "-rf", str(work)], check=True)
+
+
 def main(argv: list[str] | None = None) -> None:
     if argv and argv[0] in MODES:  # a child process
         child(argv[0], argv[1], Path(argv[2]))
@@ -197,6 +235,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--sizes", default="1024,102400", help="comma list of clip counts")
     parser.add_argument("--append", action="store_true", help="time --append too")
     parser.add_argument("--new", type=int, default=1000, help="clips appended (--append)")
+    parser.add_argument("--annotations", action="store_true", help="time an annotated run too")
     args = parser.parse_args(argv)
     root = Path(args.dir)
     sizes = sorted(int(s) for s in args.sizes.split(","))
@@ -206,6 +245,8 @@ def main(argv: list[str] | None = None) -> None:
         runs: dict[str, list[float]] = {"match": [], "fresh": [], "resume": []}
         if args.append:
             runs.update({"append match": [], "append": []})
+        if args.annotations:
+            runs["annotated"] = []
         for r in range(args.repeats):
             work = root / "translate-work" / f"{n}-{r}"
             subprocess.run(["rm", "-rf", str(work)], check=True)
@@ -216,6 +257,8 @@ def main(argv: list[str] | None = None) -> None:
             subprocess.run(["rm", "-rf", str(work)], check=True)
             if args.append:
                 _appended(root, n, args.new, runs)
+            if args.annotations:
+                _annotated(root, n, work, runs)
         seconds[n] = {k: statistics.median(v) for k, v in runs.items()}
         for kind, values in runs.items():
             shown = ", ".join(num(v) for v in values)
@@ -224,7 +267,8 @@ def main(argv: list[str] | None = None) -> None:
     print(table(["clips", "launcher", "median s", "each repeat s"], rows, align="lllr"))
     small, large = sizes[0], sizes[-1]
     growth = []
-    for kind in ("fresh", "resume", "append")[: 3 if args.append else 2]:
+    kinds = ["fresh", "resume", *(["append"] if args.append else [])]
+    for kind in kinds + (["annotated"] if args.annotations else []):
         matched = "append match" if kind == "append" else "match"  # the listing of its pattern
         listing = seconds[large][matched] - seconds[small][matched]
         grew = seconds[large][kind] - seconds[small][kind]
