@@ -26,6 +26,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import time
 import traceback
 from pathlib import Path
 
@@ -33,6 +34,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 
+from tests.support import reliability
 from tests.support.annotation_tables import audacity_table, raven_table
 from tests.support.forked import Forker
 from tests.support.record_helpers import load_manifest, without_times
@@ -286,3 +288,96 @@ def test_strict_and_a_bad_row_is_the_same_one_line_from_both_plans(tmp_path, for
     table = tmp_path / "tables" / "events.csv"
     want = f"error: --strict: {table}:2: channel 1 (0-based) but the file has 1 channel(s)"
     assert lines["job"] == lines["launcher"] == want
+
+
+# --resume: 6 files of 40 windows of 1024 frames, read tasks of 64 rows: 4 tasks
+RESUME_FILES, RESUME_WINDOWS = reliability.RESUME_FILES, reliability.RESUME_WINDOWS
+IN_MEMORY = ("--direct_running_mode", "in_memory", "--direct_num_workers", "2")
+HOLD_TIMEOUT_S = 300.0  # only stops a hung test
+
+
+def _resume_corpus(root: Path) -> tuple[str, Path]:
+    """The --resume tests' corpus (`reliability.resume_corpus`, 16 kHz) and a CSV annotating
+    each file (three labels, one row past a file's end); returns (pattern, table)."""
+    pattern = reliability.resume_corpus(root / "audio")
+    rows = ["path,start_s,end_s,label"]
+    for i, path in enumerate(sorted((root / "audio").glob("*.wav"))):
+        for j in range(4):
+            start = 0.3 * j + 0.05 * i
+            rows.append(f"{path.name},{start!r},{start + 0.2!r},{'xyz'[(i + j) % 3]}")
+    rows.append(f"{path.name},2.0,9.0,z")  # past the end
+    table = root / "events.csv"
+    table.write_text("\n".join(rows) + "\n")
+    return pattern, table
+
+
+def _resume_args(pattern: str, table: Path, out: Path, *extra: str) -> list[str]:
+    return reliability.resume_args(
+        pattern, out, "--features", "none", "--annotations", str(table), *IN_MEMORY, *extra
+    )
+
+
+def _killed_after_a_commit(tmp_path: Path, argv: list[str]) -> Path:
+    """Runs `argv` planned in the job (`tests.support.resume_hold --in_job`), killed once a read
+    task has committed; returns its output directory."""
+    out, hold = tmp_path / "out", tmp_path / "hold"
+    hold.mkdir()
+    proc = reliability.cli(str(hold), "--in_job", *argv, log=tmp_path / "killed.log",
+                           module="tests.support.resume_hold")  # fmt: skip
+    try:
+        start = time.monotonic()
+        while not (hold / "held").exists():
+            log = (tmp_path / "killed.log").read_text(errors="replace")[-3000:]
+            assert proc.poll() is None, f"the job ended before a read task committed: {log}"
+            assert time.monotonic() - start < HOLD_TIMEOUT_S, "no read task held the job"
+            time.sleep(0.05)
+        assert not (out / "manifest.json").exists(), "the killed run finished"
+        assert sorted((out / ".tmp" / "commits").glob("*.json")), "nothing committed"
+    finally:
+        reliability.kill(proc)
+        (hold / "release").touch()
+    assert json.loads((out / ".tmp" / "resume.json").read_text())["planned_in"] == "job"
+    return out
+
+
+@pytest.mark.slow  # three record runs, one killed
+def test_an_annotated_run_planned_in_the_job_killed_after_a_commit_resumes_in_the_job(tmp_path):
+    from pipelines import record
+
+    pattern, table = _resume_corpus(tmp_path / "corpus")
+    want = tmp_path / "uninterrupted"
+    uninterrupted = record.run(_resume_args(pattern, table, want))
+    assert uninterrupted.num_bad_rows == 1 and uninterrupted.total_tasks == 4
+    out = _killed_after_a_commit(tmp_path, _resume_args(pattern, table, tmp_path / "out"))
+
+    result = record.run(_resume_args(pattern, table, out, "--resume"))
+    assert result.counters.get("headers_read") == RESUME_FILES  # planned in the job again
+    total = RESUME_FILES * RESUME_WINDOWS
+    assert 0 < result.counters.get("reused_windows", 0) == result.reused_windows < total
+    assert (result.num_examples, result.num_bad_rows) == (total, 1)
+    reliability.assert_same_dataset(out, want)
+    assert load_manifest(out)["classes"] == ["background", "x", "y", "z"]
+    assert not (out / ".tmp").exists()
+
+
+@pytest.mark.slow  # a record run, killed
+def test_an_annotated_resume_planned_in_the_job_refuses_an_edited_table(tmp_path, capsys):
+    from pipelines import record
+
+    pattern, table = _resume_corpus(tmp_path / "corpus")
+    out = _killed_after_a_commit(tmp_path, _resume_args(pattern, table, tmp_path / "out"))
+    commits = sorted((out / ".tmp" / "commits").glob("*.json"))
+    text = table.read_text()
+    edited = text.replace(",x\n", ",y\n", 1)  # one matched row's label
+    assert edited != text
+    table.write_text(edited)
+
+    assert record.main(_resume_args(pattern, table, out, "--resume")) == record.EXIT_USAGE
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if line.startswith("error:")]
+    assert len(lines) == 1 and "Traceback" not in err, err
+    assert lines[0].startswith(f"error: --resume: {out} holds an unfinished run of another plan: "
+                               "the plan changed"), lines  # fmt: skip
+    assert "annotation table" in lines[0]
+    assert sorted((out / ".tmp" / "commits").glob("*.json")) == commits  # left as they were
+    assert not (out / "manifest.json").exists()
