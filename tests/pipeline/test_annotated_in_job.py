@@ -23,6 +23,7 @@ rows, the job's plan step reads the headers, checks every file's events and fixe
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -47,22 +48,29 @@ JUNK = "site3/junk.wav"  # junk bytes named .wav: refused for its header
 WAV_INPUTS = len(SECONDS) + 1
 TIMEOUT_S = 600
 
-# The CLI (`pipelines.record.main`) with the record job planned in the job or in the launcher
-# (argv[1]: "job" / "launcher"); the result's counts as the last line of its stdout.
+# The CLI (`pipelines.record.main`) with the record job planned in the launcher or in the job
+# (argv[1]: "launcher", "job", or "job:<n>": the plan step's header batches of n files, as
+# `PlanInJob` reads many files' headers); the result's counts as the last line of its stdout.
 RUN = """
 import json, sys
-from pipelines import job, record
+from pipelines import job, launch_in_job, record
 mode, *argv = sys.argv[1:]
-run_job, results = job.run_job, []
+run_job, results, batches = job.run_job, [], []
 def planned(config, **kwargs):
-    results.append(run_job(config, plan_in_job=mode == "job", **kwargs))
+    results.append(run_job(config, plan_in_job=mode != "launcher", **kwargs))
     return results[-1]
 job.run_job = planned
+if mode.startswith("job:"):  # the plan step's header batches of that many files
+    plan_in_job = launch_in_job.PlanInJob
+    def small_batches(*args, **kwargs):
+        batches.append(int(mode[4:]))
+        return plan_in_job(*args, **kwargs, batch_size=batches[-1])
+    launch_in_job.PlanInJob = small_batches
 code = record.main(argv)
 for r in results:
     print(json.dumps({"num_examples": r.num_examples, "num_failed": r.num_failed,
                       "num_bad_rows": r.num_bad_rows, "num_files": r.num_files,
-                      "headers_read": r.counters.get("headers_read", 0)}))
+                      "headers_read": r.counters.get("headers_read", 0), "batches": batches}))
 sys.exit(code)
 """
 
@@ -119,6 +127,7 @@ def _corpus(root: Path) -> dict[str, dict[str, str]]:
         f"{JUNK},1,2,phantom,",  # 9: the broken WAV's row ("phantom": only here)
         "site2/long_c.wav,1,x,tug,",  # 10: not a number
         "site2/long_c.wav,9.0,10.5,whale,1",
+        "site2/long_c.wav,4.2,5.2,grunt,",  # 3 events in [4.5, 5.5): the most of any window
     ]
     (tables / "events.csv").write_text("\n".join(csv) + "\n")
     return {
@@ -170,37 +179,47 @@ def _counts(done) -> dict:
 
 
 CENTRED = ("--event_windows", "centered", "--background_per_file", "3")
+# case: (options, how the plan step batches the headers: "job" its default, "job:<n>" n files)
 CASES = {
-    "grid": ("--splits", "train=50,test=50"),
-    "centred_log_mel": CENTRED + ("--features", "log_mel"),
-    "split_channels": ("--channel_mode", "split"),
-    "classes": ("--classes", "background,grunt,tug,whale"),
+    "grid": (("--splits", "train=50,test=50"), "job:1"),
+    "centred_log_mel": ((*CENTRED, "--features", "log_mel"), "job"),
+    "split_channels": (("--channel_mode", "split"), "job:2"),
+    "classes": (("--classes", "background,grunt,tug,whale"), "job:1"),
 }
 
 
-@pytest.mark.parametrize("case", list(CASES))
+@pytest.mark.parametrize(
+    "case",
+    [pytest.param(c, marks=[] if c == "grid" else [pytest.mark.slow]) for c in CASES],
+)
 def test_planned_in_the_job_or_the_launcher_an_annotated_run_is_byte_identical(
     tmp_path, forker, case
 ):
+    """The same dataset and counts from both plans; in the job, with header batches of one or
+    two files, the events' rows (``max_events``) are the most of any file's window, found in
+    a later batch than the first file's."""
     bad = _corpus(tmp_path)
+    options, in_job = CASES[case]
     out = tmp_path / "ds"
     digests, counts = {}, {}
-    for mode in ("launcher", "job"):
-        counts[mode] = _counts(_run(forker, mode, _args(tmp_path, out, *CASES[case])))
+    for mode in ("launcher", in_job):
+        counts[mode] = _counts(_run(forker, mode, _args(tmp_path, out, *options)))
         digests[mode] = _digests(out)
-        if mode == "job":
+        if mode == in_job:
             break
         out.rename(tmp_path / f"ds-{mode}")
+    job, launcher = counts[in_job], counts["launcher"]
+    assert job.pop("batches") == ([] if in_job == "job" else [int(in_job[4:])])
     # the job's plan step read every WAV header, once; the launcher's plan none in the job
-    assert counts["job"].pop("headers_read") == WAV_INPUTS
-    assert counts["launcher"].pop("headers_read") == 0
-    assert counts["job"] == counts["launcher"]
-    assert counts["job"]["num_failed"] == 1  # the junk .wav
-    assert {"manifest.json", "files.jsonl", "errors.jsonl", "schema.pbtxt"} <= set(digests["job"])
+    assert (job.pop("headers_read"), launcher.pop("headers_read")) == (WAV_INPUTS, 0)
+    assert launcher.pop("batches") == []
+    assert job == launcher
+    assert job["num_failed"] == 1  # the junk .wav
+    assert {"manifest.json", "files.jsonl", "errors.jsonl", "schema.pbtxt"} <= set(digests[in_job])
     different = sorted(
         name
-        for name in set(digests["job"]) | set(digests["launcher"])
-        if digests["job"].get(name) != digests["launcher"].get(name)
+        for name in set(digests[in_job]) | set(digests["launcher"])
+        if digests[in_job].get(name) != digests["launcher"].get(name)
     )
     assert different == []
 
@@ -210,9 +229,12 @@ def test_planned_in_the_job_or_the_launcher_an_annotated_run_is_byte_identical(
     if case == "classes":  # "orca" is not in --classes: a bad row; refused rows keep theirs
         assert m["classes"] == ["background", "grunt", "tug", "whale"]
         bad["events.csv"]["6"] = "label 'orca' is not in --classes"
+        most = 2  # without orca's event
     else:  # "ghost", "echo", "phantom": only in refused rows matched to a listed file
         assert m["classes"] == ["background", "echo", "ghost", "grunt", "orca", "phantom", "tug",
                                 "whale"]  # fmt: skip
+        most = 3  # long_c, in [4.5, 5.5): tug, orca, grunt
+    assert m["elements"]["events"]["shape"] == [most, 3]
     rows = {}
     for e in m["errors"]:
         if e["path"] != junk:
@@ -220,7 +242,7 @@ def test_planned_in_the_job_or_the_launcher_an_annotated_run_is_byte_identical(
             rows.setdefault(table, {})[line] = e["reason"]
     bad["events.csv"]["9"] = f"audio file {junk} is refused: {junk_reason}"
     assert rows == bad
-    assert counts["job"]["num_bad_rows"] == sum(map(len, bad.values()))
+    assert job["num_bad_rows"] == sum(map(len, bad.values()))
     assert m["num_classes"] == len(m["classes"])
 
 
@@ -271,23 +293,28 @@ def test_planned_in_the_job_the_launcher_reads_no_header_but_the_first(tmp_path,
     assert load_manifest(tmp_path / "ds")["elements"]["events"]["shape"][1] == 3
 
 
-def test_strict_and_a_bad_row_is_the_same_one_line_from_both_plans(tmp_path, forker):
+def test_strict_and_a_bad_row_is_the_same_one_line_from_both_plans(tmp_path, monkeypatch, capsys):
     """The first bad row in (table, line) order is one only the headers find (a channel-1 event
     on a mono file), before rows the launcher finds in the tables (an unknown file, a non-number):
-    both plans refuse it, in the same line."""
+    the command (`pipelines.record.main`, its job planned in the launcher, then in the job)
+    refuses it in the same line, exits 2 and leaves no output directory."""
+    from pipelines import job, record
+
     _corpus(tmp_path)
     out = tmp_path / "ds"
-    lines = {}
-    for mode in ("launcher", "job"):
-        done = _run(forker, mode, _args(tmp_path, out, "--strict", pattern="site[12]/*.wav"),
-                    code=2)  # fmt: skip
-        errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
-        assert len(errors) == 1 and "Traceback" not in done.stderr, done.stderr[-4000:]
-        lines[mode] = errors[0]
+    run_job, lines = job.run_job, {}
+    for in_job in (False, True):
+        monkeypatch.setattr(job, "run_job", functools.partial(run_job, plan_in_job=in_job))
+        argv = _args(tmp_path, out, "--strict", pattern="site[12]/*.wav")
+        assert record.main(argv) == record.EXIT_USAGE
+        err = capsys.readouterr().err
+        errors = [line for line in err.splitlines() if line.startswith("error:")]
+        assert len(errors) == 1 and "Traceback" not in err, err
+        lines[in_job] = errors[0]
         assert not out.exists()  # nothing left behind
     table = tmp_path / "tables" / "events.csv"
     want = f"error: --strict: {table}:2: channel 1 (0-based) but the file has 1 channel(s)"
-    assert lines["job"] == lines["launcher"] == want
+    assert lines[True] == lines[False] == want
 
 
 # --resume: 6 files of 40 windows of 1024 frames, read tasks of 64 rows: 4 tasks
