@@ -146,6 +146,10 @@ def _read(
         )
         # {"path", "reason"}: files refused by the plan step (counted)
         planned_errors = p | "PlannedErrors" >> PlannedErrors(planned_job["errors"])
+        if "bad_rows" in planned_job:  # --annotations: bad table rows ({"path", "reason"})
+            planned_errors = (planned_errors, planned_job["bad_rows"]) | "WithBadRows" >> (
+                beam.Flatten()
+            )
         # {split: shard count}, one element
         num_shards: Mapping[str, int] | beam.PCollection = planned | "NumShards" >> beam.Map(
             lambda pl: dict(pl[1].num_shards)

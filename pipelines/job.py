@@ -147,7 +147,7 @@ def run_job(
     listed = None
     # an --append planned in the job (`Continuation.held`) is planned there, resumed or not
     held = continuation is not None and continuation.held is not None
-    if config.annotation_config is None and (continuation is None or held) and shard_func is None:
+    if (continuation is None or held) and shard_func is None:
         with internals.collector_paused():  # planning's objects live until the job ends
             # validates before the runner
             listed = list_inputs(config, shard_func=shard_func, continuation=continuation)

@@ -37,6 +37,7 @@ from pipelines.plan import (
     launcher_windows_config,
 )
 from pipelines.plan.in_job import (
+    BAD_TABLE_ROWS,
     PLANNED_AUDIO_MS,
     REUSED_TASKS,
     REUSED_WINDOWS,
@@ -214,7 +215,13 @@ def run_planned_in_job(
     elapsed = time.monotonic() - start
     job_counters = counters(result)
     seconds = job_counters.get(PLANNED_AUDIO_MS, 0) / 1000  # failed while read: counted too
-    summary = summarize(plan, elapsed, counters=job_counters, audio_seconds=seconds)
+    summary = summarize(
+        plan,
+        elapsed,
+        counters=job_counters,
+        audio_seconds=seconds,
+        bad_rows=job_counters.get(BAD_TABLE_ROWS, 0),
+    )
     return dataclasses.replace(
         summary,
         total_tasks=job_counters.get("read_tasks", 0),

@@ -69,6 +69,7 @@ def summarize(
     counters: dict[str, int],
     audio_seconds: float | None = None,
     planned_seconds: PlannedSeconds | None = None,
+    bad_rows: int | None = None,
 ) -> RecordResult:
     """Reads the written manifest and errors table, cleans temporary files, logs the counters.
 
@@ -76,7 +77,8 @@ def summarize(
     audio come from the plan's headers (or `audio_seconds`, planned in the job: the plan step's
     counter, which also counts the files that fail while read; or `planned_seconds`, the plan's
     headers kept without its inputs), so the launcher's work here does not grow with the number
-    of files.
+    of files. `bad_rows`: the bad annotation table rows the job's plan step counted (planned in
+    the launcher: the plan's).
     """
     import tensorflow as tf
 
@@ -108,5 +110,6 @@ def summarize(
         elapsed=elapsed,
         audio_seconds=seconds,
         counters=counters,
-        num_bad_rows=len(plan.annotation_errors),  # --annotations: bad table rows, also in errors
+        # --annotations: bad table rows, also in errors
+        num_bad_rows=len(plan.annotation_errors) if bad_rows is None else bad_rows,
     )

@@ -40,7 +40,7 @@ from transforms.audio import annotation_windows as aw
 from transforms.audio import annotations as ann
 from transforms.audio.annotation_stats import Row, file_summary
 from transforms.audio.windows import WindowConfig, window_starts
-from transforms.spec.types import FileAnnotation, InputFile
+from transforms.spec.types import FileAnnotation, FileEvents, InputFile
 
 MULTI_LABEL_JOIN = "+"
 
@@ -55,12 +55,140 @@ class AnnotationPlan:
     max_events: int
 
 
+@dataclasses.dataclass(frozen=True)
+class MatchedTables:
+    """The tables' rows matched to the listed inputs, before any header is read
+    (`match_tables`).
+
+    Attributes:
+      events: {input path: its events in table order} (only the paths some row names).
+      classes: the class list: ``--classes``, or every label of a matched row and the
+        background class (unless dropped), sorted.
+      errors: the rows refused without a header: unreadable, unknown or ambiguous file.
+    """
+
+    events: Mapping[str, tuple[ann.Event, ...]]
+    classes: tuple[str, ...]
+    errors: tuple[ann.RowError, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class FileRows:
+    """One file's windows and rows once its header is known (`file_rows`), before its events
+    are padded to the run's `max_events`.
+
+    Attributes:
+      starts: int64 [n] the kept window starts (output-rate samples).
+      rows: (labels, events) per row, in (window, channel) order.
+      summary: the file's annotation statistics (`annotation_stats.file_summary`).
+      errors: its rows refused for the file's duration, channels, ``--classes``, or because
+        the file itself is refused.
+    """
+
+    starts: np.ndarray
+    rows: list[Row]
+    summary: Mapping[str, Any]
+    errors: tuple[ann.RowError, ...]
+
+    @property
+    def most_events(self) -> int:
+        """The most events one row of the file has."""
+        return max((len(evs) for _, evs in self.rows), default=0)
+
+
 def output_frames(num_frames: int, rate: int, target: int | None) -> int:
     """Frames after resampling to `target` (scipy resample_poly: ceil(n * up / down))."""
     if not target or target == rate:
         return num_frames
     g = gcd(rate, target)
     return -(-num_frames * (target // g) // (rate // g))
+
+
+def match_tables(
+    paths: Sequence[str],
+    events: Sequence[ann.Event],
+    table_errors: Sequence[ann.RowError],
+    *,
+    config: AnnotationConfig,
+    fixed_classes: tuple[str, ...] | None = None,
+) -> MatchedTables:
+    """Matches the tables' `events` to the input `paths` and fixes the class list: no header is
+    needed, so the launcher of a run planned in the job does it too (pure).
+
+    The class list holds every label of a matched row, even a row later refused for its file's
+    duration or channels, or because its file is refused: it depends on the tables and the
+    listing only, never on which files read.
+
+    Raises:
+      ValueError: ``--classes`` without the background class.
+    """
+    rule = config.rule
+    matched, errors = ann.match_events(events, paths)
+    background = None if rule.drop_background else rule.background_class
+    classes = fixed_classes or ann.event_classes(matched, background_class=background)
+    if background is not None and background not in classes:
+        raise ValueError(f"--classes must list the background class {background!r}")
+    return MatchedTables(
+        events={path: tuple(evs) for path, evs in matched.items()},
+        classes=tuple(classes),
+        errors=(*table_errors, *errors),
+    )
+
+
+def file_rows(
+    path: str,
+    events: Sequence[ann.Event],
+    *,
+    header: tuple[int, int, int] | None,
+    error: str | None,
+    config: AnnotationConfig,
+    window: WindowConfig,
+    split_channels: bool,
+    sample_rate: int | None,
+    fixed_classes: tuple[str, ...] | None,
+    seed_key: str,
+) -> FileRows:
+    """One file's events (`match_tables`) checked against its header and cut into its windows
+    and rows (pure). A refused file (`error`) has no row; its events are bad rows.
+
+    Args:
+      path: the input file; `events` its matched events.
+      header: its (num_frames, sample_rate, num_channels) (None when refused); `error` why it
+        is refused (None: usable).
+      config: the annotation options; `window` the window rule.
+      split_channels: ``--channel_mode split`` (a row per channel).
+      sample_rate: ``--sample_rate`` (None: the file's own).
+      fixed_classes: ``--classes`` (an event label outside it is a bad row).
+      seed_key: what its background windows are seeded with (the path relative to the input
+        pattern, as for splits).
+    """
+    if error is not None or header is None:
+        reason = f"audio file {path} is refused: {error}"
+        bad = tuple(ann.RowError(e.source, e.line, reason) for e in events)
+        return FileRows(np.zeros(0, np.int64), [], {}, bad)
+    frames, rate, channels = header
+    kept, bad = ann.check_events(events, num_frames=frames, sample_rate=rate, num_channels=channels)
+    if fixed_classes is not None:
+        bad += [_not_a_class(e) for e in kept if e.label not in fixed_classes]
+        kept = [e for e in kept if e.label in fixed_classes]
+    out_rate = sample_rate or rate
+    starts = file_starts(
+        kept,
+        num_frames=output_frames(frames, rate, sample_rate),
+        sample_rate=out_rate,
+        window=window,
+        config=config,
+        seed_key=f"{config.seed}:{seed_key}",
+    )
+    starts, rows = label_rows(
+        kept,
+        starts,
+        sample_rate=out_rate,
+        win_len=window.win_len,
+        channels=channels if split_channels else 1,
+        rule=config.rule,
+    )
+    return FileRows(starts, rows, file_summary(kept, rows), tuple(bad))
 
 
 def plan_annotations(
@@ -75,7 +203,8 @@ def plan_annotations(
     fixed_classes: tuple[str, ...] | None = None,
     seed_keys: Mapping[str, str] | None = None,
 ) -> AnnotationPlan:
-    """Matches events to files and fixes every file's windows and label columns (pure).
+    """Matches events to files and fixes every file's windows and label columns (pure):
+    `match_tables`, then `file_rows` of each file, padded to the most events of a row.
 
     Args:
       files: (path, num_frames, sample_rate, num_channels) of every usable input file.
@@ -91,51 +220,30 @@ def plan_annotations(
     Raises:
       ValueError: ``--classes`` without the background class.
     """
-    rule = config.rule
-    matched, errors = ann.match_events(events, [p for p, *_ in files])
-    errors = list(table_errors) + errors
-    checked: dict[str, list[ann.Event]] = {}
-    for path, frames, rate, channels in files:
-        kept, bad = ann.check_events(
-            matched.get(path, []), num_frames=frames, sample_rate=rate, num_channels=channels
-        )
-        if fixed_classes is not None:
-            bad += [_not_a_class(e) for e in kept if e.label not in fixed_classes]
-            kept = [e for e in kept if e.label in fixed_classes]
-        checked[path] = kept
-        errors += bad
-    background = None if rule.drop_background else rule.background_class
-    classes = fixed_classes or ann.event_classes(checked, background_class=background)
-    if background is not None and background not in classes:
-        raise ValueError(f"--classes must list the background class {background!r}")
-    rows = {}
-    for path, frames, rate, channels in files:
-        out_rate = sample_rate or rate
-        key = (seed_keys or {}).get(path, path)
-        starts = file_starts(
-            checked[path],
-            num_frames=output_frames(frames, rate, sample_rate),
-            sample_rate=out_rate,
-            window=window,
+    matched = match_tables(
+        [p for p, *_ in files], events, table_errors, config=config, fixed_classes=fixed_classes
+    )
+    rows = {
+        path: file_rows(
+            path,
+            matched.events.get(path, ()),
+            header=(frames, rate, channels),
+            error=None,
             config=config,
-            seed_key=f"{config.seed}:{key}",
+            window=window,
+            split_channels=split_channels,
+            sample_rate=sample_rate,
+            fixed_classes=fixed_classes,
+            seed_key=(seed_keys or {}).get(path, path),
         )
-        rows[path] = label_rows(
-            checked[path],
-            starts,
-            sample_rate=out_rate,
-            win_len=window.win_len,
-            channels=channels if split_channels else 1,
-            rule=rule,
-        )
-    max_events = max([len(evs) for _, r in rows.values() for _, evs in r] + [1])
+        for path, frames, rate, channels in files
+    }
+    max_events = max([r.most_events for r in rows.values()] + [1])
+    errors = [*matched.errors, *(e for r in rows.values() for e in r.errors)]
     return AnnotationPlan(
-        files={
-            p: _file_annotation(s, r, classes, max_events, file_summary(checked[p], r))
-            for p, (s, r) in rows.items()
-        },
-        classes=tuple(classes),
-        errors=tuple(e.to_manifest() for e in sorted(errors, key=_row_order)),
+        files={p: file_annotation(r, matched.classes, max_events) for p, r in rows.items()},
+        classes=matched.classes,
+        errors=tuple(e.to_manifest() for e in sorted(errors, key=row_order)),
         max_events=max_events,
     )
 
@@ -190,30 +298,40 @@ def label_rows(
     return starts[keep], rows
 
 
-def _file_annotation(
-    starts: np.ndarray,
-    rows: list[Row],
-    classes: Sequence[str],
-    max_events: int,
-    summary: Mapping[str, Any],
-) -> FileAnnotation:
-    events, counts = aw.events_array([e for _, e in rows], classes, max_events=max_events)
+def file_annotation(rows: FileRows, classes: Sequence[str], max_events: int) -> FileAnnotation:
+    """A file's `FileAnnotation` from its `file_rows`, its events padded to `max_events` rows
+    (at least its `most_events`)."""
+    events, counts = aw.events_array([e for _, e in rows.rows], classes, max_events=max_events)
     return FileAnnotation(
-        starts=starts.astype(np.int64),
-        channels=len(rows) // len(starts) if len(starts) else 1,
-        classes=tuple(MULTI_LABEL_JOIN.join(labels) for labels, _ in rows),
-        labels=aw.multi_hot([labels for labels, _ in rows], classes),
+        starts=rows.starts.astype(np.int64),
+        channels=len(rows.rows) // len(rows.starts) if len(rows.starts) else 1,
+        classes=tuple(MULTI_LABEL_JOIN.join(labels) for labels, _ in rows.rows),
+        labels=aw.multi_hot([labels for labels, _ in rows.rows], classes),
         events=events,
         num_events=counts,
-        summary=summary,
+        summary=rows.summary,
     )
+
+
+def padded(annotation: FileAnnotation, max_events: int) -> FileAnnotation:
+    """`annotation` with its events padded with -1 to `max_events` rows (at least its own):
+    what `file_annotation` gives with that `max_events`."""
+    have = annotation.events.shape[1]
+    if have == max_events:
+        return annotation
+    if have > max_events:
+        raise ValueError(f"{have} events in a row, more than max_events {max_events}")
+    events = np.full((annotation.events.shape[0], max_events, 3), -1, np.int64)
+    events[:, :have] = annotation.events
+    return dataclasses.replace(annotation, events=events)
 
 
 def _not_a_class(e: ann.Event) -> ann.RowError:
     return ann.RowError(e.source, e.line, f"label {e.label!r} is not in --classes")
 
 
-def _row_order(e: ann.RowError) -> tuple[str, int]:
+def row_order(e: ann.RowError) -> tuple[str, int]:
+    """The order bad rows are listed in (and ``--strict`` names the first of): table, line."""
     return e.source, e.line or 0
 
 
@@ -226,11 +344,12 @@ def segment_tasks(tasks: Sequence[Any]) -> tuple[Any, ...]:
     if all(seg.file.annotation is None for t in tasks for seg in t.segments):
         return tuple(tasks)  # no --annotations: the tasks as planned
     return tuple(
-        dataclasses.replace(t, segments=tuple(_own_rows(seg) for seg in t.segments)) for t in tasks
+        dataclasses.replace(t, segments=tuple(own_rows(seg) for seg in t.segments)) for t in tasks
     )
 
 
-def _own_rows(seg: Any) -> Any:
+def own_rows(seg: Any) -> Any:
+    """A segment whose file's annotation holds only the segment's rows."""
     annotation = seg.file.annotation
     if annotation is None:
         return seg
@@ -238,12 +357,46 @@ def _own_rows(seg: Any) -> Any:
     return dataclasses.replace(seg, file=dataclasses.replace(seg.file, annotation=held))
 
 
+def annotate_file(
+    f: InputFile,
+    *,
+    classes: Sequence[str],
+    config: AnnotationConfig,
+    window: WindowConfig,
+    split_channels: bool,
+    sample_rate: int | None,
+    fixed_classes: tuple[str, ...] | None,
+    split_base: str,
+) -> tuple[InputFile, tuple[ann.RowError, ...]]:
+    """A listed file with its header read (`annotation`: its `FileEvents` or None) -> the file
+    with its `FileAnnotation` (events padded to its own most; None when refused) and its bad
+    rows (`file_rows`)."""
+    events = f.annotation.events if isinstance(f.annotation, FileEvents) else ()
+    info = f.info
+    rows = file_rows(
+        f.path,
+        events,
+        header=None if info is None else (info.num_frames, info.sample_rate, info.num_channels),
+        error=f.error,
+        config=config,
+        window=window,
+        split_channels=split_channels,
+        sample_rate=sample_rate,
+        fixed_classes=fixed_classes,
+        seed_key=f.path.removeprefix(split_base),
+    )
+    if f.error is not None or info is None:
+        return dataclasses.replace(f, annotation=None), rows.errors
+    annotation = file_annotation(rows, classes, rows.most_events)
+    return dataclasses.replace(f, annotation=annotation), rows.errors
+
+
 def annotate(
     inputs: Sequence[InputFile],
-    config: AnnotationConfig,
-    events: Sequence[ann.Event],
-    table_errors: Sequence[ann.RowError],
     *,
+    classes: Sequence[str],
+    table_errors: Sequence[ann.RowError],
+    config: AnnotationConfig,
     window: WindowConfig,
     split_channels: bool,
     sample_rate: int | None,
@@ -251,28 +404,49 @@ def annotate(
     split_base: str,
     strict: bool = False,
 ) -> tuple[tuple[InputFile, ...], AnnotationPlan]:
-    """Gives every usable input its windows, from the tables' `events` (`table_errors`: their
-    bad rows).
+    """Gives every usable input its windows once the headers are read (the launcher's plan):
+    `annotate_file` of each, padded to the most events of a row (at least 1). `inputs` carry
+    their `FileEvents` (`match_tables`, in `pipelines.plan.listing.list_inputs`), whose bad
+    rows are `table_errors`.
 
     Raises:
-      ValueError: ``--classes`` without the background class, or (`strict`) the first bad row.
+      ValueError: (`strict`) the first bad row.
     """
-    usable = [f for f in inputs if f.error is None]
-    plan = plan_annotations(
-        [(f.path, f.info.num_frames, f.info.sample_rate, f.info.num_channels) for f in usable],
-        events,
-        table_errors,
-        config=config,
-        window=window,
-        split_channels=split_channels,
-        sample_rate=sample_rate,
-        fixed_classes=fixed_classes,
-        seed_keys={f.path: f.path.removeprefix(split_base) for f in usable},
+    annotated, errors = [], list(table_errors)
+    for f in inputs:
+        done, bad = annotate_file(
+            f,
+            classes=classes,
+            config=config,
+            window=window,
+            split_channels=split_channels,
+            sample_rate=sample_rate,
+            fixed_classes=fixed_classes,
+            split_base=split_base,
+        )
+        annotated.append(done)
+        errors += bad
+    errors.sort(key=row_order)
+    if strict and errors:
+        raise ValueError(strict_refusal(errors[0]))
+    usable = [f.annotation for f in annotated if f.annotation is not None]
+    max_events = max([int(a.num_events.max(initial=0)) for a in usable] + [1])
+    padded_files = tuple(
+        f
+        if f.annotation is None
+        else dataclasses.replace(f, annotation=padded(f.annotation, max_events))
+        for f in annotated
     )
-    if strict and plan.errors:
-        raise ValueError(f"--strict: {plan.errors[0]['path']}: {plan.errors[0]['reason']}")
-    annotated = tuple(
-        f if f.error is not None else dataclasses.replace(f, annotation=plan.files[f.path])
-        for f in inputs
+    plan = AnnotationPlan(
+        files={f.path: f.annotation for f in padded_files if f.annotation is not None},
+        classes=tuple(classes),
+        errors=tuple(e.to_manifest() for e in errors),
+        max_events=max_events,
     )
-    return annotated, plan
+    return padded_files, plan
+
+
+def strict_refusal(first: ann.RowError) -> str:
+    """The one line ``--strict`` refuses a run with, naming its first bad row."""
+    entry = first.to_manifest()
+    return f"--strict: {entry['path']}: {entry['reason']}"

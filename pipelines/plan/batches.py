@@ -15,7 +15,8 @@ from fractions import Fraction
 from operator import attrgetter, itemgetter
 from typing import Any
 
-from pipelines.config import RecordConfig
+from pipelines.config import RecordConfig, UsageError
+from pipelines.plan import annotated
 from pipelines.plan.checks import checked_dtype
 from pipelines.plan.sizing import rows_counter, shapes_at, sized, windows_config
 from pipelines.plan.tasks import (
@@ -27,9 +28,17 @@ from pipelines.plan.tasks import (
     rows_before,
 )
 from pipelines.plan.types import ScannedInputs
+from transforms.audio.annotations import RowError
 from transforms.audio.dtypes import NAMED_FILES
 from transforms.audio.wav import WavInfo
-from transforms.spec.types import InputFile, ReadTask, ReadWindowsConfig, Segment, Sharding
+from transforms.spec.types import (
+    FileAnnotation,
+    InputFile,
+    ReadTask,
+    ReadWindowsConfig,
+    Segment,
+    Sharding,
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,6 +54,7 @@ class HeaderSummary:
       first_bad: (index, path, reason) of the first file refused (``--strict``), or None.
       first_header: (index, header) of the first file with a header (feature shapes), or None.
       frames: (sample rate, frames) of the files with a header (their seconds of audio).
+      max_events: ``--annotations``: the most events one row of the files has.
     """
 
     batches: tuple[BatchRows, ...] = ()
@@ -52,6 +62,7 @@ class HeaderSummary:
     first_bad: tuple[int, str, str] | None = None
     first_header: tuple[int, WavInfo] | None = None
     frames: tuple[tuple[int, int], ...] = ()
+    max_events: int = 0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -106,12 +117,14 @@ def summarize_headers(
         if f.error is None and f.info.sample_rate:
             frames[f.info.sample_rate] = frames.get(f.info.sample_rate, 0) + f.info.num_frames
     bad = next((f for f in files if f.error), None)
+    annotations = [f.annotation for f in usable if isinstance(f.annotation, FileAnnotation)]
     return HeaderSummary(
         batches=(rows,),
         headers=tuple((info, count, tuple(named)) for info, (count, named) in headers.items()),
         first_bad=None if bad is None else (bad.index, bad.path, bad.error),
         first_header=first_header,
         frames=tuple(frames.items()),
+        max_events=max((int(a.num_events.max(initial=0)) for a in annotations), default=0),
     )
 
 
@@ -121,7 +134,7 @@ def merge_summaries(summaries: Iterable[HeaderSummary]) -> HeaderSummary:
     batches: list[BatchRows] = []
     headers: dict[WavInfo, tuple[int, list[tuple[int, str]]]] = {}
     frames: dict[int, int] = {}
-    bad, first = [], []
+    bad, first, most = [], [], 0
     for s in summaries:
         batches.extend(s.batches)
         for info, count, named in s.headers:
@@ -131,6 +144,7 @@ def merge_summaries(summaries: Iterable[HeaderSummary]) -> HeaderSummary:
             frames[rate] = frames.get(rate, 0) + n
         bad += [s.first_bad] if s.first_bad else []
         first += [s.first_header] if s.first_header else []
+        most = max(most, s.max_events)
     return HeaderSummary(
         batches=tuple(sorted(batches, key=attrgetter("first_index"))),
         headers=tuple(
@@ -142,6 +156,7 @@ def merge_summaries(summaries: Iterable[HeaderSummary]) -> HeaderSummary:
         first_bad=min(bad, default=None),
         first_header=min(first, key=itemgetter(0), default=None),
         frames=tuple(sorted(frames.items())),
+        max_events=most,
     )
 
 
@@ -152,17 +167,26 @@ def plan_summary(
     *,
     cpu_count: int,
     single_task: bool,
+    first_bad_row: RowError | None = None,
 ) -> TaskCut:
     """The plan of `listed` (`list_inputs`) from every batch's summary: what `plan_headers`
     decides before cutting the tasks, with the same checks in the same order (pure).
+    ``--annotations``: `first_bad_row` is the first of every bad table row (``--strict``
+    refuses it) and `max_events` the most of the summary's and the listing's.
 
     Raises:
-      UsageError: what `check_inputs` and `size_tasks` raise.
+      UsageError: what `check_inputs`, ``--strict`` with a bad row and `size_tasks` raise.
     """
     dtype = checked_dtype(config, _SummaryHeaders(summary.headers), summary.first_bad)
+    if config.strict and first_bad_row is not None:
+        raise UsageError(annotated.strict_refusal(first_bad_row))
     first = summary.first_header[1] if summary.first_header else None
     shapes = shapes_at(config, first)
     scanned = dataclasses.replace(listed, inputs=(), signal_dtype=dtype)
+    if listed.max_events is not None:  # --annotations: the most events of a row of any file
+        scanned = dataclasses.replace(
+            scanned, max_events=max(listed.max_events, summary.max_events)
+        )
     read_config = windows_config(config, scanned, shapes)
     starts, end = rows_before(summary.batches, listed.sharding)
     sharding, rows_per_task = sized(
@@ -196,11 +220,21 @@ def cut_batch(
     if not files:
         return
     rows_of = rows_counter(windows_config(config, listed, {}))  # as `summarize_headers`
+    max_events = cut.read.layout.max_events
+    if listed.max_events is not None:  # --annotations: each file's events padded to the run's
+        files = [
+            f
+            if f.error
+            else dataclasses.replace(f, annotation=annotated.padded(f.annotation, max_events))
+            for f in files
+        ]
     before = cut.starts[files[0].index]
     segments = plan_segments(
         ((f, rows_of(f)) for f in files if f.error is None), listed.sharding, before=before
     )
     pieces = cut_segments(segments, rows_per_task=cut.rows_per_task, first_row=before.total)
+    if listed.max_events is not None:  # each segment with its own rows only
+        pieces = ((task_id, annotated.own_rows(seg)) for task_id, seg in pieces)
     if cut.single_task:
         yield from ((0, seg) for _, seg in pieces)
     else:

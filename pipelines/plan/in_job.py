@@ -43,6 +43,7 @@ from typing import Any
 import apache_beam as beam
 
 from pipelines.config import RecordConfig, UsageError
+from pipelines.plan import annotated
 from pipelines.plan.batches import (
     HeaderSummary,
     TaskCut,
@@ -56,16 +57,19 @@ from pipelines.plan.held import NewInputs
 from pipelines.plan.reads import scan_headers
 from pipelines.plan.types import HeldTables, ScannedInputs
 from pipelines.resume import reuse
+from transforms.audio.annotations import RowError
 from transforms.spec.types import InputFile, ReadTask
 from transforms.stages import staged
 from transforms.stages.task_coder import EncodedPiece, EncodedSegments, encode_segments
 
 HEADER_BATCH = 256  # files whose headers one element of the header stage reads
 ERRORS_TAG = "errors"  # files refused for their header or label: {"path", "reason"}
+BAD_ROWS_TAG = "bad_rows"  # --annotations: table rows refused (RowError)
 PLANNED_TAG = "planned"  # (ReadWindowsConfig, Sharding), one element
 PLANNED_AUDIO_MS = "planned_audio_ms"  # counter: milliseconds of audio in the planned files
 REUSED_TASKS = "reused_tasks"  # counter (--resume): tasks reused whole
 REUSED_WINDOWS = "reused_windows"  # counter (--resume): windows reused
+BAD_TABLE_ROWS = "bad_table_rows"  # counter (--annotations): table rows refused
 
 
 def batches(inputs: staged.Staged, *, size: int = HEADER_BATCH) -> Iterator[list[InputFile]]:
@@ -130,25 +134,67 @@ class PlanArgs:
     feature_shapes: Mapping[str, tuple[int, ...]] = dataclasses.field(default_factory=dict)
 
 
+def annotate_batch(files: list[InputFile], args: PlanArgs) -> Iterator[Any]:
+    """``--annotations``: a batch of files with their headers read and their matched rows
+    (`FileEvents`) -> the batch with each usable file's `FileAnnotation` (its events padded to
+    its own most; `cut_step` pads them to the run's) and each bad row (tagged ``bad_rows``)."""
+    config, listed = args.config, args.listed
+    done = []
+    for f in files:
+        annotated_file, bad = annotated.annotate_file(
+            f,
+            classes=listed.classes,
+            config=config.annotation_config,
+            window=config.window,
+            split_channels=config.channel_mode == "split",
+            sample_rate=config.sample_rate,
+            fixed_classes=listed.fixed_classes,
+            split_base=listed.sharding.split_base,
+        )
+        done.append(annotated_file)
+        yield from (beam.pvalue.TaggedOutput(BAD_ROWS_TAG, row) for row in bad)
+    yield done
+
+
+def first_bad_row(rows: Iterable[RowError]) -> RowError | None:
+    """The first of `rows` in (table, line) order (`annotated.row_order`), None if none."""
+    return min(rows, key=annotated.row_order, default=None)
+
+
+def bad_row_entry(row: RowError) -> dict[str, str]:
+    """A bad table row -> its manifest ``errors`` entry, counted in ``bad_table_rows``."""
+    beam.metrics.Metrics.counter("record", BAD_TABLE_ROWS).inc()
+    return row.to_manifest()
+
+
 def summarize(files: list[InputFile], args: PlanArgs) -> HeaderSummary:
     """A batch of files with their headers read -> its `HeaderSummary`."""
     return summarize_headers(args.config, args.listed, files)
 
 
-def plan_step(summary: HeaderSummary, args: PlanArgs) -> Iterator[Any]:
+def plan_step(
+    summary: HeaderSummary,
+    args: PlanArgs,
+    job_rows: Iterable[RowError | None] = (),
+    table_errors: tuple[RowError, ...] = (),
+) -> Iterator[Any]:
     """Every batch's summary -> how the batches cut their tasks (`TaskCut`, the main output)
-    and the (ReadWindowsConfig, Sharding) singleton (tagged ``planned``).
+    and the (ReadWindowsConfig, Sharding) singleton (tagged ``planned``). ``--annotations``:
+    `job_rows` the first bad row the batches found (at most one), `table_errors` those the
+    launcher found (passed on, tagged ``bad_rows``).
 
     Raises:
       UsageError: a check that needs the headers failed (the launcher's line), or the files
         changed between the launcher's header read and the job's (other feature shapes).
     """
+    found = [row for row in job_rows if row is not None]
     cut = plan_summary(
         args.config,
         args.listed,
         summary,
         cpu_count=args.cpu_count,
         single_task=args.single_task,
+        first_bad_row=first_bad_row([*table_errors, *found]),
     )
     shapes = dict(cut.read.layout.feature_shapes)
     if shapes != dict(args.feature_shapes):
@@ -159,6 +205,7 @@ def plan_step(summary: HeaderSummary, args: PlanArgs) -> Iterator[Any]:
         )
     read = dataclasses.replace(cut.read, compute_threads=args.compute_threads)
     yield beam.pvalue.TaggedOutput(PLANNED_TAG, (read, cut.sharding))
+    yield from (beam.pvalue.TaggedOutput(BAD_ROWS_TAG, row) for row in table_errors)
     # of the files planned (not refused): the command's audio seconds
     beam.metrics.Metrics.counter("record", PLANNED_AUDIO_MS).inc(summary_audio_ms(summary))
     yield cut
@@ -221,7 +268,8 @@ def reuse_committed(task: ReadTask, paths: Mapping[int, list[str]], resume: Resu
 
 class PlanInJob(beam.PTransform):
     """Staged labelled inputs -> ``tasks`` (ReadTask), ``errors`` ({"path", "reason"}) and
-    ``planned`` ((ReadWindowsConfig, Sharding), one element).
+    ``planned`` ((ReadWindowsConfig, Sharding), one element); ``--annotations``: ``bad_rows``
+    ({"path": "<table>:<line>", "reason"}, counted), the inputs carrying their matched rows.
 
     `batch_size`: files whose headers one element of the header stage reads. `resume`
     (``--resume``): each task goes with what it reuses of the committed work. `held`
@@ -242,8 +290,9 @@ class PlanInJob(beam.PTransform):
         super().__init__()
         self._held = held
         self._inputs = inputs
+        self._table_errors = tuple(args.listed.table_errors)  # the plan step's only
         self._args = dataclasses.replace(
-            args, listed=dataclasses.replace(args.listed, inputs=(), stamps=())
+            args, listed=dataclasses.replace(args.listed, inputs=(), stamps=(), table_errors=())
         )
         self._batch_size = batch_size
         self._resume = resume
@@ -266,11 +315,24 @@ class PlanInJob(beam.PTransform):
             files = files | "SpreadBatches" >> beam.Reshuffle()
         # list[InputFile], headers read: summarised, then cut once the summaries are merged
         headed = files | "ReadHeaders" >> beam.Map(read_headers)
+        annotating = args.config.annotation_config is not None
+        first_rows: Any = ()
+        if annotating:  # each file's windows and rows; RowError per bad row (bad_rows)
+            annotated_batches = headed | "Annotate" >> beam.FlatMap(
+                annotate_batch, args
+            ).with_outputs(BAD_ROWS_TAG, main="files")
+            headed, job_rows = annotated_batches.files, annotated_batches[BAD_ROWS_TAG]
+            first_rows = beam.pvalue.AsList(  # the first bad row (--strict), one or none
+                job_rows | "FirstBadRow" >> beam.CombineGlobally(first_bad_row).without_defaults()
+            )
         planned = (
             headed
             | "Summarize" >> beam.Map(summarize, args)  # HeaderSummary per batch
             | "AllSummaries" >> beam.CombineGlobally(MergeSummaries())  # one HeaderSummary
-            | "Plan" >> beam.FlatMap(plan_step, args).with_outputs(PLANNED_TAG, main="cut")
+            | "Plan"
+            >> beam.FlatMap(plan_step, args, first_rows, self._table_errors).with_outputs(
+                PLANNED_TAG, BAD_ROWS_TAG, main="cut"
+            )
         )
         pieces = headed | "CutTasks" >> beam.FlatMap(
             cut_step, beam.pvalue.AsSingleton(planned.cut), args
@@ -289,4 +351,11 @@ class PlanInJob(beam.PTransform):
             tasks = tasks | "ReuseCommitted" >> beam.Map(
                 reuse_committed, beam.pvalue.AsSingleton(paths), self._resume
             ).with_output_types(ReadTask)
-        return {"tasks": tasks, "errors": pieces[ERRORS_TAG], "planned": planned[PLANNED_TAG]}
+        outputs = {"tasks": tasks, "errors": pieces[ERRORS_TAG], "planned": planned[PLANNED_TAG]}
+        if annotating:  # the job's bad rows and the launcher's (passed on by the plan step)
+            outputs["bad_rows"] = (
+                (job_rows, planned[BAD_ROWS_TAG])
+                | "AllBadRows" >> beam.Flatten()
+                | "BadRows" >> beam.Map(bad_row_entry)
+            )
+        return outputs

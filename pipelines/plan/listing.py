@@ -1,9 +1,10 @@
 """Inputs, labels and splits: match the files, label them, read their headers (`scan_inputs`).
 
-`list_inputs` makes no request a file (the class list file, the listing, the label CSV; the
-reads are in `pipelines.plan.reads`); `label_inputs` gives each matched file its index, label
-and split (pure); `read_headers` reads every header, resolves the signal dtype, checks the
-output directory and reads the annotation tables. `launcher_windows_config` is the read
+`list_inputs` makes no request a file (the class list file, the listing, the label CSV, the
+annotation tables, matched to the files by `match_annotations`; the reads are in
+`pipelines.plan.reads`); `label_inputs` gives each matched file its index, label and split
+(pure); `read_headers` reads every header, resolves the signal dtype, checks the output
+directory and fixes the annotated files' windows. `launcher_windows_config` is the read
 configuration a run planned in the job knows in the launcher (one header read at most).
 """
 
@@ -32,7 +33,7 @@ from pipelines.plan.splits import pattern_base, split_of
 from pipelines.plan.types import Continuation, ScannedInputs
 from replay import format as fmt
 from transforms.audio import labels
-from transforms.spec.types import InputFile, ReadWindowsConfig, Sharding
+from transforms.spec.types import FileEvents, InputFile, ReadWindowsConfig, Sharding
 
 
 def scan_inputs(
@@ -104,7 +105,7 @@ def list_inputs(
     sharding = dataclasses.replace(
         sharding, classes=tuple(sorted({label for label, _ in pairs if label}))
     )
-    return ScannedInputs(
+    listed = ScannedInputs(
         output_dir=config.output_dir.rstrip("/") or "/",
         inputs=tuple(labelled),
         classes=classes,
@@ -112,6 +113,42 @@ def list_inputs(
         signal_dtype="",
         stamps=stamps,
         fixed_classes=fixed_classes,
+    )
+    return listed if config.annotation_config is None else match_annotations(config, listed)
+
+
+def match_annotations(config: RecordConfig, listed: ScannedInputs) -> ScannedInputs:
+    """`listed` with the annotation tables read and matched to its inputs, no header read
+    (`annotated.match_tables`): each input named by a row gets its rows (`FileEvents`), the
+    class list is fixed, the rows refused so far are its `table_errors`.
+
+    Raises:
+      UsageError: the tables' pattern matches nothing; ``--classes`` without the background.
+    """
+    annotation_config = config.annotation_config
+    try:
+        events, table_errors = read_annotation_tables(annotation_config)
+        matched = annotated.match_tables(
+            [f.path for f in listed.inputs],
+            events,
+            table_errors,
+            config=annotation_config,
+            fixed_classes=listed.fixed_classes,
+        )
+    except ValueError as e:
+        raise UsageError(str(e)) from e
+    del events
+    found = matched.events
+    inputs = tuple(
+        f if f.path not in found else dataclasses.replace(f, annotation=FileEvents(found[f.path]))
+        for f in listed.inputs
+    )
+    return dataclasses.replace(
+        listed,
+        inputs=inputs,
+        classes=matched.classes,
+        max_events=1,
+        table_errors=matched.errors,
     )
 
 
@@ -195,13 +232,12 @@ def read_headers(config: RecordConfig, listed: ScannedInputs) -> ScannedInputs:
     annotation_config = config.annotation_config
     if annotation_config is None:
         return scanned
-    try:  # every file's windows and labels, from the tables
-        events, table_errors = read_annotation_tables(annotation_config)
+    try:  # every file's windows and labels, from its matched rows (`match_annotations`)
         inputs, notes = annotated.annotate(
             inputs,
-            annotation_config,
-            events,
-            table_errors,
+            classes=listed.classes,
+            table_errors=listed.table_errors,
+            config=annotation_config,
             window=config.window,
             split_channels=config.channel_mode == "split",
             sample_rate=config.sample_rate,
@@ -214,9 +250,9 @@ def read_headers(config: RecordConfig, listed: ScannedInputs) -> ScannedInputs:
     return dataclasses.replace(
         scanned,
         inputs=inputs,
-        classes=notes.classes,
         max_events=notes.max_events,
         annotation_errors=notes.errors,
+        table_errors=(),
     )
 
 

@@ -39,8 +39,12 @@ class ScannedInputs:
     classes: tuple[str, ...]  # the class list in `target` order
     sharding: Sharding  # splits and classes; no shard counts yet
     signal_dtype: str  # resolved: holds every usable file exactly
-    max_events: int | None = None  # --annotations: most events in one window (None: no tables)
-    annotation_errors: tuple[dict, ...] = ()  # --annotations: bad table rows
+    # --annotations: most events in one window (None: no tables; listed: 1, the least)
+    max_events: int | None = None
+    annotation_errors: tuple[dict, ...] = ()  # --annotations: bad table rows (headers read)
+    # --annotations, listed: the rows refused before any header (RowError: unreadable, unknown
+    # or ambiguous file), the inputs' `annotation` their matched rows (`FileEvents`)
+    table_errors: tuple[Any, ...] = ()
     stamps: tuple[tuple[str, int, float], ...] = ()  # (path, size, mtime) of every match
     fixed_classes: tuple[str, ...] | None = None  # --classes, parsed
 

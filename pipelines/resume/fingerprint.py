@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import dataclasses
 import hashlib
 import itertools
 import json
@@ -38,6 +39,7 @@ from typing import Any
 import numpy as np
 
 from replay import storage
+from transforms.spec.types import FileEvents
 
 FINGERPRINT_FILE = ".tmp/resume.json"
 FINGERPRINT_VERSION = 2
@@ -226,8 +228,13 @@ def read_fingerprint(output_dir: str) -> dict[str, Any] | None:
 def annotation_digest(annotation: Any) -> str:
     """A digest of a file's planned annotation (`FileAnnotation`): every array's dtype, shape
     and bytes (numpy's repr cuts arrays over 1,000 elements to ``...``), its classes, summary,
-    channels and row offset."""
+    channels and row offset; of a listed file's matched rows (`FileEvents`): every field of
+    each."""
     h = hashlib.sha256()
+    if isinstance(annotation, FileEvents):
+        rows = [dataclasses.astuple(e) for e in annotation.events]
+        h.update(json.dumps(rows, separators=(",", ":"), default=str).encode())
+        return h.hexdigest()
     for name in ("starts", "labels", "events", "num_events"):
         array = np.ascontiguousarray(getattr(annotation, name))
         h.update(f"{name}:{array.dtype.str}:{array.shape}:".encode())
@@ -298,6 +305,8 @@ def listing_digest(
         "files": _files_digest(listed.inputs),
         "shard_func": None if func is None else function_digest(func),
     }
+    if listed.max_events is not None:  # --annotations: the rows refused without a header
+        rest["bad_rows"] = [e.to_manifest() for e in listed.table_errors]
     return _digest([_json(rest)])
 
 

@@ -59,6 +59,15 @@ class FileAnnotation:
         return len(self.classes)
 
 
+@dataclasses.dataclass(frozen=True)
+class FileEvents:
+    """A listed file's annotation table rows, before its header is read: what the launcher's
+    match of the tables gives it (`pipelines.plan.annotated.match_tables`), turned into its
+    `FileAnnotation` once the header is known (`pipelines.plan.annotated.annotate_file`)."""
+
+    events: tuple[Any, ...]  # transforms.audio.annotations.Event, in table order
+
+
 def _reduce_to_values(self: object) -> tuple:
     """Pickles a slotted dataclass as its class and field values, in order: compact and fast
     for the types planning makes one of per file (the read tasks ship them to the workers)."""
@@ -79,8 +88,11 @@ class InputFile:
     split: str = fmt.ALL_SPLIT
     info: wav.WavInfo | None = None
     error: str | None = None  # the reason the file cannot be used (label or header problem)
-    # --annotations: the file's planned windows and label columns (pipelines.plan.annotated)
-    annotation: FileAnnotation | None = dataclasses.field(default=None, compare=False, repr=False)
+    # --annotations: the file's planned windows and label columns (pipelines.plan.annotated);
+    # before its header is read, its matched table rows (None: no row names it)
+    annotation: FileAnnotation | FileEvents | None = dataclasses.field(
+        default=None, compare=False, repr=False
+    )
     modified: float = 0.0  # the listing's modification time (seconds since the epoch; 0: none)
 
     __reduce__ = _reduce_to_values

@@ -348,11 +348,12 @@ class Finalize(beam.PTransform):
 def _finalize_planned(
     element: None, *, planned: tuple[ReadWindowsConfig, Sharding], **kwargs: Any
 ) -> dict[str, Any]:
-    """`finalize.finalize` with the signal dtype and shard counts of the job's plan step."""
+    """`finalize.finalize` with the signal dtype, layout (``--annotations``: the `events`
+    key's shape) and shard counts of the job's plan step."""
     config, sharding = planned
     return finalize.finalize(
         element,
         signal_dtype=config.signal_dtype,
         num_shards=dict(sharding.num_shards),
-        **kwargs,
+        **{**kwargs, "layout": config.layout},
     )
