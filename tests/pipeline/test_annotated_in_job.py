@@ -270,6 +270,9 @@ def _launcher_reads(monkeypatch) -> list[str]:
 
 
 def test_planned_in_the_job_the_launcher_reads_no_header_but_the_first(tmp_path, monkeypatch):
+    """In this process (the in-memory DirectRunner runs the plan step here too): outside a Beam
+    step only the first file's header is read (``--features log_mel``: its feature shapes),
+    the launcher's plan of every header is never called, and the job reads each once."""
     from pipelines import job
     from pipelines.config import RecordConfig
 
