@@ -639,3 +639,45 @@ def test_the_launcher_of_an_append_planned_in_the_job_makes_no_request_a_file(tm
         requests[n] = (gcs.beam_faults.requests, gcs.tf_faults.requests)
         assert (tmp_path / f"job-{n}.json").is_file()
     assert requests["10"] == requests["40"], requests
+
+
+ANNOTATED_LAUNCHER = """
+import sys
+from pipelines import job, record
+from pipelines.plan import listing
+def refused(*args, **kwargs):
+    raise AssertionError("the launcher read every header")
+job.read_headers = listing.read_headers = refused  # planned in the job: the headers are the job's
+sys.exit(record.main(sys.argv[1:]))
+"""
+
+
+def test_the_launcher_of_an_annotated_run_planned_in_the_job_makes_no_request_a_file(
+    tmp_path, gcs, clips, many
+):
+    """``--annotations`` of gs:// inputs from one CSV on gs:// naming every file, translated for
+    Dataflow with 40 ms a request: the launcher's requests (the listing, the table read and its
+    rows matched, one header for the feature shapes, the staged listing, the job built) are as
+    many for 10 files as for 40, and it never reads every header."""
+    dataflow = _dataflow_args(tmp_path)
+    requests = {}
+    for pattern, n in (("gs://clips/speech/*/*.wav", "10"), (many, "40")):
+        prefix = pattern.removeprefix("gs://clips/").split("/", 1)[0]
+        names = [name for name in gcs.list_names("clips", f"{prefix}/") if name.endswith(".wav")]
+        assert len(names) == int(n)
+        rows = [f"{name},0.05,0.2,{name.split('/')[1]}" for name in names]
+        table = f"tables/annotated-{n}.csv"
+        gcs.upload_bytes("clips", table, "\n".join(["path,start_s,end_s,label", *rows]).encode())
+        argv = ["--win_len", "8000", "--features", "log_mel", "--input_pattern", pattern]
+        argv += ["--output_dir", f"gs://out/annotated-{n}", "--annotations", f"gs://clips/{table}"]
+        argv += [*dataflow, "--template_location", str(tmp_path / f"job-{n}.json")]
+        gcs.beam_faults.requests = gcs.tf_faults.requests = 0
+        gcs.beam_faults.latency_s = gcs.tf_faults.latency_s = 0.04
+        try:
+            done = _run(gcs, "-c", ANNOTATED_LAUNCHER, *argv)
+        finally:
+            gcs.beam_faults.latency_s = gcs.tf_faults.latency_s = 0.0
+        assert "wrote the job description" in done.stdout, done.stdout
+        requests[n] = (gcs.beam_faults.requests, gcs.tf_faults.requests)
+        assert (tmp_path / f"job-{n}.json").is_file()
+    assert requests["10"] == requests["40"], requests
