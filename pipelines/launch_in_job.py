@@ -35,9 +35,9 @@ from pipelines.plan import (
     ScannedInputs,
     check_output_dir,
     launcher_windows_config,
+    match_inputs,
 )
 from pipelines.plan.in_job import (
-    BAD_TABLE_ROWS,
     PLANNED_AUDIO_MS,
     REUSED_TASKS,
     REUSED_WINDOWS,
@@ -220,7 +220,7 @@ def run_planned_in_job(
         elapsed,
         counters=job_counters,
         audio_seconds=seconds,
-        bad_rows=job_counters.get(BAD_TABLE_ROWS, 0),
+        tables=_tables(config),
     )
     return dataclasses.replace(
         summary,
@@ -257,6 +257,12 @@ def _run(
 
 
 _SIZE = operator.attrgetter("size_bytes")  # of an InputFile
+
+
+def _tables(config: RecordConfig) -> list[str] | None:
+    """The annotation tables of an ``--annotations`` run (one listing), else None."""
+    return [path for path, _ in match_inputs(config.annotations)] if config.annotations else None
+
 
 # where runners log a failed step's traceback (in this process, or a worker's, passed on)
 _STEP_ERROR_LOGGERS = (

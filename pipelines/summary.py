@@ -21,6 +21,7 @@ from pipelines.plan import (
 )
 from pipelines.plan.reads import RUN_MARKER
 from pipelines.result import RecordResult
+from pipelines.resume.reuse import bad_table_rows
 from replay import format as fmt
 from transforms.spec.types import InputFile
 
@@ -69,7 +70,7 @@ def summarize(
     counters: dict[str, int],
     audio_seconds: float | None = None,
     planned_seconds: PlannedSeconds | None = None,
-    bad_rows: int | None = None,
+    tables: Sequence[str] | None = None,
 ) -> RecordResult:
     """Reads the written manifest and errors table, cleans temporary files, logs the counters.
 
@@ -77,8 +78,8 @@ def summarize(
     audio come from the plan's headers (or `audio_seconds`, planned in the job: the plan step's
     counter, which also counts the files that fail while read; or `planned_seconds`, the plan's
     headers kept without its inputs), so the launcher's work here does not grow with the number
-    of files. `bad_rows`: the bad annotation table rows the job's plan step counted (planned in
-    the launcher: the plan's).
+    of files. `tables`: the annotation tables of a run planned in the job, whose entries of the
+    errors table are bad rows, not failed files (planned in the launcher: the plan's bad rows).
     """
     import tensorflow as tf
 
@@ -111,5 +112,7 @@ def summarize(
         audio_seconds=seconds,
         counters=counters,
         # --annotations: bad table rows, also in errors
-        num_bad_rows=len(plan.annotation_errors) if bad_rows is None else bad_rows,
+        num_bad_rows=(
+            len(plan.annotation_errors) if tables is None else bad_table_rows(errors, tables)
+        ),
     )

@@ -77,7 +77,6 @@ PLANNED_TAG = "planned"  # (ReadWindowsConfig, Sharding), one element
 PLANNED_AUDIO_MS = "planned_audio_ms"  # counter: milliseconds of audio in the planned files
 REUSED_TASKS = "reused_tasks"  # counter (--resume): tasks reused whole
 REUSED_WINDOWS = "reused_windows"  # counter (--resume): windows reused
-BAD_TABLE_ROWS = "bad_table_rows"  # counter (--annotations): table rows refused
 
 
 def batches(inputs: staged.Staged, *, size: int = HEADER_BATCH) -> Iterator[list[InputFile]]:
@@ -167,12 +166,6 @@ def annotate_batch(files: list[InputFile], args: PlanArgs) -> Iterator[Any]:
 def first_bad_row(rows: Iterable[RowError]) -> RowError | None:
     """The first of `rows` in (table, line) order (`annotated.row_order`), None if none."""
     return min(rows, key=annotated.row_order, default=None)
-
-
-def bad_row_entry(row: RowError) -> dict[str, str]:
-    """A bad table row -> its manifest ``errors`` entry, counted in ``bad_table_rows``."""
-    beam.metrics.Metrics.counter("record", BAD_TABLE_ROWS).inc()
-    return row.to_manifest()
 
 
 def summarize(files: list[InputFile], args: PlanArgs) -> HeaderSummary:
@@ -277,7 +270,7 @@ def reuse_committed(task: ReadTask, paths: Mapping[int, list[str]], resume: Resu
 class PlanInJob(beam.PTransform):
     """Staged labelled inputs -> ``tasks`` (ReadTask), ``errors`` ({"path", "reason"}) and
     ``planned`` ((ReadWindowsConfig, Sharding), one element); ``--annotations``: ``bad_rows``
-    ({"path": "<table>:<line>", "reason"}, counted), the inputs carrying their matched rows.
+    ({"path": "<table>:<line>", "reason"}), the inputs carrying their matched rows.
 
     `batch_size`: files whose headers one element of the header stage reads. `resume`
     (``--resume``): each task goes with what it reuses of the committed work. `held`
@@ -364,6 +357,6 @@ class PlanInJob(beam.PTransform):
             outputs["bad_rows"] = (
                 (job_rows, planned[BAD_ROWS_TAG])
                 | "AllBadRows" >> beam.Flatten()
-                | "BadRows" >> beam.Map(bad_row_entry)
+                | "BadRows" >> beam.Map(RowError.to_manifest)
             )
         return outputs
