@@ -18,8 +18,9 @@ read tasks, a pure function of the two). The modules, in reading order:
 - `sizing`: tasks -> shards -> layout, put together: feature shapes, the read configuration and
   stored layout, rows per file, shard counts, rows per read task (`size_tasks`, `one_task`,
   `plan_headers`);
-- `annotated`: with ``--annotations``, the tables' events -> every file's windows and labels
-  (`listing` calls it once the headers are read);
+- `annotated`: with ``--annotations``, the tables' events matched to the listing and the class
+  list (`listing`, no header), then every file's windows and labels once its header is read
+  (`listing`, or the job's plan step batch by batch);
 - `batches`: the same plan made batch by batch, without every file in one list;
 - `in_job`: the record job's plan step (Beam), built of `batches`.
 
