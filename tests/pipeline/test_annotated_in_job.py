@@ -188,10 +188,8 @@ CASES = {
 }
 
 
-@pytest.mark.parametrize(
-    "case",
-    [pytest.param(c, marks=[] if c == "grid" else [pytest.mark.slow]) for c in CASES],
-)
+@pytest.mark.slow  # two record runs a case (the quick loop: test_in_job's plan step alone)
+@pytest.mark.parametrize("case", list(CASES))
 def test_planned_in_the_job_or_the_launcher_an_annotated_run_is_byte_identical(
     tmp_path, forker, case
 ):
