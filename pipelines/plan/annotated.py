@@ -193,63 +193,6 @@ def file_rows(
     return FileRows(starts, rows, file_summary(kept, rows), tuple(bad))
 
 
-def plan_annotations(
-    files: Sequence[tuple[str, int, int, int]],
-    events: Sequence[ann.Event],
-    table_errors: Sequence[ann.RowError],
-    *,
-    config: AnnotationConfig,
-    window: WindowConfig,
-    split_channels: bool,
-    sample_rate: int | None = None,
-    fixed_classes: tuple[str, ...] | None = None,
-    seed_keys: Mapping[str, str] | None = None,
-) -> AnnotationPlan:
-    """Matches events to files and fixes every file's windows and label columns (pure):
-    `match_tables`, then `file_rows` of each file, padded to the most events of a row.
-
-    Args:
-      files: (path, num_frames, sample_rate, num_channels) of every usable input file.
-      events: every event read from the tables; `table_errors` their bad rows.
-      config: the annotation options.
-      window: the window rule (length, hop, pad, max windows per signal).
-      split_channels: ``--channel_mode split`` (a row per channel).
-      sample_rate: ``--sample_rate`` (None: each file's own).
-      fixed_classes: ``--classes`` (an event label outside it is a bad row).
-      seed_keys: {path: the key its background windows are seeded with} (default: the path;
-        the record job passes the path relative to the input pattern, as for splits).
-
-    Raises:
-      ValueError: ``--classes`` without the background class.
-    """
-    matched = match_tables(
-        [p for p, *_ in files], events, table_errors, config=config, fixed_classes=fixed_classes
-    )
-    rows = {
-        path: file_rows(
-            path,
-            matched.events.get(path, ()),
-            header=(frames, rate, channels),
-            error=None,
-            config=config,
-            window=window,
-            split_channels=split_channels,
-            sample_rate=sample_rate,
-            fixed_classes=fixed_classes,
-            seed_key=(seed_keys or {}).get(path, path),
-        )
-        for path, frames, rate, channels in files
-    }
-    max_events = max([r.most_events for r in rows.values()] + [1])
-    errors = [*matched.errors, *(e for r in rows.values() for e in r.errors)]
-    return AnnotationPlan(
-        files={p: file_annotation(r, matched.classes, max_events) for p, r in rows.items()},
-        classes=matched.classes,
-        errors=tuple(e.to_manifest() for e in sorted(errors, key=row_order)),
-        max_events=max_events,
-    )
-
-
 def file_starts(
     events: Sequence[ann.Event],
     *,

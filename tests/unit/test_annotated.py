@@ -8,18 +8,57 @@ import numpy as np
 
 from pipelines.config import AnnotationConfig
 from pipelines.plan.annotated import (
+    AnnotationPlan,
+    annotate,
     file_annotation,
     file_rows,
     match_tables,
     padded,
-    plan_annotations,
 )
 from transforms.audio import annotation_windows as aw
 from transforms.audio import annotations as ann
 from transforms.audio.annotation_stats import merge_summaries
+from transforms.audio.wav import WavInfo
 from transforms.audio.windows import WindowConfig
+from transforms.spec.types import FileEvents, InputFile
 
 RATE = WIN = 8000
+
+
+def plan_annotations(
+    files: list[tuple[str, int, int, int]],
+    events: list[ann.Event],
+    table_errors: list[ann.RowError],
+    *,
+    config: AnnotationConfig,
+    window: WindowConfig,
+    split_channels: bool,
+) -> AnnotationPlan:
+    """The launcher's plan of (path, frames, rate, channels) 16-bit files: the tables matched
+    (`match_tables`, as the listing does), then `annotate` once the headers are known."""
+    matched = match_tables([p for p, *_ in files], events, table_errors, config=config)
+    inputs = [
+        InputFile(
+            index=i,
+            path=path,
+            size_bytes=2 * frames * channels,
+            info=WavInfo(rate, channels, frames, "PCM_16", "int16", 32768.0),
+            annotation=FileEvents(matched.events[path]) if path in matched.events else None,
+        )
+        for i, (path, frames, rate, channels) in enumerate(files)
+    ]
+    _, plan = annotate(
+        inputs,
+        classes=matched.classes,
+        table_errors=matched.errors,
+        config=config,
+        window=window,
+        split_channels=split_channels,
+        sample_rate=None,
+        fixed_classes=None,
+        split_base="",
+    )
+    return plan
 
 
 def test_split_channels_and_drop_background_plan():
