@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
+import functools
 import itertools
 import json
 import os
@@ -197,7 +198,9 @@ def _is_our_manifest(output_dir: str) -> bool:
 
 
 def read_annotation_tables(config: AnnotationConfig) -> tuple[list[ann.Event], list[ann.RowError]]:
-    """Reads every table `config.pattern` matches (local, gs://, ... through Beam's FileSystems).
+    """Reads every table `config.pattern` matches (local, gs://, ... through Beam's FileSystems),
+    remote ones in `HEADER_THREADS` threads (each read waits on the network, as a header's does;
+    a table per recording is one request each), the results in path order.
 
     A table that cannot be read or decoded is one error; text is UTF-8 (a BOM is skipped), else
     Windows-1252 (what Raven on Windows writes).
@@ -213,21 +216,28 @@ def read_annotation_tables(config: AnnotationConfig) -> tuple[list[ann.Event], l
     paths = sorted({m.path for r in found for m in r.metadata_list})
     if not paths:
         raise ValueError(f"--annotations {config.pattern!r} matches no file")
-    events, errors = [], []
-    for path in paths:
-        try:
-            with fs.open(path, compression_type="uncompressed") as fh:
-                data = fh.read()
-        except Exception as e:  # noqa: BLE001 - an unreadable table is reported, never fatal
-            errors.append(ann.RowError(path, None, f"cannot read ({type(e).__name__}: {e})"))
-            continue
-        try:
-            text = data.decode("utf-8-sig")
-        except UnicodeDecodeError:
-            text = data.decode("cp1252", errors="replace")
-        evs, errs = ann.read_table(
-            text, source=path, fmt=config.fmt, label_column=config.label_column
-        )
-        events += evs
-        errors += errs
+    read = functools.partial(_read_table, config=config)
+    if any(is_url(path) for path in paths):
+        with concurrent.futures.ThreadPoolExecutor(HEADER_THREADS) as pool:
+            tables = list(pool.map(read, paths))
+    else:
+        tables = list(map(read, paths))
+    events = [e for evs, _ in tables for e in evs]
+    errors = [e for _, errs in tables for e in errs]
     return events, errors
+
+
+def _read_table(
+    path: str, *, config: AnnotationConfig
+) -> tuple[list[ann.Event], list[ann.RowError]]:
+    """One table's events and bad rows (`read_annotation_tables`)."""
+    try:
+        with _filesystems().open(path, compression_type="uncompressed") as fh:
+            data = fh.read()
+    except Exception as e:  # noqa: BLE001 - an unreadable table is reported, never fatal
+        return [], [ann.RowError(path, None, f"cannot read ({type(e).__name__}: {e})")]
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        text = data.decode("cp1252", errors="replace")
+    return ann.read_table(text, source=path, fmt=config.fmt, label_column=config.label_column)
