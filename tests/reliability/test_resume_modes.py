@@ -154,7 +154,9 @@ def test_planned_in_the_job_on_a_spark_cluster_killed_after_a_commit_resumes_in_
 ):
     """The same on a Spark standalone cluster with our SDK workers: the killed launcher takes
     its job server (the Spark driver) with it; the resume is a new Spark job whose plan step
-    and reuse run on the cluster's workers."""
+    and reuse run on the cluster's workers. Each job keeps one SDK worker per executor for all
+    its stages (`clusters.KEEP_WORKERS`): the killed job's die with its executors, so the resume
+    (a new Spark application, new executors) starts its own."""
     from runners import jobserver
 
     clusters.job_server_jar("spark")
@@ -166,7 +168,7 @@ def test_planned_in_the_job_on_a_spark_cluster_killed_after_a_commit_resumes_in_
             spark = ("--runner", "SparkRunner", "--spark_master_url", cluster.url)
             spark += ("--spark_job_server_jar", str(jobserver.jar_path("spark")))
             spark += ("--environment_type", "EXTERNAL")
-            spark += ("--environment_config", f"127.0.0.1:{pool}")
+            spark += ("--environment_config", f"127.0.0.1:{pool}", *clusters.KEEP_WORKERS)
             hold.mkdir()
             argv = (str(hold), "--in_job", *_args(pattern, out, *spark))
             proc = cli(
