@@ -16,7 +16,10 @@ The read tasks of these modes do not run in the launcher, so `tests.support.paus
 cannot stop them; `tests.support.resume_hold` holds the job instead, from inside its read tasks
 wherever they run (a test subclass of the read DoFn, pickled with the job): once a task has
 committed, no task reads any more and the job cannot finish. The kill then lands in the same
-state every time, whatever the machine's speed; the tests wait only for the hold.
+state every time, whatever the machine's speed; the tests wait only for the hold. The killed
+launchers (and the ``gs://`` test's resumed one) are processes of their own in process groups of
+their own, forked from one that imported Beam and TensorFlow once (`tests.support.forked`),
+but on Spark and Flink, whose launchers need the cluster's environment.
 """
 
 from __future__ import annotations
@@ -37,7 +40,8 @@ import pytest
 from pipelines import record
 from tests.engines import clusters
 from tests.support import reliability
-from tests.support.reliability import assert_same_dataset, cli, kill
+from tests.support.forked import ForkedProcess, Forker
+from tests.support.reliability import ROOT, assert_same_dataset, cli, kill
 
 pytestmark = pytest.mark.slow
 
@@ -70,6 +74,22 @@ def _wait_for_hold(hold: Path, alive) -> str:
     return (hold / "held").read_text()
 
 
+@pytest.fixture(scope="module")
+def forker() -> Iterator[Forker]:
+    """Starts the killed launchers that need no environment of their own (`Forker.start`: each
+    a process of its own in its own process group, as `cli` starts one)."""
+    forker = Forker(dict(os.environ), ROOT)
+    try:
+        yield forker
+    finally:
+        forker.close()
+
+
+def _held_run(forker: Forker, hold: Path, *argv: str, log: Path) -> ForkedProcess:
+    """``python -m tests.support.resume_hold hold argv`` started by `forker`, output to `log`."""
+    return forker.start(["-m", "tests.support.resume_hold", str(hold), *argv], stdout=log)
+
+
 def _commits(out: Path) -> list[Path]:
     return sorted((out / ".tmp" / "commits").glob("*.json"))
 
@@ -86,19 +106,16 @@ def _reused_windows(summary: str) -> int:
     return int(found.group(1))
 
 
-def test_multi_processing_killed_after_a_commit_resumes_byte_identical(resume_runs, tmp_path):
+def test_multi_processing_killed_after_a_commit_resumes_byte_identical(
+    resume_runs, forker, tmp_path
+):
     """Workers in subprocesses of the launcher (its process group): SIGKILL to the group kills
     the launcher and both workers while one holds after its commit."""
     pattern, want = resume_runs.pattern, resume_runs.reference(*IN_MEMORY)
     out, hold = tmp_path / "out", tmp_path / "hold"
 
     hold.mkdir()
-    proc = cli(
-        str(hold),
-        *_args(pattern, out, *MULTI),
-        log=tmp_path / "killed.log",
-        module="tests.support.resume_hold",
-    )
+    proc = _held_run(forker, hold, *_args(pattern, out, *MULTI), log=tmp_path / "killed.log")
     try:
         held = _wait_for_hold(hold, lambda: proc.poll() is None)
         assert int(held.split()[0]) != proc.pid, "the read task ran in the launcher, not a worker"
@@ -124,7 +141,7 @@ def _assert_resumed_in_the_job(result) -> None:
 
 
 def test_planned_in_the_job_multi_processing_killed_after_a_commit_resumes_in_the_job(
-    resume_runs, tmp_path
+    resume_runs, forker, tmp_path
 ):
     """A run planned in the job on worker processes, killed once a task committed, resumes in
     the job (the launcher compares the fingerprint made from the listing; each task reads its
@@ -133,8 +150,8 @@ def test_planned_in_the_job_multi_processing_killed_after_a_commit_resumes_in_th
     out, hold = tmp_path / "out", tmp_path / "hold"
 
     hold.mkdir()
-    argv = (str(hold), "--in_job", *_args(pattern, out, *MULTI))
-    proc = cli(*argv, log=tmp_path / "killed.log", module="tests.support.resume_hold")
+    argv = ("--in_job", *_args(pattern, out, *MULTI))
+    proc = _held_run(forker, hold, *argv, log=tmp_path / "killed.log")
     try:
         _wait_for_hold(hold, lambda: proc.poll() is None)
         _assert_unfinished_with_commits(out)
@@ -231,7 +248,9 @@ def _portable(job_port: int, pool_port: int) -> tuple[str, ...]:
     )  # fmt: skip
 
 
-def test_portable_runner_killed_after_a_commit_resumes_byte_identical(resume_runs, tmp_path):
+def test_portable_runner_killed_after_a_commit_resumes_byte_identical(
+    resume_runs, forker, tmp_path
+):
     """A local job service runs the job, our worker pool its bundles: the kill is SIGKILL to the
     launcher and to the job service (which runs the job: the job dies with it; the pool's
     workers, a cluster's, outlive it); the resume goes to a new job service, same pool."""
@@ -241,12 +260,8 @@ def test_portable_runner_killed_after_a_commit_resumes_byte_identical(resume_run
         service, port = _job_service(tmp_path, "job_service_1")
         try:
             hold.mkdir()
-            proc = cli(
-                str(hold),
-                *_args(pattern, out, *_portable(port, pool)),
-                log=tmp_path / "killed.log",
-                module="tests.support.resume_hold",
-            )
+            argv = _args(pattern, out, *_portable(port, pool))
+            proc = _held_run(forker, hold, *argv, log=tmp_path / "killed.log")
             try:
                 held = _wait_for_hold(hold, lambda: proc.poll() is None)
                 assert int(held.split()[0]) != proc.pid, "a read task ran in the launcher"
@@ -369,16 +384,24 @@ def gcs(tmp_path):
         assert server.refused == [], "requests to other hosts than the emulator's"
 
 
-def _gs_cli(gcs, tmp_path: Path, name: str, *argv: str) -> str:
-    """``python -m pipelines.record argv`` with the emulator's environment (the test process's
-    own clients stay unredirected), which must succeed; its output."""
-    proc = cli(*argv, log=tmp_path / f"{name}.log", env={**gcs.env(), "TF_CPP_MIN_LOG_LEVEL": "2"})
+@pytest.fixture
+def gs_forker(gcs) -> Iterator[Forker]:
+    """Runs commands with the emulator's environment (the test process's own clients stay
+    unredirected): each a process of its own, forked from one that imported Beam and TensorFlow
+    once."""
+    forker = Forker({**os.environ, **gcs.env(), "TF_CPP_MIN_LOG_LEVEL": "2"}, ROOT)
     try:
-        proc.wait(timeout=600)
+        yield forker
     finally:
-        kill(proc)
-    text = (tmp_path / f"{name}.log").read_text(errors="replace")
-    assert proc.returncode == 0, text[-4000:]
+        forker.close()
+
+
+def _gs_cli(gs_forker: Forker, *argv: str) -> str:
+    """``python -m pipelines.record argv`` with the emulator's environment, which must succeed;
+    its output."""
+    done = gs_forker.run(["-m", "pipelines.record", *argv], timeout=600)
+    text = done.stdout + done.stderr
+    assert done.returncode == 0, text[-4000:]
     return text
 
 
@@ -393,7 +416,9 @@ def _download(gcs, prefix: str, directory: Path) -> Path:
     return directory
 
 
-def test_gs_output_killed_after_a_commit_resumes_byte_identical(gcs, resume_runs, tmp_path):
+def test_gs_output_killed_after_a_commit_resumes_byte_identical(
+    gcs, gs_forker, resume_runs, tmp_path
+):
     """The dataset on gs:// (the emulator), the job on the in-memory DirectRunner with two
     workers (its read tasks in the launcher's threads): SIGKILL to the launcher's process group
     while held; resumed into the same gs:// directory, which then holds the local uninterrupted
@@ -402,10 +427,8 @@ def test_gs_output_killed_after_a_commit_resumes_byte_identical(gcs, resume_runs
     gs_args = ("--no_auth", *IN_MEMORY)
 
     hold.mkdir()
-    env = {**gcs.env(), "TF_CPP_MIN_LOG_LEVEL": "2"}
     argv = _args(pattern, "gs://out/ds", *gs_args)
-    proc = cli(str(hold), *argv, log=tmp_path / "killed.log", env=env,
-               module="tests.support.resume_hold")  # fmt: skip
+    proc = _held_run(gs_forker, hold, *argv, log=tmp_path / "killed.log")
     try:
         _wait_for_hold(hold, lambda: proc.poll() is None)
         names = gcs.list_names("out", "ds/")
@@ -417,7 +440,7 @@ def test_gs_output_killed_after_a_commit_resumes_byte_identical(gcs, resume_runs
         (hold / "release").touch()
     assert "ds/manifest.json" not in gcs.list_names("out", "ds/")
 
-    text = _gs_cli(gcs, tmp_path, "resumed", *_args(pattern, "gs://out/ds", *gs_args, "--resume"))
+    text = _gs_cli(gs_forker, *_args(pattern, "gs://out/ds", *gs_args, "--resume"))
     assert 0 < _reused_windows(text) < FILES * WINDOWS, text[-2000:]
     names = gcs.list_names("out", "ds/")
     assert not [n for n in names if n.startswith("ds/.tmp/")], names
