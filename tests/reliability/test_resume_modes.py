@@ -55,10 +55,6 @@ IN_MEMORY = ("--direct_running_mode", "in_memory", "--direct_num_workers", "2")
 RESUMED = re.compile(r"; resumed: (\d+) windows reused")
 
 
-def _corpus(directory: Path, *, files: int = FILES, windows: int = WINDOWS) -> str:
-    return reliability.resume_corpus(directory, files=files, windows=windows)
-
-
 def _args(pattern: str, out: Path | str, *extra: str) -> list[str]:
     return reliability.resume_args(pattern, out, *extra)
 
@@ -329,18 +325,21 @@ def _launch(directory: Path, name: str, module: str, *argv: str) -> clusters.Pro
     return clusters.Process(name, [sys.executable, "-m", module, *argv], directory / f"{name}.log")
 
 
-def test_flink_job_cancelled_after_a_commit_resumes_byte_identical(flink_cluster, tmp_path):
+def test_flink_job_cancelled_after_a_commit_resumes_byte_identical(
+    flink_cluster, resume_runs, tmp_path
+):
     """On the session cluster the kill hits the Flink job, not a TaskManager: it is cancelled
     through Flink's REST API while held (every TaskManager stays up); the launcher, told its job
     was cancelled, exits and its job server is stopped. The resume is a new Flink job on the
     same cluster, its workers from the same pool, which serves both TaskManagers: their workers
-    share ids, and a stop from one must not kill the other's (`runners.worker_pool`). The
-    reference is the in-memory DirectRunner's (two workers: the same read tasks; a third Flink
-    job would cost minutes more): tests/engines/test_engines.py shows that Flink records the
-    DirectRunner's bytes."""
-    pattern = _corpus(tmp_path / "corpus")
-    want, out, hold = tmp_path / "uninterrupted", tmp_path / "out", tmp_path / "hold"
-    record.run(_args(pattern, want, *IN_MEMORY))
+    share ids, and a stop from one must not kill the other's (`runners.worker_pool`). So each
+    stage gets fresh workers, without `clusters.KEEP_WORKERS`: with the workers kept for the job,
+    no stop reaches the pool while the other TaskManager's worker of that id runs, and a pool
+    that kills it (Beam's) passes this test. The reference is the in-memory DirectRunner's (two
+    workers: the same read tasks; a third Flink job would cost minutes more):
+    tests/engines/test_engines.py shows that Flink records the DirectRunner's bytes."""
+    pattern, want = resume_runs.pattern, resume_runs.reference(*IN_MEMORY)
+    out, hold = tmp_path / "out", tmp_path / "hold"
     master = flink_cluster.master
     with _worker_pool(tmp_path) as pool:
         hold.mkdir()
