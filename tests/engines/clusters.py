@@ -34,6 +34,12 @@ TM_HEAP = ("-Xmx448m", "-Xms448m", "-XX:MaxDirectMemorySize=640m", "-XX:MaxMetas
 QUICK_JVM = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC")
 # the same for the JVMs Beam starts (a launcher's job server), which take no flags from us
 QUICK_JVM_ENV = {"JAVA_TOOL_OPTIONS": " ".join(QUICK_JVM)}
+# Beam releases a job's SDK worker after each fused stage unless told to keep it: the record
+# job then starts one worker per stage, one after the other (Spark: ~45), each importing Beam
+# and TensorFlow. Kept for the job (Spark; a Flink session cluster loading the job's classes
+# parent-first, `FlinkCluster`), its stages still run on the pool's workers, not in the launcher;
+# a new job (another Spark application, another Flink job) starts workers of its own.
+KEEP_WORKERS = ("--environment_cache_millis", "60000")
 FLINK_JM = "org.apache.flink.runtime.entrypoint.StandaloneSessionClusterEntrypoint"
 FLINK_TM = "org.apache.flink.runtime.taskexecutor.TaskManagerRunner"
 # What Flink 1.19's launch scripts open to Flink on Java 17 (env.java.opts.all)

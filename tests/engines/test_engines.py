@@ -31,12 +31,7 @@ from tests.support.reliability import assert_same_dataset
 pytestmark = pytest.mark.slow
 
 RUN_TIMEOUT_S = 1200.0  # only stops a hung run; nothing is asserted about time
-# Beam releases a job's SDK worker after each fused stage unless told to keep it: the record
-# job then starts one worker per stage, one after the other (Spark: ~45), each importing Beam
-# and TensorFlow. Kept for the job, its stages still run on the pool's workers, not in the
-# launcher. The cluster runs of tests/reliability/test_resume_modes.py (the Flink session
-# cluster; Spark, planned in the job) still run each stage in a fresh worker.
-KEEP_WORKERS = ("--environment_cache_millis", "60000")
+KEEP_WORKERS = clusters.KEEP_WORKERS  # one SDK worker per executor / TaskManager for the job
 
 
 def _argv(out: Path) -> list[str]:

@@ -2,12 +2,13 @@
 restarted with the same command ends with the uninterrupted run's weights and optimizer state,
 bit for bit.
 
-The trainings are subprocesses (`tests/support/keras_trainer.py`: CPU, fixed seeds, TensorFlow's
-op determinism) on a hand-made dataset of format version 4 (96 windows; global batches of 8:
-12 steps an epoch, 3 epochs). Each kill is made by the training itself at a given global step,
-never by a timer; every variable of the model (the dropout's seed generator state included)
-and of the optimizer (its iteration count, learning rate and slots) is compared with
-`np.array_equal`. The quick tests train in this process: what a checkpoint holds, a save the
+The trainings are processes of their own (`tests/support/keras_trainer.py`: CPU, fixed seeds,
+TensorFlow's op determinism), forked from one that imported TensorFlow and Keras once
+(`tests.support.forked`), on a hand-made dataset of format version 4 (96 windows; global
+batches of 8: 12 steps an epoch, 3 epochs). Each kill is made by the training itself at a
+given global step, never by a timer; every variable of the model (the dropout's seed generator
+state included) and of the optimizer (its iteration count, learning rate and slots) is compared
+with `np.array_equal`. The quick tests train in this process: what a checkpoint holds, a save the
 kernel stops half-way (the file size limit, RLIMIT_FSIZE), and the refusals.
 """
 
@@ -19,7 +20,7 @@ import os
 import resource
 import signal
 import subprocess
-import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import keras
@@ -29,6 +30,7 @@ import tensorflow as tf
 
 from replay import load_info
 from replay.keras_resume import CHECKPOINT_FILE, GlobalOrderCheckpoint
+from tests.support.forked import Forker
 from tests.support.keras_trainer import FEATURE, dataset, model_for
 from tests.support.replay_fixtures import write_dataset
 
@@ -45,12 +47,25 @@ def data(tmp_path_factory) -> str:
     return str(path)
 
 
-def _train(data: str, directory: Path, out: Path, *args: str) -> subprocess.CompletedProcess:
-    """One run of the training script (the same command every time for a directory)."""
+@pytest.fixture(scope="module")
+def trainer() -> Iterator[Forker]:
+    """Runs the trainings: each ``python -m tests.support.keras_trainer`` a process of its own,
+    forked from one that imported TensorFlow, Keras and `replay` once (`Forker`)."""
     env = {**os.environ, "PYTHONPATH": str(ROOT), "CUDA_VISIBLE_DEVICES": ""}
-    command = [sys.executable, "-m", "tests.support.keras_trainer", data, str(directory)]
+    forker = Forker(env, ROOT, preload=("tensorflow", "keras", "replay"))
+    try:
+        yield forker
+    finally:
+        forker.close()
+
+
+def _train(
+    trainer: Forker, data: str, directory: Path, out: Path, *args: str
+) -> subprocess.CompletedProcess:
+    """One run of the training script (the same command every time for a directory)."""
+    command = ["-m", "tests.support.keras_trainer", data, str(directory)]
     command += [str(out), "--epochs", str(EPOCHS), "--global_batch", str(G), *args]
-    return subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    return trainer.run(command, timeout=900)
 
 
 def _finished(run: subprocess.CompletedProcess) -> None:
@@ -83,22 +98,22 @@ def _assert_bit_identical(out: Path, reference: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def reference(data, tmp_path_factory) -> Path:
+def reference(data, trainer, tmp_path_factory) -> Path:
     """The uninterrupted run's final variables."""
     tmp = tmp_path_factory.mktemp("keras_reference")
-    _finished(_train(data, tmp / "ckpt", tmp / "out.npz"))
+    _finished(_train(trainer, data, tmp / "ckpt", tmp / "out.npz"))
     _, run = _results(tmp / "out.npz")
     assert run == {"start": 0, "epochs": [0, 1, 2], "steps": 36}
     return tmp / "out.npz"
 
 
 @pytest.mark.slow
-def test_killed_mid_epoch_resumes_where_it_stopped(data, reference, tmp_path):
+def test_killed_mid_epoch_resumes_where_it_stopped(data, trainer, reference, tmp_path):
     """Checkpoints every 5 steps; killed at the end of step 18 (epoch 1, its 7th step): steps
     16-18 are lost; the same command resumes at step 15 (position 120), runs the 9 steps left
     of epoch 1, then epoch 2."""
     args = ("--save_every", "5", "--kill_at_step", "18")
-    _killed(_train(data, tmp_path / "ckpt", tmp_path / "out.npz", *args))
+    _killed(_train(trainer, data, tmp_path / "ckpt", tmp_path / "out.npz", *args))
     assert not (tmp_path / "out.npz").exists()
     state = _state(tmp_path / "ckpt")
     assert (state["steps"], state["position"], state["epoch"], state["steps_in_epoch"]) == (
@@ -107,37 +122,45 @@ def test_killed_mid_epoch_resumes_where_it_stopped(data, reference, tmp_path):
         1,
         3,
     )
-    _finished(_train(data, tmp_path / "ckpt", tmp_path / "out.npz", *args))
+    _finished(_train(trainer, data, tmp_path / "ckpt", tmp_path / "out.npz", *args))
     _, run = _results(tmp_path / "out.npz")
     assert run == {"start": 120, "epochs": [1, 2], "steps": 36}
     _assert_bit_identical(tmp_path / "out.npz", reference)
 
 
 @pytest.mark.slow
-def test_killed_after_an_epoch_end_checkpoint_resumes_at_the_next_epoch(data, reference, tmp_path):
+def test_killed_after_an_epoch_end_checkpoint_resumes_at_the_next_epoch(
+    data, trainer, reference, tmp_path
+):
     """Checkpoints every 6 steps: the one of step 24 ends epoch 1 (written at its end); killed
     at step 28, the resumed run starts epoch 2 whole from position 192."""
     args = ("--save_every", "6", "--kill_at_step", "28")
-    _killed(_train(data, tmp_path / "ckpt", tmp_path / "out.npz", *args))
+    _killed(_train(trainer, data, tmp_path / "ckpt", tmp_path / "out.npz", *args))
     state = _state(tmp_path / "ckpt")
     assert (state["steps"], state["epoch"], state["steps_in_epoch"]) == (24, 2, 0)
-    _finished(_train(data, tmp_path / "ckpt", tmp_path / "out.npz", *args))
+    _finished(_train(trainer, data, tmp_path / "ckpt", tmp_path / "out.npz", *args))
     _, run = _results(tmp_path / "out.npz")
     assert run == {"start": 192, "epochs": [2], "steps": 36}
     _assert_bit_identical(tmp_path / "out.npz", reference)
 
 
 @pytest.mark.slow
-def test_killed_while_saving_with_two_pipelines_resumes_with_one(data, reference, tmp_path):
+def test_killed_while_saving_with_two_pipelines_resumes_with_one(
+    data, trainer, reference, tmp_path
+):
     """Two input pipelines (global batches merged by position), checkpoints every 5 steps,
     killed inside the save of step 20 (its file written under a temporary name, not renamed):
     the checkpoint of step 15 is whole and used; the resumed run reads with one pipeline."""
     args = ("--save_every", "5", "--kill_in_save", "20")
-    _killed(_train(data, tmp_path / "ckpt", tmp_path / "out.npz", *args, "--pipelines", "2"))
+    _killed(
+        _train(trainer, data, tmp_path / "ckpt", tmp_path / "out.npz", *args, "--pipelines", "2")
+    )
     leftovers = [p.name for p in (tmp_path / "ckpt").iterdir() if p.name != CHECKPOINT_FILE]
     assert len(leftovers) == 1 and leftovers[0].startswith(".tmp-"), leftovers
     assert _state(tmp_path / "ckpt")["steps"] == 15
-    _finished(_train(data, tmp_path / "ckpt", tmp_path / "out.npz", *args, "--pipelines", "1"))
+    _finished(
+        _train(trainer, data, tmp_path / "ckpt", tmp_path / "out.npz", *args, "--pipelines", "1")
+    )
     assert [p.name for p in (tmp_path / "ckpt").iterdir()] == [CHECKPOINT_FILE]
     _, run = _results(tmp_path / "out.npz")
     assert run == {"start": 120, "epochs": [1, 2], "steps": 36}

@@ -1,21 +1,25 @@
 """``--append`` killed in every phase (`pipelines.append`): the version it started from stays
 intact and readable, and the append finishes with ``--resume`` or starts again without it.
 
-The CLI runs as a subprocess and gets SIGKILL at a function entry of each phase
-(`tests.support.pause_points`: while its record job reads and finalises, once its records are
-complete, after its commit point, after the switch of ``manifest.json``). Each time a reader sees
-exactly the version before the commit point, or exactly the new one after it; the same command
-with ``--resume`` then ends with the dataset an uninterrupted append makes (byte for byte but
-the commit times), and so does the command without it. An append planned in the job
-(`pipelines.plan.held`) killed while its record job reads or finalises resumes in the job, in
-its directory, to the same dataset.
+The CLI runs as a process of its own (forked, in a process group of its own, from one that
+imported Beam and TensorFlow once: `tests.support.forked`) and gets SIGKILL at a function entry
+of each phase (`tests.support.pause_points`: while its record job reads and finalises, once its
+records are complete, after its commit point, after the switch of ``manifest.json``). Each
+time a reader sees exactly the version before the commit point, or exactly the new one after
+it; the same command with ``--resume`` then ends with the dataset an uninterrupted append makes
+(byte for byte but the commit times), and so does the command without it. An append planned in
+the job (`pipelines.plan.held`) killed while its record job reads or finalises resumes in the
+job, in its directory, to the same dataset (its CLI a fresh subprocess: the switch to planning
+in the job is an environment variable, and a fork server's environment is fixed).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -23,10 +27,11 @@ import pytest
 from pipelines import verify
 from replay import load_info, replay_dataset
 from tests.support import wavgen
+from tests.support.forked import Forker
 from tests.support.pause_points import APPEND_PHASES, PHASES, PLAN_IN_JOB_ENV
 from tests.support.record_helpers import record as run_record
 from tests.support.record_helpers import without_times
-from tests.support.reliability import cli, kill, wait_until_paused
+from tests.support.reliability import ROOT, cli, kill, wait_until_paused
 
 pytestmark = pytest.mark.slow
 
@@ -71,6 +76,23 @@ def _elements(out: Path, version: int | None = None) -> list[tuple]:
 
 
 @pytest.fixture(scope="module")
+def forker() -> Iterator[Forker]:
+    """Starts the killed commands (`Forker.start`: each a process of its own, in its own process
+    group, as `cli` starts one), with the test process's environment."""
+    forker = Forker(dict(os.environ), ROOT)
+    try:
+        yield forker
+    finally:
+        forker.close()
+
+
+def _paused_run(forker: Forker, phase: str, marker: Path, args: list[str], log: Path):
+    """``python -m tests.support.pause_points phase marker args``, started; output to `log`."""
+    argv = ["-m", "tests.support.pause_points", phase, str(marker), *args]
+    return forker.start(argv, stdout=log)
+
+
+@pytest.fixture(scope="module")
 def bases(tmp_path_factory):
     """A recorded version 1, the new files, and the dataset an uninterrupted append makes."""
     root = tmp_path_factory.mktemp("append_kills")
@@ -85,14 +107,16 @@ def bases(tmp_path_factory):
 
 
 @pytest.mark.parametrize("phase", sorted(KILL_PHASES))
-def test_an_append_killed_in_a_phase_leaves_a_readable_version_and_resumes(bases, phase, capsys):
+def test_an_append_killed_in_a_phase_leaves_a_readable_version_and_resumes(
+    bases, forker, phase, capsys
+):
     root, base, reference = bases
     out = root / f"killed {phase}"
     shutil.copytree(base, out)
     v1 = _elements(base)
     args = ["--input_pattern", f"{root}/corpus/*/*.wav", "--output_dir", str(out), "--append"]
     marker, log = out.parent / f"{phase}.paused", out.parent / f"{phase}.log"
-    proc = cli(phase, str(marker), *args, log=log, module="tests.support.pause_points")
+    proc = _paused_run(forker, phase, marker, args, log)
     try:
         wait_until_paused(proc, marker)
     finally:
@@ -119,13 +143,13 @@ def test_an_append_killed_in_a_phase_leaves_a_readable_version_and_resumes(bases
         )
 
 
-def test_an_append_killed_while_recording_starts_again_without_resume(bases):
+def test_an_append_killed_while_recording_starts_again_without_resume(bases, forker):
     root, base, reference = bases
     out = root / "killed then again"
     shutil.copytree(base, out)
     args = ["--input_pattern", f"{root}/corpus/*/*.wav", "--output_dir", str(out), "--append"]
     marker, log = out.parent / "again.paused", out.parent / "again.log"
-    proc = cli("finalising", str(marker), *args, log=log, module="tests.support.pause_points")
+    proc = _paused_run(forker, "finalising", marker, args, log)
     try:
         wait_until_paused(proc, marker)
     finally:

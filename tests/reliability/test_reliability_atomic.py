@@ -1,7 +1,8 @@
 """Guarantee 2, atomic output: a record run killed at any point leaves an *incomplete* dataset.
 
-The CLI runs as a subprocess (its own process group) and gets SIGKILL while it reads, while it
-writes shards, and while it finalises: `tests.support.pause_points` freezes it (SIGSTOP) at a
+The CLI runs as a process of its own (its own process group; forked from one that imported Beam
+and TensorFlow once, `tests.support.forked`) and gets SIGKILL while it reads, while it writes
+shards, and while it finalises: `tests.support.pause_points` freezes it (SIGSTOP) at a
 function entry of that phase, so the kill lands there every time, however fast the machine is. Each
 time the directory must be refused by `replay_dataset` / `load_info` / `pipelines.verify` with a
 clear "incomplete" error, never read as a dataset missing shards; re-running the same command with
@@ -11,7 +12,9 @@ clear "incomplete" error, never read as a dataset missing shards; re-running the
 
 from __future__ import annotations
 
+import os
 import types
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,10 +23,11 @@ from pipelines import record, verify
 from pipelines.plan.reads import RUN_MARKER, output_dir_state
 from pipelines.resume.output_dir import prepare_output_dir
 from replay import IncompleteDatasetError, load_info
+from tests.support.forked import Forker
 from tests.support.pause_points import PHASES
 from tests.support.reliability import (
+    ROOT,
     assert_same_dataset,
-    cli,
     copy_dataset,
     kill,
     record_args,
@@ -65,8 +69,19 @@ def assert_refused_as_incomplete(out: Path, capsys) -> None:
     assert output_dir_state(str(out)) == "ours"  # so --overwrite may replace it
 
 
+@pytest.fixture(scope="module")
+def forker() -> Iterator[Forker]:
+    """Starts the killed commands (`Forker.start`: each a process of its own, in its own process
+    group, as `tests.support.reliability.cli` starts one), with the test process's environment."""
+    forker = Forker(dict(os.environ), ROOT)
+    try:
+        yield forker
+    finally:
+        forker.close()
+
+
 def test_sigkill_in_every_phase_then_overwrite_recovers(
-    reliability_reference, tmp_path_factory, capsys
+    reliability_reference, forker, tmp_path_factory, capsys
 ):
     pattern, labels, reference = reliability_reference
     out = tmp_path_factory.mktemp("killed") / "out"
@@ -74,7 +89,8 @@ def test_sigkill_in_every_phase_then_overwrite_recovers(
     for phase in PHASES:
         marker = out.parent / f"{phase}.paused"
         log = out.parent / f"{phase}.log"
-        proc = cli(phase, str(marker), *args, log=log, module="tests.support.pause_points")
+        argv = ["-m", "tests.support.pause_points", phase, str(marker), *args]
+        proc = forker.start(argv, stdout=log)
         try:
             wait_until_paused(proc, marker)
             assert_in_phase(out, phase)

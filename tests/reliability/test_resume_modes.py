@@ -16,7 +16,10 @@ The read tasks of these modes do not run in the launcher, so `tests.support.paus
 cannot stop them; `tests.support.resume_hold` holds the job instead, from inside its read tasks
 wherever they run (a test subclass of the read DoFn, pickled with the job): once a task has
 committed, no task reads any more and the job cannot finish. The kill then lands in the same
-state every time, whatever the machine's speed; the tests wait only for the hold.
+state every time, whatever the machine's speed; the tests wait only for the hold. The killed
+launchers (and the ``gs://`` test's resumed one) are processes of their own in process groups of
+their own, forked from one that imported Beam and TensorFlow once (`tests.support.forked`),
+but on Spark and Flink, whose launchers need the cluster's environment.
 """
 
 from __future__ import annotations
@@ -37,7 +40,8 @@ import pytest
 from pipelines import record
 from tests.engines import clusters
 from tests.support import reliability
-from tests.support.reliability import assert_same_dataset, cli, kill
+from tests.support.forked import ForkedProcess, Forker
+from tests.support.reliability import ROOT, assert_same_dataset, cli, kill
 
 pytestmark = pytest.mark.slow
 
@@ -49,10 +53,6 @@ MULTI = ("--direct_running_mode", "multi_processing", "--direct_num_workers", "2
 IN_MEMORY = ("--direct_running_mode", "in_memory", "--direct_num_workers", "2")
 # the summary line of a resumed run (pipelines.record.summary_line): its reused windows
 RESUMED = re.compile(r"; resumed: (\d+) windows reused")
-
-
-def _corpus(directory: Path, *, files: int = FILES, windows: int = WINDOWS) -> str:
-    return reliability.resume_corpus(directory, files=files, windows=windows)
 
 
 def _args(pattern: str, out: Path | str, *extra: str) -> list[str]:
@@ -68,6 +68,22 @@ def _wait_for_hold(hold: Path, alive) -> str:
         assert time.monotonic() - start < HOLD_TIMEOUT_S, "no read task held the job (hung?)"
         time.sleep(0.05)
     return (hold / "held").read_text()
+
+
+@pytest.fixture(scope="module")
+def forker() -> Iterator[Forker]:
+    """Starts the killed launchers that need no environment of their own (`Forker.start`: each
+    a process of its own in its own process group, as `cli` starts one)."""
+    forker = Forker(dict(os.environ), ROOT)
+    try:
+        yield forker
+    finally:
+        forker.close()
+
+
+def _held_run(forker: Forker, hold: Path, *argv: str, log: Path) -> ForkedProcess:
+    """``python -m tests.support.resume_hold hold argv`` started by `forker`, output to `log`."""
+    return forker.start(["-m", "tests.support.resume_hold", str(hold), *argv], stdout=log)
 
 
 def _commits(out: Path) -> list[Path]:
@@ -86,19 +102,16 @@ def _reused_windows(summary: str) -> int:
     return int(found.group(1))
 
 
-def test_multi_processing_killed_after_a_commit_resumes_byte_identical(resume_runs, tmp_path):
+def test_multi_processing_killed_after_a_commit_resumes_byte_identical(
+    resume_runs, forker, tmp_path
+):
     """Workers in subprocesses of the launcher (its process group): SIGKILL to the group kills
     the launcher and both workers while one holds after its commit."""
     pattern, want = resume_runs.pattern, resume_runs.reference(*IN_MEMORY)
     out, hold = tmp_path / "out", tmp_path / "hold"
 
     hold.mkdir()
-    proc = cli(
-        str(hold),
-        *_args(pattern, out, *MULTI),
-        log=tmp_path / "killed.log",
-        module="tests.support.resume_hold",
-    )
+    proc = _held_run(forker, hold, *_args(pattern, out, *MULTI), log=tmp_path / "killed.log")
     try:
         held = _wait_for_hold(hold, lambda: proc.poll() is None)
         assert int(held.split()[0]) != proc.pid, "the read task ran in the launcher, not a worker"
@@ -124,7 +137,7 @@ def _assert_resumed_in_the_job(result) -> None:
 
 
 def test_planned_in_the_job_multi_processing_killed_after_a_commit_resumes_in_the_job(
-    resume_runs, tmp_path
+    resume_runs, forker, tmp_path
 ):
     """A run planned in the job on worker processes, killed once a task committed, resumes in
     the job (the launcher compares the fingerprint made from the listing; each task reads its
@@ -133,8 +146,8 @@ def test_planned_in_the_job_multi_processing_killed_after_a_commit_resumes_in_th
     out, hold = tmp_path / "out", tmp_path / "hold"
 
     hold.mkdir()
-    argv = (str(hold), "--in_job", *_args(pattern, out, *MULTI))
-    proc = cli(*argv, log=tmp_path / "killed.log", module="tests.support.resume_hold")
+    argv = ("--in_job", *_args(pattern, out, *MULTI))
+    proc = _held_run(forker, hold, *argv, log=tmp_path / "killed.log")
     try:
         _wait_for_hold(hold, lambda: proc.poll() is None)
         _assert_unfinished_with_commits(out)
@@ -154,7 +167,9 @@ def test_planned_in_the_job_on_a_spark_cluster_killed_after_a_commit_resumes_in_
 ):
     """The same on a Spark standalone cluster with our SDK workers: the killed launcher takes
     its job server (the Spark driver) with it; the resume is a new Spark job whose plan step
-    and reuse run on the cluster's workers."""
+    and reuse run on the cluster's workers. Each job keeps one SDK worker per executor for all
+    its stages (`clusters.KEEP_WORKERS`): the killed job's die with its executors, so the resume
+    (a new Spark application, new executors) starts its own."""
     from runners import jobserver
 
     clusters.job_server_jar("spark")
@@ -166,7 +181,7 @@ def test_planned_in_the_job_on_a_spark_cluster_killed_after_a_commit_resumes_in_
             spark = ("--runner", "SparkRunner", "--spark_master_url", cluster.url)
             spark += ("--spark_job_server_jar", str(jobserver.jar_path("spark")))
             spark += ("--environment_type", "EXTERNAL")
-            spark += ("--environment_config", f"127.0.0.1:{pool}")
+            spark += ("--environment_config", f"127.0.0.1:{pool}", *clusters.KEEP_WORKERS)
             hold.mkdir()
             argv = (str(hold), "--in_job", *_args(pattern, out, *spark))
             proc = cli(
@@ -229,7 +244,9 @@ def _portable(job_port: int, pool_port: int) -> tuple[str, ...]:
     )  # fmt: skip
 
 
-def test_portable_runner_killed_after_a_commit_resumes_byte_identical(resume_runs, tmp_path):
+def test_portable_runner_killed_after_a_commit_resumes_byte_identical(
+    resume_runs, forker, tmp_path
+):
     """A local job service runs the job, our worker pool its bundles: the kill is SIGKILL to the
     launcher and to the job service (which runs the job: the job dies with it; the pool's
     workers, a cluster's, outlive it); the resume goes to a new job service, same pool."""
@@ -239,12 +256,8 @@ def test_portable_runner_killed_after_a_commit_resumes_byte_identical(resume_run
         service, port = _job_service(tmp_path, "job_service_1")
         try:
             hold.mkdir()
-            proc = cli(
-                str(hold),
-                *_args(pattern, out, *_portable(port, pool)),
-                log=tmp_path / "killed.log",
-                module="tests.support.resume_hold",
-            )
+            argv = _args(pattern, out, *_portable(port, pool))
+            proc = _held_run(forker, hold, *argv, log=tmp_path / "killed.log")
             try:
                 held = _wait_for_hold(hold, lambda: proc.poll() is None)
                 assert int(held.split()[0]) != proc.pid, "a read task ran in the launcher"
@@ -312,18 +325,21 @@ def _launch(directory: Path, name: str, module: str, *argv: str) -> clusters.Pro
     return clusters.Process(name, [sys.executable, "-m", module, *argv], directory / f"{name}.log")
 
 
-def test_flink_job_cancelled_after_a_commit_resumes_byte_identical(flink_cluster, tmp_path):
+def test_flink_job_cancelled_after_a_commit_resumes_byte_identical(
+    flink_cluster, resume_runs, tmp_path
+):
     """On the session cluster the kill hits the Flink job, not a TaskManager: it is cancelled
     through Flink's REST API while held (every TaskManager stays up); the launcher, told its job
     was cancelled, exits and its job server is stopped. The resume is a new Flink job on the
     same cluster, its workers from the same pool, which serves both TaskManagers: their workers
-    share ids, and a stop from one must not kill the other's (`runners.worker_pool`). The
-    reference is the in-memory DirectRunner's (two workers: the same read tasks; a third Flink
-    job would cost minutes more): tests/engines/test_engines.py shows that Flink records the
-    DirectRunner's bytes."""
-    pattern = _corpus(tmp_path / "corpus")
-    want, out, hold = tmp_path / "uninterrupted", tmp_path / "out", tmp_path / "hold"
-    record.run(_args(pattern, want, *IN_MEMORY))
+    share ids, and a stop from one must not kill the other's (`runners.worker_pool`). So each
+    stage gets fresh workers, without `clusters.KEEP_WORKERS`: with the workers kept for the job,
+    no stop reaches the pool while the other TaskManager's worker of that id runs, and a pool
+    that kills it (Beam's) passes this test. The reference is the in-memory DirectRunner's (two
+    workers: the same read tasks; a third Flink job would cost minutes more):
+    tests/engines/test_engines.py shows that Flink records the DirectRunner's bytes."""
+    pattern, want = resume_runs.pattern, resume_runs.reference(*IN_MEMORY)
+    out, hold = tmp_path / "out", tmp_path / "hold"
     master = flink_cluster.master
     with _worker_pool(tmp_path) as pool:
         hold.mkdir()
@@ -367,16 +383,24 @@ def gcs(tmp_path):
         assert server.refused == [], "requests to other hosts than the emulator's"
 
 
-def _gs_cli(gcs, tmp_path: Path, name: str, *argv: str) -> str:
-    """``python -m pipelines.record argv`` with the emulator's environment (the test process's
-    own clients stay unredirected), which must succeed; its output."""
-    proc = cli(*argv, log=tmp_path / f"{name}.log", env={**gcs.env(), "TF_CPP_MIN_LOG_LEVEL": "2"})
+@pytest.fixture
+def gs_forker(gcs) -> Iterator[Forker]:
+    """Runs commands with the emulator's environment (the test process's own clients stay
+    unredirected): each a process of its own, forked from one that imported Beam and TensorFlow
+    once."""
+    forker = Forker({**os.environ, **gcs.env(), "TF_CPP_MIN_LOG_LEVEL": "2"}, ROOT)
     try:
-        proc.wait(timeout=600)
+        yield forker
     finally:
-        kill(proc)
-    text = (tmp_path / f"{name}.log").read_text(errors="replace")
-    assert proc.returncode == 0, text[-4000:]
+        forker.close()
+
+
+def _gs_cli(gs_forker: Forker, *argv: str) -> str:
+    """``python -m pipelines.record argv`` with the emulator's environment, which must succeed;
+    its output."""
+    done = gs_forker.run(["-m", "pipelines.record", *argv], timeout=600)
+    text = done.stdout + done.stderr
+    assert done.returncode == 0, text[-4000:]
     return text
 
 
@@ -391,7 +415,9 @@ def _download(gcs, prefix: str, directory: Path) -> Path:
     return directory
 
 
-def test_gs_output_killed_after_a_commit_resumes_byte_identical(gcs, resume_runs, tmp_path):
+def test_gs_output_killed_after_a_commit_resumes_byte_identical(
+    gcs, gs_forker, resume_runs, tmp_path
+):
     """The dataset on gs:// (the emulator), the job on the in-memory DirectRunner with two
     workers (its read tasks in the launcher's threads): SIGKILL to the launcher's process group
     while held; resumed into the same gs:// directory, which then holds the local uninterrupted
@@ -400,10 +426,8 @@ def test_gs_output_killed_after_a_commit_resumes_byte_identical(gcs, resume_runs
     gs_args = ("--no_auth", *IN_MEMORY)
 
     hold.mkdir()
-    env = {**gcs.env(), "TF_CPP_MIN_LOG_LEVEL": "2"}
     argv = _args(pattern, "gs://out/ds", *gs_args)
-    proc = cli(str(hold), *argv, log=tmp_path / "killed.log", env=env,
-               module="tests.support.resume_hold")  # fmt: skip
+    proc = _held_run(gs_forker, hold, *argv, log=tmp_path / "killed.log")
     try:
         _wait_for_hold(hold, lambda: proc.poll() is None)
         names = gcs.list_names("out", "ds/")
@@ -415,7 +439,7 @@ def test_gs_output_killed_after_a_commit_resumes_byte_identical(gcs, resume_runs
         (hold / "release").touch()
     assert "ds/manifest.json" not in gcs.list_names("out", "ds/")
 
-    text = _gs_cli(gcs, tmp_path, "resumed", *_args(pattern, "gs://out/ds", *gs_args, "--resume"))
+    text = _gs_cli(gs_forker, *_args(pattern, "gs://out/ds", *gs_args, "--resume"))
     assert 0 < _reused_windows(text) < FILES * WINDOWS, text[-2000:]
     names = gcs.list_names("out", "ds/")
     assert not [n for n in names if n.startswith("ds/.tmp/")], names
