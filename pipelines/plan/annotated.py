@@ -37,7 +37,8 @@ from typing import Any
 
 import numpy as np
 
-from pipelines.config import AnnotationConfig
+from pipelines.config import AnnotationConfig, RecordConfig
+from pipelines.plan.types import ScannedInputs
 from transforms.audio import annotation_windows as aw
 from transforms.audio import annotations as ann
 from transforms.audio.annotation_stats import Row, file_summary
@@ -303,19 +304,11 @@ def own_rows(seg: Any) -> Any:
 
 
 def annotate_file(
-    f: InputFile,
-    *,
-    classes: Sequence[str],
-    config: AnnotationConfig,
-    window: WindowConfig,
-    split_channels: bool,
-    sample_rate: int | None,
-    fixed_classes: tuple[str, ...] | None,
-    split_base: str,
+    f: InputFile, *, config: RecordConfig, listed: ScannedInputs
 ) -> tuple[InputFile, tuple[ann.RowError, ...]]:
     """A listed file with its header read (`annotation`: its `FileEvents` or None) -> the file
     with its `FileAnnotation` (events padded to its own most; None when refused) and its bad
-    rows (`file_rows`)."""
+    rows (`file_rows`), by the run's options and its listing's class list."""
     events = f.annotation.events if isinstance(f.annotation, FileEvents) else ()
     info = f.info
     rows = file_rows(
@@ -323,56 +316,37 @@ def annotate_file(
         events,
         header=None if info is None else (info.num_frames, info.sample_rate, info.num_channels),
         error=f.error,
-        config=config,
-        window=window,
-        split_channels=split_channels,
-        sample_rate=sample_rate,
-        fixed_classes=fixed_classes,
-        seed_key=f.path.removeprefix(split_base),
+        config=config.annotation_config,
+        window=config.window,
+        split_channels=config.channel_mode == "split",
+        sample_rate=config.sample_rate,
+        fixed_classes=listed.fixed_classes,
+        seed_key=f.path.removeprefix(listed.sharding.split_base),
     )
     if f.error is not None or info is None:
         return dataclasses.replace(f, annotation=None), rows.errors
-    annotation = file_annotation(rows, classes, rows.most_events)
+    annotation = file_annotation(rows, listed.classes, rows.most_events)
     return dataclasses.replace(f, annotation=annotation), rows.errors
 
 
 def annotate(
-    inputs: Sequence[InputFile],
-    *,
-    classes: Sequence[str],
-    table_errors: Sequence[ann.RowError],
-    config: AnnotationConfig,
-    window: WindowConfig,
-    split_channels: bool,
-    sample_rate: int | None,
-    fixed_classes: tuple[str, ...] | None,
-    split_base: str,
-    strict: bool = False,
+    inputs: Sequence[InputFile], *, config: RecordConfig, listed: ScannedInputs
 ) -> tuple[tuple[InputFile, ...], AnnotationPlan]:
     """Gives every usable input its windows once the headers are read (the launcher's plan):
-    `annotate_file` of each, padded to the most events of a row (at least 1). `inputs` carry
-    their `FileEvents` (`match_tables`, in `pipelines.plan.listing.list_inputs`), whose bad
-    rows are `table_errors`.
+    `annotate_file` of each, padded to the most events of a row (at least 1). `listed` is the
+    listing the `inputs` come from (`pipelines.plan.listing.match_annotations`: each input's
+    `FileEvents`, the class list, the bad rows found without a header).
 
     Raises:
-      ValueError: (`strict`) the first bad row.
+      ValueError: ``--strict`` and a bad row: the first.
     """
-    annotated, errors = [], list(table_errors)
+    annotated, errors = [], list(listed.table_errors)
     for f in inputs:
-        done, bad = annotate_file(
-            f,
-            classes=classes,
-            config=config,
-            window=window,
-            split_channels=split_channels,
-            sample_rate=sample_rate,
-            fixed_classes=fixed_classes,
-            split_base=split_base,
-        )
+        done, bad = annotate_file(f, config=config, listed=listed)
         annotated.append(done)
         errors += bad
     errors.sort(key=row_order)
-    if strict and errors:
+    if config.strict and errors:
         raise ValueError(strict_refusal(errors[0]))
     usable = [f.annotation for f in annotated if f.annotation is not None]
     max_events = max([int(a.num_events.max(initial=0)) for a in usable] + [1])
@@ -384,7 +358,7 @@ def annotate(
     )
     plan = AnnotationPlan(
         files={f.path: f.annotation for f in padded_files if f.annotation is not None},
-        classes=tuple(classes),
+        classes=tuple(listed.classes),
         errors=tuple(e.to_manifest() for e in errors),
         max_events=max_events,
     )

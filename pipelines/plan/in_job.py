@@ -145,19 +145,9 @@ def annotate_batch(files: list[InputFile], args: PlanArgs) -> Iterator[Any]:
     """``--annotations``: a batch of files with their headers read and their matched rows
     (`FileEvents`) -> the batch with each usable file's `FileAnnotation` (its events padded to
     its own most; `cut_batch` pads them to the run's) and each bad row (tagged ``bad_rows``)."""
-    config, listed = args.config, args.listed
     done = []
     for f in files:
-        annotated_file, bad = annotated.annotate_file(
-            f,
-            classes=listed.classes,
-            config=config.annotation_config,
-            window=config.window,
-            split_channels=config.channel_mode == "split",
-            sample_rate=config.sample_rate,
-            fixed_classes=listed.fixed_classes,
-            split_base=listed.sharding.split_base,
-        )
+        annotated_file, bad = annotated.annotate_file(f, config=args.config, listed=args.listed)
         done.append(annotated_file)
         yield from (beam.pvalue.TaggedOutput(BAD_ROWS_TAG, row) for row in bad)
     yield done

@@ -222,29 +222,17 @@ def read_headers(config: RecordConfig, listed: ScannedInputs) -> ScannedInputs:
     checks the output directory and reads the annotation tables.
 
     Raises:
-      UsageError: no dtype for every file, a bad file with ``--strict``, an output directory
-        we may not replace, bad tables.
+      UsageError: no dtype for every file, a bad file or a bad table row with ``--strict``, an
+        output directory we may not replace.
     """
     inputs = scan_headers(list(listed.inputs))
     dtype = check_inputs(config, inputs)
     check_output_dir(config, listed.output_dir, output_dir_state(listed.output_dir))
     scanned = dataclasses.replace(listed, inputs=inputs, signal_dtype=dtype)
-    annotation_config = config.annotation_config
-    if annotation_config is None:
+    if config.annotation_config is None:
         return scanned
     try:  # every file's windows and labels, from its matched rows (`match_annotations`)
-        inputs, notes = annotated.annotate(
-            inputs,
-            classes=listed.classes,
-            table_errors=listed.table_errors,
-            config=annotation_config,
-            window=config.window,
-            split_channels=config.channel_mode == "split",
-            sample_rate=config.sample_rate,
-            fixed_classes=listed.fixed_classes,
-            split_base=listed.sharding.split_base,
-            strict=config.strict,
-        )
+        inputs, notes = annotated.annotate(inputs, config=config, listed=listed)
     except ValueError as e:
         raise UsageError(str(e)) from e
     return dataclasses.replace(

@@ -24,7 +24,6 @@ rows, the job's plan step reads the headers, checks every file's events and fixe
 from __future__ import annotations
 
 import functools
-import hashlib
 import json
 import os
 import time
@@ -38,7 +37,7 @@ import soundfile as sf
 from tests.support import reliability
 from tests.support.annotation_tables import audacity_table, raven_table
 from tests.support.forked import Forker
-from tests.support.record_helpers import load_manifest, without_times
+from tests.support.record_helpers import dataset_digests, load_manifest
 
 ROOT = Path(__file__).resolve().parents[2]
 RATE = 8000
@@ -154,20 +153,6 @@ def _args(root: Path, out: Path, *extra: str, pattern: str = "**/*.wav") -> list
     ]  # fmt: skip
 
 
-def _digests(out: Path) -> dict[str, str]:
-    """SHA-256 of every file under `out` (the manifest without its times), but the SavedModels'
-    ``fingerprint.pb`` (it varies run to run)."""
-    found = {}
-    for path in sorted(out.rglob("*")):
-        if not path.is_file() or path.name == "fingerprint.pb":
-            continue
-        data = path.read_bytes()
-        if path.name == "manifest.json":
-            data = json.dumps(without_times(json.loads(data)), sort_keys=True).encode()
-        found[str(path.relative_to(out))] = hashlib.sha256(data).hexdigest()
-    return found
-
-
 def _run(forker: Forker, mode: str, argv: list[str], *, code: int = 0):
     done = forker.run(["-c", RUN, mode, *argv], timeout=TIMEOUT_S)
     assert done.returncode == code, done.stderr[-4000:]
@@ -202,7 +187,7 @@ def test_planned_in_the_job_or_the_launcher_an_annotated_run_is_byte_identical(
     digests, counts = {}, {}
     for mode in ("launcher", in_job):
         counts[mode] = _counts(_run(forker, mode, _args(tmp_path, out, *options)))
-        digests[mode] = _digests(out)
+        digests[mode] = dataset_digests(out)
         if mode == in_job:
             break
         out.rename(tmp_path / f"ds-{mode}")

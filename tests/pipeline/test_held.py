@@ -16,7 +16,6 @@ dataset's tables in the plan step gives the launcher-planned append, byte for by
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -29,8 +28,8 @@ import soundfile as sf
 from pipelines import append_plan
 from pipelines.config import RecordConfig, UsageError
 from pipelines.job import run_job
+from tests.support.record_helpers import dataset_digests
 from tests.support.record_helpers import record as run_record
-from tests.support.record_helpers import without_times
 
 RATE = 8000
 FOLDERS = ("yes", "no", "up", "odd")  # odd: outside --classes
@@ -152,21 +151,6 @@ def test_an_append_planned_in_the_job_refuses_as_the_launcher_does(tmp_path, mon
     assert sorted(p for p in out.rglob("*")) == before
 
 
-def _digests(out: Path, *, skip: str = "fingerprint.pb") -> dict[str, str]:
-    """SHA-256 of every file under `out` (manifests without their times) but those whose path
-    holds `skip`."""
-    found = {}
-    for path in sorted(out.rglob("*")):
-        name = str(path.relative_to(out))
-        if not path.is_file() or skip in name:
-            continue
-        data = path.read_bytes()
-        if path.suffix == ".json":
-            data = json.dumps(without_times(json.loads(data)), sort_keys=True).encode()
-        found[name] = hashlib.sha256(data).hexdigest()
-    return found
-
-
 def _different(a: dict[str, str], b: dict[str, str]) -> list[str]:
     return sorted(name for name in set(a) | set(b) if a.get(name) != b.get(name))
 
@@ -184,7 +168,7 @@ def test_appends_planned_in_the_job_and_in_the_launcher_are_byte_identical(tmp_p
             _no_held_set(monkeypatch)
         result = run_job(_config(corpus, out), plan_in_job=where == "job")
         assert (result.num_files, result.num_failed, result.dataset_version) == (9, 4, 2)
-        grown[where] = _digests(out)
+        grown[where] = dataset_digests(out)
     assert _different(grown["launcher"], grown["job"]) == []
     assert any(name.startswith("appends/v2-") for name in grown["job"])
 
@@ -197,7 +181,7 @@ def test_appends_planned_in_the_job_and_in_the_launcher_are_byte_identical(tmp_p
             _no_held_set(monkeypatch)
         config = _config(corpus, out, append_transform="refresh")
         assert run_job(config, plan_in_job=where == "job").dataset_version == 3
-        grown[where] = _digests(out, skip="transform_fn/")  # graphs: per process
+        grown[where] = dataset_digests(out, skip="transform_fn/")  # graphs: per process
     assert _different(grown["launcher"], grown["job"]) == []
     commit = json.loads((out / "manifest.json").read_text())["commits"][2]
     assert commit["transform"] == "refresh"
@@ -216,14 +200,14 @@ def test_an_append_planned_in_the_job_resumes_in_its_directory_and_once_committe
     _no_held_set(monkeypatch)
     killed = append_plan.plan_append(_config(corpus, out), in_job=True)
     run_job(killed.config, continuation=killed.continuation)  # recorded, killed uncommitted
-    recorded = _digests(out / killed.data_dir)
+    recorded = dataset_digests(out / killed.data_dir)
 
     resumed = run_job(_config(corpus, out, resume=True), plan_in_job=True)
     assert resumed.dataset_version == 2 and resumed.num_files == 9
-    assert _digests(out) == _digests(reference)
-    kept = _digests(out / killed.data_dir)
+    assert dataset_digests(out) == dataset_digests(reference)
+    kept = dataset_digests(out / killed.data_dir)
     assert kept == {k: v for k, v in recorded.items() if k in kept}  # the same records, kept
 
     again = run_job(_config(corpus, out, resume=True), plan_in_job=True)
     assert again.dataset_version == 2 and again.num_files == 21  # the finished dataset's
-    assert _digests(out) == _digests(reference)
+    assert dataset_digests(out) == dataset_digests(reference)

@@ -15,7 +15,6 @@ the launcher's plan, and the launcher's one-line refusals.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import subprocess
@@ -29,7 +28,7 @@ import soundfile as sf
 
 from pipelines import record
 from pipelines.resume import fingerprint as fp
-from tests.support.record_helpers import without_times
+from tests.support.record_helpers import dataset_digests
 
 ROOT = Path(__file__).resolve().parents[2]
 RATE = 16000
@@ -80,20 +79,6 @@ def _args(clips: Path, out: Path) -> list[str]:
     ]
 
 
-def _digests(out: Path) -> dict[str, str]:
-    """SHA-256 of every file under `out` (the manifest without its times), but the SavedModels'
-    ``fingerprint.pb`` (it varies run to run)."""
-    found = {}
-    for path in sorted(out.rglob("*")):
-        if not path.is_file() or path.name == "fingerprint.pb":
-            continue
-        data = path.read_bytes()
-        if path.name == "manifest.json":
-            data = json.dumps(without_times(json.loads(data)), sort_keys=True).encode()
-        found[str(path.relative_to(out))] = hashlib.sha256(data).hexdigest()
-    return found
-
-
 def _run(mode: str, argv: list[str]) -> str:
     done = subprocess.run(
         [sys.executable, "-c", RUN, mode, *argv],
@@ -115,7 +100,7 @@ def test_planned_in_the_job_or_the_launcher_the_outputs_are_byte_identical(tmp_p
     digests, counts = {}, {}
     for mode in ("launcher", "job"):
         counts[mode] = _run(mode, _args(clips, out))
-        digests[mode] = _digests(out)
+        digests[mode] = dataset_digests(out)
         out.rename(tmp_path / f"ds-{mode}")
     assert counts["job"] == counts["launcher"] == "3000 1500 504"  # 500 odd + 4 bad refused
     assert {"manifest.json", "transform_fn/saved_model.pb"} <= set(digests["job"])

@@ -7,6 +7,7 @@ the reader cannot hide a bug in the writer.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 from pathlib import Path
@@ -58,6 +59,22 @@ def without_times(manifest: dict) -> dict:
     for commit in manifest.get("commits", ()):
         commit.pop("created_utc")
     return manifest
+
+
+def dataset_digests(out: Path, *, skip: str = "fingerprint.pb") -> dict[str, str]:
+    """SHA-256 of every file under `out` (each manifest, ``manifests/<version>.json`` too,
+    without its times) by relative path, but those whose path holds `skip` (a SavedModel's
+    ``fingerprint.pb`` varies run to run)."""
+    found = {}
+    for path in sorted(Path(out).rglob("*")):
+        name = str(path.relative_to(out))
+        if not path.is_file() or skip in name:
+            continue
+        data = path.read_bytes()
+        if path.suffix == ".json" and b'"created_utc"' in data:  # a manifest (versions too)
+            data = json.dumps(without_times(json.loads(data)), sort_keys=True).encode()
+        found[name] = hashlib.sha256(data).hexdigest()
+    return found
 
 
 def raw_manifest(output_dir: Path) -> dict:

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from pipelines.config import AnnotationConfig
+from pipelines.config import AnnotationConfig, RecordConfig
+from pipelines.plan import ScannedInputs
 from pipelines.plan.annotated import (
     AnnotationPlan,
     annotate,
@@ -20,7 +21,7 @@ from transforms.audio import annotations as ann
 from transforms.audio.annotation_stats import merge_summaries
 from transforms.audio.wav import WavInfo
 from transforms.audio.windows import WindowConfig
-from transforms.spec.types import FileEvents, InputFile
+from transforms.spec.types import FileEvents, InputFile, Sharding
 
 RATE = WIN = 8000
 
@@ -37,7 +38,7 @@ def plan_annotations(
     """The launcher's plan of (path, frames, rate, channels) 16-bit files: the tables matched
     (`match_tables`, as the listing does), then `annotate` once the headers are known."""
     matched = match_tables([p for p, *_ in files], events, table_errors, config=config)
-    inputs = [
+    inputs = tuple(
         InputFile(
             index=i,
             path=path,
@@ -46,18 +47,28 @@ def plan_annotations(
             annotation=FileEvents(matched.events[path]) if path in matched.events else None,
         )
         for i, (path, frames, rate, channels) in enumerate(files)
-    ]
-    _, plan = annotate(
-        inputs,
-        classes=matched.classes,
-        table_errors=matched.errors,
-        config=config,
-        window=window,
-        split_channels=split_channels,
-        sample_rate=None,
-        fixed_classes=None,
-        split_base="",
     )
+    rule = config.rule
+    run = RecordConfig(
+        input_pattern="/d/*.wav",
+        output_dir="/out",
+        features="none",
+        win_len=window.win_len,
+        hop_len=window.hop_len,
+        annotations=config.pattern,
+        drop_background=rule.drop_background,
+        channel_mode="split" if split_channels else "first",
+    )
+    listed = ScannedInputs(
+        output_dir="/out",
+        inputs=inputs,
+        classes=matched.classes,
+        sharding=Sharding(),
+        signal_dtype="int16",
+        max_events=1,
+        table_errors=matched.errors,
+    )
+    _, plan = annotate(inputs, config=run, listed=listed)
     return plan
 
 
