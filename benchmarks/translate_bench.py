@@ -258,6 +258,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--annotations", action="store_true", help="time an annotated run too")
     parser.add_argument("--gcs", action="store_true", help="inputs and outputs on the emulator")
     parser.add_argument("--latency_ms", type=float, default=40, help="a request's delay (--gcs)")
+    parser.add_argument(
+        "--page", type=int, default=1000, help="objects a gs:// listing page holds, as GCS (--gcs)"
+    )
     args = parser.parse_args(argv)
     root = Path(args.dir)
     default = "1024,10240" if args.gcs else "1024,102400"

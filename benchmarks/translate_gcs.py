@@ -44,15 +44,21 @@ from benchmarks.table import num, table
 from benchmarks.translate_bench import _timed, annotation_table, append_corpus, corpus
 
 UPLOAD_THREADS = 4
+GCS_PAGE = 1000  # the most objects a GCS listing's page holds (objects.list maxResults)
 LAUNCHERS = ("match", "fresh", "resume", "append match", "append", "annotated")
 
 
 class RequestLog:
     """Every request the emulator's two fronts pass on, as (front, kind): the test suite's
     fronts (`BatchShim.forward` / `.batch`, `_RequestFixer._request`) wrapped in this process
-    while `logging` is entered. A JSON-API batch is one request, its sub-requests named in it."""
+    while `logging` is entered. A JSON-API batch is one request, its sub-requests named in it.
 
-    def __init__(self) -> None:
+    The wrappers also hold an object listing's page to `page` objects as GCS does (its
+    ``maxResults``, at most 1,000, is the default): fake-gcs-server answers a listing without
+    ``maxResults`` in one page, however many objects match (0: leave it so)."""
+
+    def __init__(self, page: int = GCS_PAGE) -> None:
+        self.page = page
         self.entries: list[tuple[str, str]] = []
         self._lock = threading.Lock()
         self._in_batch = threading.local()
@@ -65,6 +71,15 @@ class RequestLog:
         with self._lock:
             return collections.Counter(self.entries[start:])
 
+    def paged(self, method: str, target: str) -> str:
+        """`target`, an object listing's with its page held to `page` objects."""
+        url = urllib.parse.urlsplit(target)
+        if not self.page or method != "GET" or not re.fullmatch(r"/storage/v1/b/[^/]+/o", url.path):
+            return target
+        query = dict(urllib.parse.parse_qsl(url.query, keep_blank_values=True))
+        query["maxResults"] = str(min(int(query.get("maxResults") or self.page), self.page))
+        return url._replace(query=urllib.parse.urlencode(query)).geturl()
+
     @contextlib.contextmanager
     def logging(self) -> Iterator[RequestLog]:
         from tests.support import gcs_server, tls_proxy
@@ -73,6 +88,7 @@ class RequestLog:
         forward, batch, request = shim.forward, shim.batch, fixer._request
 
         def logged_forward(self, method, path, headers, body):
+            path = log.paged(method, path)
             subs = getattr(log._in_batch, "subs", None)
             if subs is None:
                 log.add("beam", method, path)
@@ -89,8 +105,11 @@ class RequestLog:
                 log.add("beam", "POST", f"/batch/storage/v1 [{', '.join(sorted(subs))}]")
 
         def logged_request(self, head, out, replies):
-            method, target = head.split(b"\r\n", 1)[0].decode("latin-1").split()[:2]
+            line, rest = head.split(b"\r\n", 1)
+            method, target, version = line.decode("latin-1").split()[:3]
+            target = log.paged(method, target)
             log.add("tf", method, target)
+            head = f"{method} {target} {version}".encode("latin-1") + b"\r\n" + rest
             return request(self, head, out, replies)
 
         shim.forward, shim.batch, fixer._request = logged_forward, logged_batch, logged_request
@@ -201,7 +220,7 @@ def run(args, root: Path, sizes: list[int]) -> None:
     latency_s = args.latency_ms / 1000
     work = root / "translate-gcs-work"
     results: dict[int, dict[str, list[dict]]] = {}
-    log = RequestLog()
+    log = RequestLog(args.page)
     with (
         tempfile.TemporaryDirectory(prefix="translate-gcs-") as tls,
         running_gcs_server(Path(tls)) as gcs,
@@ -247,7 +266,7 @@ def run(args, root: Path, sizes: list[int]) -> None:
             }
             print(f"{n:,} clips: {medians}", flush=True)
     load = " ".join(open("/proc/loadavg").read().split()[:3])
-    report(results, sizes, args.latency_ms)
+    report(results, sizes, args.latency_ms, args.page)
     print(f"\nhost: load average {load} after")
     kinds = {
         f"{n} {name} {r}": sorted([*key, count] for key, count in g["kinds"].items())
@@ -260,7 +279,9 @@ def run(args, root: Path, sizes: list[int]) -> None:
     print(f"every launcher's requests (front, kind, count): {logged}")
 
 
-def report(results: dict[int, dict[str, list[dict]]], sizes: list[int], latency_ms: float) -> None:
+def report(
+    results: dict[int, dict[str, list[dict]]], sizes: list[int], latency_ms: float, page: int
+) -> None:
     """The tables: seconds and requests per size and launcher, the growth, the request counts'
     sameness across sizes and the kinds of request that differ."""
     rows = []
@@ -279,8 +300,9 @@ def report(results: dict[int, dict[str, list[dict]]], sizes: list[int], latency_
                 ]
             )
     print(
-        f"\ngs:// on the emulator, {latency_ms:g} ms a request (match: the best of 3 matches in "
-        "its child, its requests those of the 3)\n"
+        f"\ngs:// on the emulator, {latency_ms:g} ms a request, a listing's page "
+        f"{page or 'unbounded'} objects (match: the best of 3 matches in its child, its requests "
+        "those of the 3)\n"
     )
     header = ["clips", "launcher", "median s", "each repeat s", "Beam requests", "TF requests"]
     print(table(header, rows, align="lllrrr"))
@@ -304,13 +326,26 @@ def report(results: dict[int, dict[str, list[dict]]], sizes: list[int], latency_
         )
     )
     print()
+    pages = {}  # one listing's requests at each size: the match child's, of 3 matches
     for name in (k for k in LAUNCHERS if k in results[small]):
         counts = {n: sorted({(g["beam"], g["tf"]) for g in results[n][name]}) for n in sizes}
         shown = "; ".join(
             f"{n:,}: " + " | ".join(f"Beam {b}, TF {t}" for b, t in counts[n]) for n in sizes
         )
         flat = {c for n in sizes for c in counts[n]}
-        same.append(f"- {name}: {'the same' if len(flat) == 1 else 'NOT the same'} ({shown})")
+        grew = [counts[large][0][i] - counts[small][0][i] for i in (0, 1)]
+        if "match" in name:
+            pages[name] = grew[0] / 3
+        listing = pages["append match" if name == "append" else "match"]
+        verdict = (
+            "the same"
+            if len(flat) == 1
+            else (
+                f"NOT the same: Beam {grew[0]:+d}, TF {grew[1]:+d}; a listing of its pattern "
+                f"{listing:+g} (the match child's growth / 3)"
+            )
+        )
+        same.append(f"- {name}: {verdict} ({shown})")
         if len(flat) > 1:
             a, b = results[small][name][0]["kinds"], results[large][name][0]["kinds"]
             for key in sorted(set(a) | set(b)):
