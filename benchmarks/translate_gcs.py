@@ -6,10 +6,11 @@ Each size's corpus (`translate_bench.corpus`: ``gs://t<N>/clips/<class>/``, its 
 under ``gs://a<N>/clips/``, the dataset recorded locally from them under ``gs://a<N>/dataset``,
 its tables naming the local paths: the launcher does not read them) are uploaded to the emulator
 (`tests.support.gcs_server`, fake-gcs-server in memory) in parallel threads, untimed. Then every
-request both clients send waits ``--latency_ms`` at the emulator's fronts, and each launcher runs
-in a fresh process with `GcsServer.env` (the unfinished run's marker and fingerprint written to
-its ``gs://out/...`` output first, without latency): timed end to end, and the requests each
-front passed on during it counted (Beam's client: google-cloud-storage; TensorFlow's: its own
+request both clients send waits ``--latency_ms`` at the emulator's fronts (a listing paged by
+``--page`` objects, as GCS pages it: `RequestLog`), and each launcher runs in a fresh process
+with `GcsServer.env` (the unfinished run's marker and fingerprint written to its
+``gs://out/...`` output first, without latency): timed end to end, and the requests each front
+passed on during it counted (Beam's client: google-cloud-storage; TensorFlow's: its own
 GCS file system; one child at a time). The job description and its staging stay on the local
 disk, as in the test suite's request-count tests. Between repeats every object a translation
 left (the outputs, the append's ``appends/``) is deleted through the emulator's JSON API.
@@ -19,8 +20,7 @@ other names that differ between sizes and runs folded), kept per child and writt
 ``<--dir>/translate-gcs-requests.json``; where a launcher's requests differ between the smallest
 and the largest size, the kinds that differ are printed.
 
-Sizes 1,024 and 10,240, not 102,400: fake-gcs-server's memory backend takes ~10 ms an upload and
-did not finish preloading 10^5 clips in 9 CPU-minutes.
+Sizes 1,024 and 10,240, not 102,400: fake-gcs-server's uploads slow with every object it holds.
 """
 
 from __future__ import annotations
