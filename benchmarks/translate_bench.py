@@ -5,6 +5,7 @@ with the files?
     python -m benchmarks translate --sizes 1024,10240 --repeats 2
     python -m benchmarks translate --append                # + 1,000 clips appended to each size
     python -m benchmarks translate --annotations           # + an --annotations run, one table
+    python -m benchmarks translate --gcs --append --annotations  # gs:// on the GCS emulator
 
 The record job translated for Dataflow offline (``--template_location``, ``--dataflow_endpoint``
 pointing nowhere, ``--no_auth``: nothing submitted, the job description written), each a whole
@@ -25,6 +26,10 @@ dataset recorded by a real record run (DirectRunner; long at 10^5), then the new
 With ``--annotations``: a fresh ``--annotations`` run planned in the job, its one CSV table
 naming every clip (an event of 0.1 s each, labelled by its folder): the launcher reads the table
 and matches its rows to the listing, the job reads the headers and fixes the windows.
+
+With ``--gcs`` (`benchmarks/translate_gcs.py`): the same launchers with their inputs, outputs
+and table in ``gs://`` on the test suite's GCS emulator, every request delayed ``--latency_ms``,
+and the requests each of the two clients sent during each launcher counted.
 
 Corpora: `--sizes` 0.25-s 16-kHz 16-bit clips in 10 class folders under ``--dir``
 (``translate-<N>/clips/<class>/``), made on first use as plain PCM WAV bytes (the launcher reads
@@ -128,8 +133,10 @@ def dataflow_args(work: Path) -> list[str]:
     ]  # fmt: skip
 
 
-def child(mode: str, pattern: str, work: Path) -> None:
-    """One launcher step in this process (`MODES`); prints its JSON line."""
+def child(mode: str, pattern: str, work: Path, out: str = "", table: str = "") -> None:
+    """One launcher step in this process (`MODES`); prints its JSON line. `out` (and `table`):
+    the output directory (the dataset appended to, the annotation table) elsewhere than under
+    `work`, which then holds only the job description and its staging (``--gcs``)."""
     if mode == "match":
         from apache_beam.io.filesystems import FileSystems
 
@@ -145,19 +152,21 @@ def child(mode: str, pattern: str, work: Path) -> None:
     from pipelines import job, record
     from pipelines.config import RecordConfig
 
-    argv = ["--input_pattern", pattern, "--output_dir", str(work / "out"), *RECORD_ARGS]
+    argv = ["--input_pattern", pattern, "--output_dir", out or str(work / "out"), *RECORD_ARGS]
     argv += dataflow_args(work)
     if mode == "append":  # `work`: the dataset appended to; its job description beside it
-        argv = ["--input_pattern", pattern, "--output_dir", str(work), *RECORD_ARGS, "--append"]
-        argv += dataflow_args(work.parent / "append-work")
+        dataset, described = (out, work) if out else (str(work), work.parent / "append-work")
+        argv = ["--input_pattern", pattern, "--output_dir", dataset, *RECORD_ARGS, "--append"]
+        argv += dataflow_args(described)
         config = RecordConfig.from_namespace(PipelineOptions(argv).view_as(record.RecordOptions))
         result = job.run_job(config, beam_argv=argv, plan_in_job=True)
         print(json.dumps({"code": 0, "translated": result.translated}))
         return
     if mode == "annotated":  # `work`: the table's path beside the output's
-        table, out = work / "events.csv", work / "annotated"
-        argv = ["--input_pattern", pattern, "--output_dir", str(out), *ANNOTATED_ARGS]
-        argv += ["--annotations", str(table), *dataflow_args(work / "annotated-work")]
+        table, out = table or str(work / "events.csv"), out or str(work / "annotated")
+        described = work if "://" in out else work / "annotated-work"
+        argv = ["--input_pattern", pattern, "--output_dir", out, *ANNOTATED_ARGS]
+        argv += ["--annotations", table, *dataflow_args(described)]
         config = RecordConfig.from_namespace(PipelineOptions(argv).view_as(record.RecordOptions))
         result = job.run_job(config, beam_argv=argv, plan_in_job=True)
         print(json.dumps({"code": 0, "translated": result.translated}))
@@ -183,18 +192,27 @@ def child(mode: str, pattern: str, work: Path) -> None:
     cut = {"cpu_count": os.cpu_count() or 1, "single_task": False}
     stored = job.job_fingerprint(json.loads(json.dumps(config.params())), listed, cut=cut)
     out = listed.output_dir
-    os.makedirs(f"{out}/.tmp", exist_ok=True)  # a local output: its directories
+    if "://" not in out:
+        os.makedirs(f"{out}/.tmp", exist_ok=True)  # a local output: its directories
     atomic.write_atomically(f"{out}/{RUN_MARKER}", [b"an audiorecords run writes here\n"])
     atomic.write_atomically(f"{out}/{fp.FINGERPRINT_FILE}", fp.json_pieces(stored))
     print(json.dumps({"files": len(listed.inputs)}))
 
 
-def _timed(mode: str, pattern: str, work: Path) -> tuple[float, dict]:
-    """`child(mode, ...)` in a fresh process: (wall seconds, its JSON line)."""
+def _timed(
+    mode: str, pattern: str, work: Path, *where: str, env: dict[str, str] | None = None
+) -> tuple[float, dict]:
+    """`child(mode, pattern, work, *where)` in a fresh process (`env` added to its environment):
+    (wall seconds, its JSON line)."""
     command = [sys.executable, "-m", "benchmarks.translate_bench", mode, pattern, str(work)]
     start = time.monotonic()
     done = subprocess.run(
-        command, cwd=ROOT, env={**os.environ, **QUIET}, capture_output=True, text=True, check=False
+        [*command, *where],
+        cwd=ROOT,
+        env={**os.environ, **(env or {}), **QUIET},
+        capture_output=True,
+        text=True,
+        check=False,
     )
     seconds = time.monotonic() - start
     if done.returncode:
@@ -229,16 +247,29 @@ def _annotated(root: Path, n: int, work: Path, runs: dict[str, list[float]]) -> 
 
 def main(argv: list[str] | None = None) -> None:
     if argv and argv[0] in MODES:  # a child process
-        child(argv[0], argv[1], Path(argv[2]))
+        child(argv[0], argv[1], Path(argv[2]), *argv[3:])
         return
     parser = options.common(options.parser(__doc__), repeats=3, json=False)
-    parser.add_argument("--sizes", default="1024,102400", help="comma list of clip counts")
+    parser.add_argument(
+        "--sizes", default=None, help="comma list of clip counts (1024,102400; --gcs: 1024,10240)"
+    )
     parser.add_argument("--append", action="store_true", help="time --append too")
     parser.add_argument("--new", type=int, default=1000, help="clips appended (--append)")
     parser.add_argument("--annotations", action="store_true", help="time an annotated run too")
+    parser.add_argument("--gcs", action="store_true", help="inputs and outputs on the emulator")
+    parser.add_argument("--latency_ms", type=float, default=40, help="a request's delay (--gcs)")
+    parser.add_argument(
+        "--page", type=int, default=1000, help="objects a gs:// listing page holds, as GCS (--gcs)"
+    )
     args = parser.parse_args(argv)
     root = Path(args.dir)
-    sizes = sorted(int(s) for s in args.sizes.split(","))
+    default = "1024,10240" if args.gcs else "1024,102400"
+    sizes = sorted(int(s) for s in (args.sizes or default).split(","))
+    if args.gcs:
+        from benchmarks import translate_gcs
+
+        translate_gcs.run(args, root, sizes)
+        return
     rows, seconds = [], {}
     for n in sizes:
         pattern = corpus(root, n)
