@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import dataclasses
 import hashlib
 import itertools
 import json
@@ -47,6 +46,8 @@ READ_VERSIONS = (1, 2)  # the record versions `first_difference` compares with t
 _CHUNK = 4096  # list items encoded at a time (`plan_digest`, `json_pieces`)
 _INPUT = attrgetter("index", "path", "label", "split", "error")  # a file in the plan digest
 _ANNOTATION = attrgetter("annotation")
+# an annotation table's event (transforms.audio.annotations.Event), every field
+_EVENT = attrgetter("audio", "start_s", "end_s", "label", "channel", "source", "line", "by_stem")
 _CELL = ("label", "split", "error")  # a file's fields `_files_digest` takes as values
 _SEGMENT = attrgetter("file.index", "row_start", "row_stop", "split_rank")  # a task's segment
 
@@ -232,8 +233,7 @@ def annotation_digest(annotation: Any) -> str:
     each."""
     h = hashlib.sha256()
     if isinstance(annotation, FileEvents):
-        rows = [dataclasses.astuple(e) for e in annotation.events]
-        h.update(json.dumps(rows, separators=(",", ":"), default=str).encode())
+        h.update(_json(list(map(_EVENT, annotation.events))).encode())
         return h.hexdigest()
     for name in ("starts", "labels", "events", "num_events"):
         array = np.ascontiguousarray(getattr(annotation, name))
@@ -323,8 +323,8 @@ def _files_digest(files: Sequence[Any]) -> str:
     distinct = {cell: n for n, cell in enumerate(dict.fromkeys(cells))}
     codes = np.fromiter(map(distinct.__getitem__, cells), dtype="<i8", count=len(cells))
     annotated = (
-        [  # (none in a listing: a C loop finds none)
-            (f.index, annotation_digest(f.annotation)) for f in files if f.annotation is not None
+        [  # (none in a listing without --annotations: a C loop finds none)
+            (f.index, _annotation_entry(f.annotation)) for f in files if f.annotation is not None
         ]
         if any(map(_ANNOTATION, files))
         else []
@@ -334,6 +334,15 @@ def _files_digest(files: Sequence[Any]) -> str:
         h.update(column.tobytes())
     h.update("".join(paths).encode(errors="surrogatepass"))  # cut by `lengths`
     return h.hexdigest()
+
+
+def _annotation_entry(annotation: Any) -> Any:
+    """A file's annotation in `_files_digest`: a listed file's matched rows (`FileEvents`) as
+    they are (each event's fields: one text for every file, no digest a file), else its
+    `annotation_digest`."""
+    if isinstance(annotation, FileEvents):
+        return list(map(_EVENT, annotation.events))
+    return annotation_digest(annotation)
 
 
 def _derived_pieces(plan: Any, *, headers: bool = True) -> Iterator[str]:

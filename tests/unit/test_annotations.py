@@ -4,6 +4,8 @@ The window label rule is in test_annotation_windows.py."""
 
 from __future__ import annotations
 
+import numpy as np
+
 from tests.support.annotation_tables import RATE, generated_events, read_all_formats
 from transforms.audio import annotations as ann
 
@@ -130,3 +132,51 @@ def test_csv_header_aliases_and_channels():
 def test_table_stem_names():
     names = ["a/rec.Table.1.selections.txt", "rec.selections.txt", "rec.txt", "b\\rec.csv"]
     assert {ann.table_stem(n) for n in names} == {"rec"}
+
+
+def _match_by_every_suffix(events, paths):
+    """The rule as `match_events` states it, the plain way: a dict of every trailing part of
+    every path, each event's longest trailing part looked up first."""
+    by_suffix: dict[str, list[str]] = {}
+    for path in paths:
+        parts = [p for p in path.replace("\\", "/").split("/") if p]
+        for i in range(len(parts)):
+            by_suffix.setdefault("/".join(parts[i:]), []).append(path)
+    found = {}
+    for event in events:
+        parts = [p for p in event.audio.replace("\\", "/").split("/") if p]
+        keys = ("/".join(parts[i:]) for i in range(len(parts)))
+        found[event.line] = next((by_suffix[k] for k in keys if k in by_suffix), [])
+    return found
+
+
+def test_trailing_part_matching_is_the_longest_suffix_rule_on_random_trees():
+    """Random trees of few names (many shared file names and folders, Windows separators in the
+    tables): every event matches the paths the longest trailing part rule gives, or is the
+    same error (no file, or that many)."""
+    rng = np.random.default_rng(11)
+    names = ["a", "b", "c", "x.wav", "y.wav"]
+    for _ in range(40):
+        paths = sorted(
+            {
+                "gs://bk/"
+                + "/".join(rng.choice(names[:3], rng.integers(0, 4)).tolist())
+                + "/"
+                + str(rng.choice(names[3:]))
+                for _ in range(rng.integers(1, 12))
+            }
+        )
+        events = []
+        for line in range(2, 30):
+            depth = int(rng.integers(1, 5))
+            parts = [*rng.choice(names[:3], depth - 1).tolist(), str(rng.choice(names[3:]))]
+            sep = "\\" if rng.random() < 0.3 else "/"
+            events.append(ann.Event(sep.join(parts), 0, 1, "t", source="t", line=line))
+        want = _match_by_every_suffix(events, paths)
+        matched, errors = ann.match_events(events, paths)
+        got = {e.line: [p] for p, evs in matched.items() for e in evs}
+        for error in errors:
+            count = error.reason.rsplit("matches ", 1)[1]
+            got[error.line] = [] if count == "no input file" else want[error.line]
+            assert count == "no input file" or count.startswith(f"{len(want[error.line])} ")
+        assert got == want

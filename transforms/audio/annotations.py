@@ -257,13 +257,12 @@ def match_events(
     Returns:
       ({input path: its events in table order}, errors).
     """
-    by_suffix: dict[str, list[str]] = {}
+    by_name: dict[str, list[str]] = {}  # file name -> the paths ending in it
     by_stem: dict[str, list[str]] = {}
     for path in paths:
-        parts = _parts(path)
-        for i in range(len(parts)):
-            by_suffix.setdefault("/".join(parts[i:]), []).append(path)
-        by_stem.setdefault(parts[-1].rsplit(".", 1)[0], []).append(path)
+        name = _name(path)
+        by_name.setdefault(name, []).append(path)
+        by_stem.setdefault(name.rsplit(".", 1)[0], []).append(path)
     matched: dict[str, list[Event]] = {}
     errors = []
     for event in events:
@@ -271,8 +270,7 @@ def match_events(
             found = by_stem.get(event.audio, [])
         else:
             parts = _parts(event.audio)
-            keys = ("/".join(parts[i:]) for i in range(len(parts)))
-            found = next((by_suffix[k] for k in keys if k in by_suffix), [])
+            found = _longest_suffix(parts, by_name.get(parts[-1], ())) if parts else []
         if len(found) == 1:
             matched.setdefault(found[0], []).append(event)
             continue
@@ -373,3 +371,20 @@ def _checked(event: Event) -> Event:
 
 def _parts(path: str) -> list[str]:
     return [p for p in path.replace("\\", "/").split("/") if p]
+
+
+def _name(path: str) -> str:
+    """The last part of `path` (`_parts(path)[-1]`)."""
+    return path.replace("\\", "/").rstrip("/").rsplit("/", 1)[-1]
+
+
+def _longest_suffix(parts: list[str], candidates: Sequence[str]) -> list[str]:
+    """The `candidates` (paths of the same file name) that end with the longest trailing part
+    of `parts` any of them ends with; [] if none."""
+    held = [(path, _parts(path)) for path in candidates]
+    for i in range(len(parts)):
+        key, n = parts[i:], len(parts) - i
+        found = [path for path, have in held if have[-n:] == key]
+        if found:
+            return found
+    return []
