@@ -58,7 +58,7 @@ _CSV_NAMES = {
 _SAMPLE_TOLERANCE = 0.5  # an event may end half a sample past the last frame (rounding)
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, slots=True)
 class Event:
     """One annotated event.
 
@@ -82,6 +82,10 @@ class Event:
     source: str = ""
     line: int = 0
     by_stem: bool = False
+
+    def __reduce__(self) -> tuple:
+        """Pickled as its field values (a run planned in the job ships every matched row)."""
+        return type(self), tuple(getattr(self, name) for name in self.__slots__)
 
 
 @dataclasses.dataclass(frozen=True)

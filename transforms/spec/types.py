@@ -59,7 +59,13 @@ class FileAnnotation:
         return len(self.classes)
 
 
-@dataclasses.dataclass(frozen=True)
+def _reduce_to_values(self: object) -> tuple:
+    """Pickles a slotted dataclass as its class and field values, in order: compact and fast
+    for the types planning makes one of per file (the read tasks ship them to the workers)."""
+    return type(self), tuple(getattr(self, name) for name in self.__slots__)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class FileEvents:
     """A listed file's annotation table rows, before its header is read: what the launcher's
     match of the tables gives it (`pipelines.plan.annotated.match_tables`), turned into its
@@ -67,11 +73,7 @@ class FileEvents:
 
     events: tuple[Any, ...]  # transforms.audio.annotations.Event, in table order
 
-
-def _reduce_to_values(self: object) -> tuple:
-    """Pickles a slotted dataclass as its class and field values, in order: compact and fast
-    for the types planning makes one of per file (the read tasks ship them to the workers)."""
-    return type(self), tuple(getattr(self, name) for name in self.__slots__)
+    __reduce__ = _reduce_to_values
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
