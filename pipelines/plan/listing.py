@@ -219,7 +219,8 @@ _ERROR = operator.attrgetter("error")
 
 def read_headers(config: RecordConfig, listed: ScannedInputs) -> ScannedInputs:
     """`listed` (`list_inputs`) with every file's header read and the signal dtype resolved;
-    checks the output directory and reads the annotation tables.
+    checks the output directory and, with ``--annotations``, fixes each file's windows from its
+    matched rows (`annotated.annotate`).
 
     Raises:
       UsageError: no dtype for every file, a bad file or a bad table row with ``--strict``, an
