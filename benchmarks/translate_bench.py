@@ -296,22 +296,25 @@ def main(argv: list[str] | None = None) -> None:
             rows.append([f"{n:,}", kind, num(seconds[n][kind]), shown])
         print(f"{n:,} clips: {seconds[n]}", flush=True)
     print(table(["clips", "launcher", "median s", "each repeat s"], rows, align="lllr"))
-    small, large = sizes[0], sizes[-1]
-    growth = []
     kinds = ["fresh", "resume", *(["append"] if args.append else [])]
-    for kind in kinds + (["annotated"] if args.annotations else []):
+    print()
+    print(growth_table(seconds, kinds + (["annotated"] if args.annotations else [])))
+
+
+def growth_table(seconds: dict[int, dict[str, float]], kinds: list[str]) -> str:
+    """Each launcher's growth from the smallest size to the largest against the target (<= 1.2x
+    its listing's growth + 2 s), as a table; `seconds`: {size: {launcher: median seconds}}, the
+    listings under ``match`` (an append's pattern: ``append match``)."""
+    small, large = min(seconds), max(seconds)
+    growth = []
+    for kind in kinds:
         matched = "append match" if kind == "append" else "match"  # the listing of its pattern
         listing = seconds[large][matched] - seconds[small][matched]
         grew = seconds[large][kind] - seconds[small][kind]
         bound = 1.2 * listing + 2.0
         growth.append([kind, num(grew), num(listing), num(bound), "yes" if grew <= bound else "no"])
-    print()
-    print(
-        table(
-            [f"{small:,} -> {large:,} clips", "growth s", "listing growth s", "bound s", "met"],
-            growth,
-        )
-    )
+    header = [f"{small:,} -> {large:,} clips", "growth s", "listing growth s", "bound s", "met"]
+    return table(header, growth)
 
 
 if __name__ == "__main__":

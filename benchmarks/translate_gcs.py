@@ -41,7 +41,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from benchmarks.table import num, table
-from benchmarks.translate_bench import _timed, annotation_table, append_corpus, corpus
+from benchmarks.translate_bench import (
+    _timed,
+    annotation_table,
+    append_corpus,
+    corpus,
+    growth_table,
+)
 
 UPLOAD_THREADS = 4
 GCS_PAGE = 1000  # the most objects a GCS listing's page holds (objects.list maxResults)
@@ -311,20 +317,9 @@ def report(
         n: {k: statistics.median(g["seconds"] for g in v) for k, v in results[n].items()}
         for n in sizes
     }
-    growth, same = [], []
-    for name in (k for k in LAUNCHERS if k in results[small] and "match" not in k):
-        matched = "append match" if name == "append" else "match"
-        listing = med[large][matched] - med[small][matched]
-        grew = med[large][name] - med[small][name]
-        bound = 1.2 * listing + 2.0
-        growth.append([name, num(grew), num(listing), num(bound), "yes" if grew <= bound else "no"])
+    same = []
     print()
-    print(
-        table(
-            [f"{small:,} -> {large:,} clips", "growth s", "listing growth s", "bound s", "met"],
-            growth,
-        )
-    )
+    print(growth_table(med, [k for k in LAUNCHERS if k in results[small] and "match" not in k]))
     print()
     pages = {}  # one listing's requests at each size: the match child's, of 3 matches
     for name in (k for k in LAUNCHERS if k in results[small]):
