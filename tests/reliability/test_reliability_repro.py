@@ -20,13 +20,28 @@ from tests.support.reliability import (
 pytestmark = pytest.mark.slow
 
 
-def test_two_worker_processes_write_the_one_worker_bytes(tmp_path, reliability_reference):
-    pattern, labels, reference = reliability_reference
-    out = tmp_path / "two workers"
-    multi = ("--direct_running_mode", "multi_processing", "--direct_num_workers", "2")
-    record.run(record_args(pattern, labels, out, *multi))
-    assert_same_dataset(out, reference)
-    manifest = manifest_without_time(out)
+MULTI = ("--direct_running_mode", "multi_processing", "--direct_num_workers", "2")
+
+
+@pytest.fixture(scope="module")
+def one_and_two_workers(tmp_path_factory, reliability_reference) -> tuple[Path, Path]:
+    """The reference command recorded by one process, then by two worker processes into the
+    same directory (the graphs name it): (the one-process copy, the two-process output)."""
+    pattern, labels, _ = reliability_reference
+    root = tmp_path_factory.mktemp("repro")
+    out, one = root / "out", root / "one"
+    record.run(record_args(pattern, labels, out))
+    out.rename(one)
+    record.run(record_args(pattern, labels, out, *MULTI))
+    return one, out
+
+
+def test_two_worker_processes_write_the_one_worker_bytes(
+    one_and_two_workers, reliability_reference
+):
+    _, two = one_and_two_workers
+    assert_same_dataset(two, reliability_reference[2])
+    manifest = manifest_without_time(two)
     assert manifest["num_examples"] == 32 and manifest["num_files"] == 8
     assert manifest["params"]["num_shards"] == 3
 
@@ -91,21 +106,14 @@ def _fingerprint(saved_model: Path) -> dict:
     }
 
 
-def test_saved_models_are_the_same_programs_from_one_or_two_worker_processes(
-    tmp_path, reliability_reference
-):
+def test_saved_models_are_the_same_programs_from_one_or_two_worker_processes(one_and_two_workers):
     """Guarantee 5's SavedModels: transform_fn/ and feature_fn/ recorded into the same
     directory by one process and by two worker processes hold the same program (TensorFlow's
     fingerprint hashes of the graph with its function names regularised, the signatures, the
     object graph and the variables) and the same variables and assets; only saved_model.pb's
     bytes may differ (``saved_model_checksum``): TensorFlow names each traced function with a
     counter of its process, and a worker traces after whatever it ran before."""
-    pattern, labels, _ = reliability_reference
-    out, one = tmp_path / "out", tmp_path / "one"
-    record.run(record_args(pattern, labels, out))
-    out.rename(one)  # the graph names the output directory: both runs write the same one
-    multi = ("--direct_running_mode", "multi_processing", "--direct_num_workers", "2")
-    record.run(record_args(pattern, labels, out, *multi))
+    one, out = one_and_two_workers  # recorded into the same directory: the graph names it
     assert_same_dataset(out, one)
     for model in ("transform_fn", "feature_fn"):
         got, want = _fingerprint(out / model), _fingerprint(one / model)

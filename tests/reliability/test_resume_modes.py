@@ -331,19 +331,19 @@ def test_flink_job_cancelled_after_a_commit_resumes_byte_identical(
     """On the session cluster the kill hits the Flink job, not a TaskManager: it is cancelled
     through Flink's REST API while held (every TaskManager stays up); the launcher, told its job
     was cancelled, exits and its job server is stopped. The resume is a new Flink job on the
-    same cluster, its workers from the same pool, which serves both TaskManagers: their workers
-    share ids, and a stop from one must not kill the other's (`runners.worker_pool`). So each
-    stage gets fresh workers, without `clusters.KEEP_WORKERS`: with the workers kept for the job,
-    no stop reaches the pool while the other TaskManager's worker of that id runs, and a pool
-    that kills it (Beam's) passes this test. The reference is the in-memory DirectRunner's (two
-    workers: the same read tasks; a third Flink job would cost minutes more):
-    tests/engines/test_engines.py shows that Flink records the DirectRunner's bytes."""
+    same cluster, its workers from the same pool (one a TaskManager, kept for the job:
+    `clusters.KEEP_WORKERS`). That the pool's workers of one id, one a TaskManager, never stop
+    each other is tested on the pool itself (tests/engines/test_worker_pool.py): with the
+    workers kept for the job no stop reaches the pool while the other TaskManager's worker of
+    that id runs, so this test would pass with Beam's pool. The reference is the in-memory
+    DirectRunner's (two workers: the same read tasks; a third Flink job would cost minutes
+    more): tests/engines/test_engines.py shows that Flink records the DirectRunner's bytes."""
     pattern, want = resume_runs.pattern, resume_runs.reference(*IN_MEMORY)
     out, hold = tmp_path / "out", tmp_path / "hold"
     master = flink_cluster.master
     with _worker_pool(tmp_path) as pool:
         hold.mkdir()
-        argv = _args(pattern, out, *_flink(master, pool))
+        argv = _args(pattern, out, *_flink(master, pool), *clusters.KEEP_WORKERS)
         job = _launch(tmp_path, "killed", "tests.support.resume_hold", str(hold), *argv)
         try:
             _wait_for_hold(hold, lambda: job.proc.poll() is None)
@@ -363,7 +363,8 @@ def test_flink_job_cancelled_after_a_commit_resumes_byte_identical(
         assert not (out / "manifest.json").exists()
         assert all(tm.proc.poll() is None for tm in flink_cluster.taskmanagers)
 
-        result = record.run(_args(pattern, out, *_flink(master, pool), "--resume"))
+        resume = _args(pattern, out, *_flink(master, pool), *clusters.KEEP_WORKERS, "--resume")
+        result = record.run(resume)
     assert 0 < result.reused_windows < FILES * WINDOWS, result
     assert result.num_examples == FILES * WINDOWS
     assert_same_dataset(out, want)
