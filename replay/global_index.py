@@ -108,12 +108,14 @@ def _round_keys(key: Sequence[int], bits: int, rounds: int) -> list[int]:
 
 
 def _encrypt(value: np.ndarray, keys: Sequence[int], bits: int) -> np.ndarray:
-    """``simon_encrypt`` of each of `value` (uint64) with words of `bits` bits."""
-    mask = np.uint64((1 << bits) - 1)
-    w = np.uint64(bits)
+    """``simon_encrypt`` of each of `value` with words of `bits` bits: uint64, or uint32 where
+    ``2 * bits <= 32`` (the same numbers, half the memory traffic)."""
+    word = value.dtype.type
+    mask = word((1 << bits) - 1)
+    w = word(bits)
 
     def rotl(x: np.ndarray, r: int) -> np.ndarray:
-        return ((x << np.uint64(r)) | (x >> np.uint64(bits - r))) & mask
+        return ((x << word(r)) | (x >> word(bits - r))) & mask
 
     def f(x: np.ndarray) -> np.ndarray:
         return (rotl(x, 1) & rotl(x, 8)) ^ rotl(x, 2)
@@ -121,8 +123,8 @@ def _encrypt(value: np.ndarray, keys: Sequence[int], bits: int) -> np.ndarray:
     left = (value >> w) & mask
     right = value & mask
     for i in range(0, len(keys) - 1, 2):
-        left = left ^ f(right) ^ np.uint64(keys[i])
-        right = right ^ f(left) ^ np.uint64(keys[i + 1])
+        left = left ^ f(right) ^ word(keys[i])
+        right = right ^ f(left) ^ word(keys[i + 1])
     return (left << w) | right
 
 
@@ -139,12 +141,18 @@ def _op_shuffle(index: np.ndarray, key: Sequence[int], max_index: int, rounds: i
     if bits <= _TABLE_BITS and (max_index + 1) * 8 < 1 << bits:
         # a walk of ~2**bits / max_index steps: follow the cipher's cycles over its whole block
         # instead (`stop[y]`: the first value at most max_index from y on), by pointer doubling
-        domain = np.arange(1 << bits, dtype=np.uint64)
-        step = _encrypt(domain, keys, bits // 2)
-        stop = np.where(domain <= top, domain, step)
+        # on uint32 words and intp tables; it stops once every walk asked for has ended (a walk
+        # from an index in [0, max_index] ends at the latest back at it)
+        domain = np.arange(1 << bits, dtype=np.uint32)
+        step = _encrypt(domain, keys, bits // 2).astype(np.intp)
+        stop = np.where(domain <= max_index, domain.astype(np.intp), step)
+        want = step[index.astype(np.intp)]
         for _ in range(bits + 1):  # a cycle is at most 2**bits long
+            ended = stop[want]
+            if ended.size == 0 or ended.max() <= max_index:
+                break
             stop = stop[stop]
-        return stop[step[index]]
+        return stop[want].astype(np.uint64)
     out = _encrypt(index, keys, bits // 2)
     over = np.flatnonzero(out > top)
     while over.size:  # cycle-walking: encrypt again until the value is in range
