@@ -60,13 +60,13 @@ def test_a_pool_whose_workers_die_fails_the_launch_with_one_line(tmp_path, capsy
             *("--input_pattern", str(SAMPLE_DIR / "*.wav"), "--output_dir", str(out)),
             *("--runner", "PortableRunner", "--job_endpoint", "embed"),
             *("--environment_type", "EXTERNAL", "--environment_config", f"127.0.0.1:{port}"),
-            *("--worker_start_timeout_s", "20"),
+            *("--worker_start_timeout_s", "8"),
         )
     finally:
         pool.stop()
     assert line == (
         f"error: no SDK worker from the worker pool at 127.0.0.1:{port} (python -m "
-        "runners.worker_pool) connected within 20 s: its workers fail at start or cannot reach "
+        "runners.worker_pool) connected within 8 s: its workers fail at start or cannot reach "
         "this machine; see the pool's output (--worker_start_timeout_s 0 skips this check)"
     )
     assert "No module named 'apache_beam'" in pool.log.read_text()  # where the line points

@@ -26,10 +26,11 @@ MULTI = ("--direct_running_mode", "multi_processing", "--direct_num_workers", "2
 @pytest.fixture(scope="module")
 def one_and_two_workers(tmp_path_factory, reliability_reference) -> tuple[Path, Path]:
     """The reference command recorded by one process, then by two worker processes into the
-    same directory (the graphs name it): (the one-process copy, the two-process output)."""
+    same directory (the graphs name it; a space in its name, as in the reference's file
+    names): (the one-process copy, the two-process output)."""
     pattern, labels, _ = reliability_reference
     root = tmp_path_factory.mktemp("repro")
-    out, one = root / "out", root / "one"
+    out, one = root / "the output", root / "one process"
     record.run(record_args(pattern, labels, out))
     out.rename(one)
     record.run(record_args(pattern, labels, out, *MULTI))

@@ -331,11 +331,11 @@ def test_flink_job_cancelled_after_a_commit_resumes_byte_identical(
     """On the session cluster the kill hits the Flink job, not a TaskManager: it is cancelled
     through Flink's REST API while held (every TaskManager stays up); the launcher, told its job
     was cancelled, exits and its job server is stopped. The resume is a new Flink job on the
-    same cluster, its workers from the same pool (one a TaskManager, kept for the job:
-    `clusters.KEEP_WORKERS`). That the pool's workers of one id, one a TaskManager, never stop
-    each other is tested on the pool itself (tests/engines/test_worker_pool.py): with the
-    workers kept for the job no stop reaches the pool while the other TaskManager's worker of
-    that id runs, so this test would pass with Beam's pool. The reference is the in-memory
+    same cluster, its workers from the same pool (one per TaskManager, kept for the job:
+    `clusters.KEEP_WORKERS`). That two TaskManagers' workers of one id never stop each other is
+    tested on the pool itself (tests/engines/test_worker_pool.py): with the workers kept for the
+    job no stop reaches the pool while the other TaskManager's worker of that id runs, so this
+    test would also pass with Beam's pool. The reference is the in-memory
     DirectRunner's (two workers: the same read tasks; a third Flink job would cost minutes
     more): tests/engines/test_engines.py shows that Flink records the DirectRunner's bytes."""
     pattern, want = resume_runs.pattern, resume_runs.reference(*IN_MEMORY)
