@@ -33,6 +33,7 @@ import os
 import socket
 import struct
 import subprocess
+import sys
 import threading
 import urllib.parse
 import urllib.request
@@ -77,6 +78,17 @@ def fake_gcs_binary(cache_dir: Path = CACHE_DIR) -> Path:
     if done.returncode or not binary.exists():
         raise RuntimeError(f"go install {FAKE_GCS_MODULE} failed:\n{done.stderr[-3000:]}")
     return binary
+
+
+class _QuietServer(http.server.ThreadingHTTPServer):
+    """A threaded HTTP server that does not print a client gone mid-connection (a killed run's
+    keep-alive connection reset while its handler waits for the next request); any other error
+    is printed as the standard library does."""
+
+    def handle_error(self, request: object, client_address: tuple) -> None:
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            return
+        super().handle_error(request, client_address)
 
 
 class BatchShim:
@@ -132,7 +144,7 @@ class BatchShim:
 
         self.upstream = upstream
         self.faults = FaultPlan()
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server = _QuietServer(("127.0.0.1", 0), Handler)
         self.port = self.server.server_address[1]
         self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self._thread.start()
