@@ -6,12 +6,18 @@
   (`tests.support.reliability.reference_run`: nasty file names, a label CSV, 3 shards);
 - `resume_runs`: the ``--resume`` tests' corpus and its uninterrupted runs, one per set of
   runner options (`tests.support.reliability.ResumeRuns`), read-only.
+- `forker`: the commands a test runs as processes of their own (launchers it kills, a job
+  server's launcher), forked from one server per test process that imported Beam and TensorFlow
+  once (`tests.support.forked.Forker`, with the test process's environment).
 
 Each is recorded in process the first time a test asks for it; tests only read them (copy one
 first to change it).
 
 Also, for every run:
 
+- once every test module is imported (with Beam, TensorFlow and TFT), the objects that exist are
+  frozen out of the cyclic garbage collector (`gc.freeze`): a collection then traverses only what
+  the tests make, not the libraries' millions of long-lived objects.
 - hypothesis: no per-example deadline anywhere (work is bounded in bytes read and memory, never by
   the clock); with `CI=true` the "ci" profile derandomises every property test (a fixed seed per
   test, no example database), so a red CI run is reproduced by `CI=true python -m pytest -q ...`.
@@ -23,6 +29,7 @@ Also, for every run:
 
 from __future__ import annotations
 
+import gc
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -31,6 +38,7 @@ import pytest
 from hypothesis import settings
 
 from tests.support import reliability
+from tests.support.forked import Forker
 from tests.support.record_helpers import SAMPLE_DIR, record
 
 # The README's "Quick start" record command, as arguments after --input_pattern/--output_dir.
@@ -41,6 +49,12 @@ IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 settings.register_profile("default", deadline=None)
 settings.register_profile("ci", deadline=None, derandomize=True, database=None, print_blob=True)
 settings.load_profile("ci" if IN_CI else "default")
+
+
+def pytest_collection_finish(session) -> None:
+    """The modules are loaded: what exists now is never garbage, so collections skip it."""
+    gc.collect()
+    gc.freeze()
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -54,6 +68,16 @@ def pytest_runtest_makereport(item, call):
         reason = reason.removeprefix("Skipped: ")
         report.outcome = "failed"
         report.longrepr = f"skipped under CI=true, where nothing may skip: {reason}"
+
+
+@pytest.fixture(scope="session")
+def forker() -> Iterator[Forker]:
+    """The fork server of this test process's environment, started in the repository's root."""
+    server = Forker(dict(os.environ), Path(__file__).resolve().parent.parent)
+    try:
+        yield server
+    finally:
+        server.close()
 
 
 @pytest.fixture(scope="session")

@@ -24,6 +24,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.forked import Forker
+
 ROOT = Path(__file__).resolve().parents[2]
 START_TIMEOUT_S = 120.0  # a JVM or a Python process on 2 busy cores, to listen on its port
 JM_HEAP = "-Xmx384m"
@@ -99,6 +101,17 @@ class Process:
                 stderr=subprocess.STDOUT,
                 start_new_session=True,  # its own process group, with the workers it starts
             )
+
+    @classmethod
+    def forked(
+        cls, name: str, forker: Forker, argv: list[str], log: Path, *, env: dict | None = None
+    ) -> Process:
+        """``python <argv>`` started by `forker` (`Forker.start`: in ROOT, in a process group of
+        its own, its output to `log`), `env` added for what it starts (a job server's)."""
+        process = cls.__new__(cls)
+        process.name, process.log = name, log
+        process.proc = forker.start(argv, stdout=log, env=env)
+        return process
 
     @property
     def pid(self) -> int:

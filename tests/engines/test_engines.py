@@ -15,7 +15,6 @@ separate SDK workers.
 from __future__ import annotations
 
 import json
-import sys
 import time
 import urllib.request
 from pathlib import Path
@@ -25,6 +24,7 @@ import pytest
 from runners import jobserver
 from tests.engines import clusters
 from tests.engines.conftest import ARGS
+from tests.support.forked import Forker
 from tests.support.record_helpers import SAMPLE_DIR
 from tests.support.reliability import assert_same_dataset
 
@@ -38,9 +38,10 @@ def _argv(out: Path) -> list[str]:
     return ["--input_pattern", str(SAMPLE_DIR / "*.wav"), "--output_dir", str(out), *ARGS]
 
 
-def _record(out: Path, log: Path, *engine: str) -> clusters.Process:
-    command = [sys.executable, "-m", "pipelines.record", *_argv(out), *engine]
-    return clusters.Process("record job", command, log, env=_local_engines(out.parent))
+def _record(forker: Forker, out: Path, log: Path, *engine: str) -> clusters.Process:
+    """The record command (forked: `forker`), with the environment of `_local_engines`."""
+    argv = ["-m", "pipelines.record", *_argv(out), *engine]
+    return clusters.Process.forked("record job", forker, argv, log, env=_local_engines(out.parent))
 
 
 def _local_engines(directory: Path) -> dict[str, str]:
@@ -71,15 +72,15 @@ def _flink(jar: Path, master: str) -> tuple[str, ...]:
     )  # fmt: skip
 
 
-def test_flink_embedded_gives_the_direct_runners_dataset(flink_jar, reference, tmp_path):
+def test_flink_embedded_gives_the_direct_runners_dataset(flink_jar, reference, forker, tmp_path):
     out, log = tmp_path / "out", tmp_path / "record.log"
-    text = _finish(_record(out, log, *_flink(flink_jar, "[local]")))
+    text = _finish(_record(forker, out, log, *_flink(flink_jar, "[local]")))
     assert "recorded 18 windows from 6 files (0 failed) into 2 " in text
     assert_same_dataset(out, reference)
 
 
 def test_spark_standalone_cluster_gives_the_direct_runners_dataset(
-    spark_cluster, worker_pool, reference, tmp_path
+    spark_cluster, worker_pool, reference, forker, tmp_path
 ):
     # `local[2]` inside the job server gives the same (docs/running-at-scale.md); this is the real
     # cluster path: the driver in the job server, executors as JVMs of their own, our SDK workers
@@ -94,12 +95,8 @@ def test_spark_standalone_cluster_gives_the_direct_runners_dataset(
         f"127.0.0.1:{worker_pool}",
         *KEEP_WORKERS,
     )
-    job = clusters.Process(
-        "record job",
-        [sys.executable, "-m", "pipelines.record", *_argv(out), *engine, *external],
-        log,
-        env=spark_cluster.env,
-    )
+    argv = ["-m", "pipelines.record", *_argv(out), *engine, *external]
+    job = clusters.Process.forked("record job", forker, argv, log, env=spark_cluster.env)
     text = _finish(job)
     assert "recorded 18 windows from 6 files (0 failed) into 2 " in text
     assert_same_dataset(out, reference)
@@ -120,7 +117,7 @@ print("planned in the job:", result.num_examples, "windows from", result.num_fil
 
 
 def test_spark_cluster_plans_in_the_job_and_gives_the_direct_runners_dataset(
-    spark_cluster, worker_pool, reference, tmp_path
+    spark_cluster, worker_pool, reference, forker, tmp_path
 ):
     # the job's plan step on separate SDK workers: they read the launcher's staged listing from
     # the output directory and the headers themselves
@@ -129,11 +126,9 @@ def test_spark_cluster_plans_in_the_job_and_gives_the_direct_runners_dataset(
     engine += ("--spark_job_server_jar", str(jobserver.jar_path("spark")))
     external = ("--environment_type", "EXTERNAL")
     external += ("--environment_config", f"127.0.0.1:{worker_pool}", *KEEP_WORKERS)
-    job = clusters.Process(
-        "record job planned in the job",
-        [sys.executable, "-c", PLANNED_IN_JOB, *_argv(out), *engine, *external],
-        log,
-        env=spark_cluster.env,
+    argv = ["-c", PLANNED_IN_JOB, *_argv(out), *engine, *external]
+    job = clusters.Process.forked(
+        "record job planned in the job", forker, argv, log, env=spark_cluster.env
     )
     text = _finish(job)
     assert "planned in the job: 18 windows from 6 files" in text, text[-2000:]
@@ -148,7 +143,7 @@ def _job(master: str) -> dict | None:
 
 
 def test_flink_session_cluster_survives_a_killed_taskmanager(
-    flink_cluster, worker_pool, reference, tmp_path
+    flink_cluster, worker_pool, reference, forker, tmp_path
 ):
     out, log = tmp_path / "out", tmp_path / "record.log"
     engine = _flink(jobserver.jar_path("flink"), flink_cluster.master)
@@ -159,7 +154,7 @@ def test_flink_session_cluster_survives_a_killed_taskmanager(
         f"127.0.0.1:{worker_pool}",
         *KEEP_WORKERS,
     )
-    job = _record(out, log, *engine, *external)
+    job = _record(forker, out, log, *engine, *external)
     # Mid-run: some of the job's tasks have finished, others have not.
     deadline = time.monotonic() + RUN_TIMEOUT_S
     while True:

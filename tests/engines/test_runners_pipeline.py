@@ -7,7 +7,6 @@ subprocesses on free loopback ports) must write byte-identical shards and the sa
 
 from __future__ import annotations
 
-import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -46,13 +45,14 @@ def reference(tmp_path_factory) -> Path:
     return out
 
 
-def test_direct_runner_multi_processing_gives_the_same_records(reference, tmp_path):
-    # The real command line: DoFns and lambdas pickled from __main__, two SDK worker processes.
+def test_direct_runner_multi_processing_gives_the_same_records(reference, forker, tmp_path):
+    # The real command line (forked: `forker`, run as __main__): DoFns and lambdas pickled from
+    # __main__, two SDK worker processes.
     out = tmp_path / "mp"
-    command = [sys.executable, "-m", "pipelines.record", "--output_dir", str(out), *ARGS]
+    command = ["-m", "pipelines.record", "--output_dir", str(out), *ARGS]
     command += ["--input_pattern", str(SAMPLE_DIR / "*.wav")]
     command += ["--direct_running_mode", "multi_processing", "--direct_num_workers", "2"]
-    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    done = forker.run(command, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "recorded 18 windows" in done.stdout
     _assert_same_records(reference, out)

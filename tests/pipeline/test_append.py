@@ -393,23 +393,21 @@ def test_ten_nightly_appends_replay_as_one_record_of_the_union(tmp_path):
 
 
 @pytest.mark.slow  # two append processes: the race between processes at the commit point
-def test_two_appends_run_at_once_to_one_version_commit_one_the_other_fails_cleanly(day1, tmp_path):
-    """Two append processes started together, each held at its commit until both have passed
-    the early check (`tests.support.commit_barrier`): the exclusive creation of
+def test_two_appends_run_at_once_to_one_version_commit_one_the_other_fails_cleanly(
+    day1, forker, tmp_path
+):
+    """Two append processes (forked: `forker`) started together, each held at its commit until
+    both have passed the early check (`tests.support.commit_barrier`): the exclusive creation of
     ``manifests/2.json`` lets exactly one commit version 2; the other fails with one line and
     leaves nothing."""
-    import subprocess
-    import sys
-
     corpus, out = tmp_path / "corpus", writable_copy(day1[1], tmp_path / "out")
     write_day(corpus, 2)
     write_day(corpus, 3)
-    root = Path(__file__).resolve().parents[2]
     barrier = tmp_path / "barrier"
-    procs = [
-        subprocess.Popen(
+    logs = {day: (tmp_path / f"day{day}.out", tmp_path / f"day{day}.err") for day in (2, 3)}
+    procs = {
+        day: forker.start(
             [
-                sys.executable,
                 "-m",
                 "tests.support.commit_barrier",
                 str(barrier),
@@ -420,14 +418,15 @@ def test_two_appends_run_at_once_to_one_version_commit_one_the_other_fails_clean
                 str(out),
                 "--append",
             ],
-            cwd=root,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
+            stdout=logs[day][0],
+            stderr=logs[day][1],
         )  # fmt: skip
         for day in (2, 3)
+    }
+    outcomes = [
+        (proc.wait(timeout=600), *(log.read_text() for log in logs[day]))
+        for day, proc in procs.items()
     ]
-    outcomes = [(p.wait(timeout=600), *p.communicate()) for p in procs]
     assert len(list(barrier.iterdir())) == 2  # both reached the commit point
     codes = sorted(code for code, _, _ in outcomes)
     assert codes == [0, 2], [(c, e[-2000:]) for c, _, e in outcomes]

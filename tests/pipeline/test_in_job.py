@@ -17,8 +17,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +26,7 @@ import soundfile as sf
 
 from pipelines import record
 from pipelines.resume import fingerprint as fp
+from tests.support.forked import Forker
 from tests.support.record_helpers import dataset_digests
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -79,27 +78,20 @@ def _args(clips: Path, out: Path) -> list[str]:
     ]
 
 
-def _run(mode: str, argv: list[str]) -> str:
-    done = subprocess.run(
-        [sys.executable, "-c", RUN, mode, *argv],
-        cwd=ROOT,
-        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"},
-        capture_output=True,
-        text=True,
-        timeout=900,
-        check=False,
-    )
+def _run(forker: Forker, mode: str, argv: list[str]) -> str:
+    """`RUN` in a process of its own (forked: `forker`), planned in `mode`: its summary line."""
+    done = forker.run(["-c", RUN, mode, *argv], timeout=900)
     assert done.returncode == 0, done.stderr[-4000:]
     return done.stdout.strip().splitlines()[-1]
 
 
 @pytest.mark.slow  # two jobs of 2,000 clips in subprocesses
-def test_planned_in_the_job_or_the_launcher_the_outputs_are_byte_identical(tmp_path):
+def test_planned_in_the_job_or_the_launcher_the_outputs_are_byte_identical(forker, tmp_path):
     clips = _clips(tmp_path / "clips", 2000)
     out = tmp_path / "ds"
     digests, counts = {}, {}
     for mode in ("launcher", "job"):
-        counts[mode] = _run(mode, _args(clips, out))
+        counts[mode] = _run(forker, mode, _args(clips, out))
         digests[mode] = dataset_digests(out)
         out.rename(tmp_path / f"ds-{mode}")
     assert counts["job"] == counts["launcher"] == "3000 1500 504"  # 500 odd + 4 bad refused

@@ -17,9 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -31,7 +29,7 @@ from tests.support.forked import Forker
 from tests.support.pause_points import APPEND_PHASES, PHASES, PLAN_IN_JOB_ENV
 from tests.support.record_helpers import record as run_record
 from tests.support.record_helpers import without_times
-from tests.support.reliability import ROOT, cli, kill, wait_until_paused
+from tests.support.reliability import cli, kill, wait_until_paused
 
 pytestmark = pytest.mark.slow
 
@@ -73,17 +71,6 @@ def _elements(out: Path, version: int | None = None) -> list[tuple]:
         (e["filepath"], int(e["win_start_idx"]), e["signal"].tobytes())
         for e in ds.as_numpy_iterator()
     ]
-
-
-@pytest.fixture(scope="module")
-def forker() -> Iterator[Forker]:
-    """Starts the killed commands (`Forker.start`: each a process of its own, in its own process
-    group, as `cli` starts one), with the test process's environment."""
-    forker = Forker(dict(os.environ), ROOT)
-    try:
-        yield forker
-    finally:
-        forker.close()
 
 
 def _paused_run(forker: Forker, phase: str, marker: Path, args: list[str], log: Path):

@@ -12,9 +12,7 @@ clear "incomplete" error, never read as a dataset missing shards; re-running the
 
 from __future__ import annotations
 
-import os
 import types
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -23,10 +21,8 @@ from pipelines import record, verify
 from pipelines.plan.reads import RUN_MARKER, output_dir_state
 from pipelines.resume.output_dir import prepare_output_dir
 from replay import IncompleteDatasetError, load_info
-from tests.support.forked import Forker
 from tests.support.pause_points import PHASES
 from tests.support.reliability import (
-    ROOT,
     assert_same_dataset,
     copy_dataset,
     kill,
@@ -67,17 +63,6 @@ def assert_refused_as_incomplete(out: Path, capsys) -> None:
     assert verify.run([str(out)]) == 1
     assert "incomplete dataset" in capsys.readouterr().out
     assert output_dir_state(str(out)) == "ours"  # so --overwrite may replace it
-
-
-@pytest.fixture(scope="module")
-def forker() -> Iterator[Forker]:
-    """Starts the killed commands (`Forker.start`: each a process of its own, in its own process
-    group, as `tests.support.reliability.cli` starts one), with the test process's environment."""
-    forker = Forker(dict(os.environ), ROOT)
-    try:
-        yield forker
-    finally:
-        forker.close()
 
 
 def test_sigkill_in_every_phase_then_overwrite_recovers(

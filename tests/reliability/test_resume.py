@@ -18,8 +18,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import apache_beam as beam
@@ -28,8 +26,9 @@ import pytest
 from pipelines import record
 from pipelines.config import UsageError
 from tests.support import reliability
+from tests.support.forked import Forker
 from tests.support.pause_points import ANALYSIS_BATCH_BYTES_ENV, CHECKPOINT_BYTES_ENV
-from tests.support.reliability import ROOT, assert_same_dataset, cli, kill, wait_until_paused
+from tests.support.reliability import assert_same_dataset, kill, wait_until_paused
 from transforms.spec.layout import RecordLayout
 from transforms.stages import read_windows
 from transforms.stages.finalize import read_z_score_statistics
@@ -84,6 +83,7 @@ def _refused(args: list[str], out: Path, match: str) -> None:
 
 
 def _killed_after_the_first_commit(
+    forker: Forker,
     pattern: str,
     out: Path,
     tmp_path: Path,
@@ -93,21 +93,11 @@ def _killed_after_the_first_commit(
     in_job: bool = False,
 ) -> None:
     """A run (planned in the job with `in_job`: `PLANNED_IN_JOB`) killed once its first read
-    task committed."""
+    task committed; started by `forker`, in a process group of its own."""
     marker = tmp_path / "paused"
-    argv = ("task committed", str(marker), *_args(pattern, out, *extra))
-    if in_job:
-        with open(tmp_path / "run.log", "wb") as log:
-            proc = subprocess.Popen(
-                [sys.executable, "-c", PLANNED_IN_JOB, *argv],
-                cwd=ROOT,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-                env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
-            )
-    else:
-        proc = cli(*argv, log=tmp_path / "run.log", module="tests.support.pause_points", env=env)
+    argv = ["task committed", str(marker), *_args(pattern, out, *extra)]
+    command = ["-c", PLANNED_IN_JOB] if in_job else ["-m", "tests.support.pause_points"]
+    proc = forker.start([*command, *argv], stdout=tmp_path / "run.log", env=env)
     try:
         wait_until_paused(proc, marker)
     finally:
@@ -116,11 +106,11 @@ def _killed_after_the_first_commit(
     assert len(list((out / ".tmp" / "commits").glob("*.json"))) == 1
 
 
-def test_killed_after_a_committed_task_resumes_byte_identical(tmp_path):
+def test_killed_after_a_committed_task_resumes_byte_identical(forker, tmp_path):
     pattern = _corpus(tmp_path / "corpus")  # its own: touched, moved and added to below
     want, out = tmp_path / "uninterrupted", tmp_path / "out"
     record.run(_args(pattern, want))
-    _killed_after_the_first_commit(pattern, out, tmp_path)
+    _killed_after_the_first_commit(forker, pattern, out, tmp_path)
 
     # refused, naming the difference, the directory left as it was
     _refused(_args(pattern, out, "--resume", "--hop_len", "512"), out, r"--hop_len changed")
@@ -181,7 +171,9 @@ def test_killed_after_a_committed_task_resumes_byte_identical(tmp_path):
 
 
 @pytest.mark.parametrize("planned", ["in the launcher", "in the job"])
-def test_rounded_features_reuse_nothing_and_resume_byte_identical(resume_runs, tmp_path, planned):
+def test_rounded_features_reuse_nothing_and_resume_byte_identical(
+    resume_runs, forker, tmp_path, planned
+):
     """``--feature_dtype float16`` stores rounded features, from which the AUTO compression
     samples of a reused task could not be rebuilt: a resumed run reuses nothing (every task is
     read again, its committed record deleted) and gives the uninterrupted run's dataset, planned
@@ -190,7 +182,7 @@ def test_rounded_features_reuse_nothing_and_resume_byte_identical(resume_runs, t
     pattern, out = resume_runs.pattern, tmp_path / "out"
     want = resume_runs.reference(*IN_MEMORY, *rounded)
     in_job = planned == "in the job"
-    _killed_after_the_first_commit(pattern, out, tmp_path, extra=rounded, in_job=in_job)
+    _killed_after_the_first_commit(forker, pattern, out, tmp_path, extra=rounded, in_job=in_job)
     result = record.run(_args(pattern, out, "--resume", *rounded))
     assert (result.counters.get("headers_read") == FILES) == in_job, result.counters
     assert (result.reused_tasks, result.reused_windows, result.total_tasks) == (0, 0, 4), result
@@ -213,7 +205,7 @@ def _batch_rows(path: Path) -> list[int]:
 
 
 def test_a_reused_tasks_rows_do_not_reach_tft_and_the_statistics_are_the_same(
-    tmp_path, monkeypatch
+    forker, tmp_path, monkeypatch
 ):
     """TFT's analysis is handed only the rows the resumed run reads (the reused task's moments
     come from its commit record); with many small analysis batches (15 rows, files of 10
@@ -236,7 +228,7 @@ def test_a_reused_tasks_rows_do_not_reach_tft_and_the_statistics_are_the_same(
     log["path"] = str(tmp_path / "want.rows")
     record.run(_args(pattern, want))
     _killed_after_the_first_commit(
-        pattern, out, tmp_path, env={ANALYSIS_BATCH_BYTES_ENV: str(small)}
+        forker, pattern, out, tmp_path, env={ANALYSIS_BATCH_BYTES_ENV: str(small)}
     )
     log["path"] = str(tmp_path / "resumed.rows")
     result = record.run(_args(pattern, out, "--resume"))
@@ -273,7 +265,7 @@ def checkpointed(tmp_path_factory):
 
 @pytest.mark.parametrize("phase", ["checkpointed", "writing shards", "finalising"])
 def test_the_default_runner_resumes_from_its_checkpoints(
-    checkpointed, phase, tmp_path, monkeypatch
+    checkpointed, phase, forker, tmp_path, monkeypatch
 ):
     """Killed in each phase on the default runner (one read task): reading half done (the
     task's third checkpoint about to be recorded), shards half written, finalize started. The
@@ -282,14 +274,9 @@ def test_the_default_runner_resumes_from_its_checkpoints(
     pattern, want = checkpointed
     monkeypatch.setattr(read_windows, "CHECKPOINT_BYTES", CHECKPOINT)
     out, marker = tmp_path / "out", tmp_path / "paused"
-    proc = cli(
-        phase,
-        str(marker),
-        *_default_args(pattern, out),
-        log=tmp_path / "run.log",
-        module="tests.support.pause_points",
-        env={CHECKPOINT_BYTES_ENV: str(CHECKPOINT)},
-    )
+    argv = ["-m", "tests.support.pause_points", phase, str(marker), *_default_args(pattern, out)]
+    env = {CHECKPOINT_BYTES_ENV: str(CHECKPOINT)}
+    proc = forker.start(argv, stdout=tmp_path / "run.log", env=env)
     try:
         wait_until_paused(proc, marker)
     finally:
@@ -335,7 +322,7 @@ exit_now(0)
 
 @pytest.mark.parametrize("runner", ["one task", "two workers"])
 def test_a_run_planned_in_the_job_resumes_byte_identical(
-    checkpointed, resume_runs, runner, tmp_path
+    checkpointed, resume_runs, runner, forker, tmp_path
 ):
     """A run planned in the job, killed once its read task checkpointed twice (the default
     runner: one task, whose segments the plan step grouped) or once its first task committed
@@ -349,15 +336,8 @@ def test_a_run_planned_in_the_job_resumes_byte_identical(
         pattern, want = resume_runs.pattern, resume_runs.reference(*IN_MEMORY)
         args, phase, env = _args, "task committed", {}
     out, marker = tmp_path / "out", tmp_path / "paused"
-    with open(tmp_path / "run.log", "wb") as log:
-        proc = subprocess.Popen(
-            [sys.executable, "-c", PLANNED_IN_JOB, phase, str(marker), *args(pattern, out)],
-            cwd=ROOT,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-            env={**os.environ, "PYTHONUNBUFFERED": "1", **env},
-        )
+    argv = ["-c", PLANNED_IN_JOB, phase, str(marker), *args(pattern, out)]
+    proc = forker.start(argv, stdout=tmp_path / "run.log", env=env)
     try:
         wait_until_paused(proc, marker)
     finally:

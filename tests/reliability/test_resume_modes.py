@@ -70,17 +70,6 @@ def _wait_for_hold(hold: Path, alive) -> str:
     return (hold / "held").read_text()
 
 
-@pytest.fixture(scope="module")
-def forker() -> Iterator[Forker]:
-    """Starts the killed launchers that need no environment of their own (`Forker.start`: each
-    a process of its own in its own process group, as `cli` starts one)."""
-    forker = Forker(dict(os.environ), ROOT)
-    try:
-        yield forker
-    finally:
-        forker.close()
-
-
 def _held_run(forker: Forker, hold: Path, *argv: str, log: Path) -> ForkedProcess:
     """``python -m tests.support.resume_hold hold argv`` started by `forker`, output to `log`."""
     return forker.start(["-m", "tests.support.resume_hold", str(hold), *argv], stdout=log)

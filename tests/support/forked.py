@@ -14,7 +14,9 @@ The server only imports: it opens no file, no connection and no file system clie
 forks, so each child starts with every client (TensorFlow's GCS file system and its caches,
 Beam's, google-auth's credentials) as a fresh process has it, and what a child does (requests,
 caches, a crash) stays in that child. The environment is fixed when the server starts (the
-clients read some of it when TensorFlow loads): one `Forker` per environment.
+clients read some of it when TensorFlow loads): one `Forker` per environment. A command may add
+variables that only what it starts reads (`env`: a job server's ``FLINK_CONF_DIR``, a JVM's
+options), set in the child before the command runs.
 
 `Forker.run` runs a command to its end (`subprocess.run`); `Forker.start` starts one in a
 process group of its own and returns (`subprocess.Popen`): for a run a test holds at a pause
@@ -86,6 +88,7 @@ def child(command):
         os.dup2(opened[path], fd)
     for descriptor in opened.values():
         os.close(descriptor)
+    os.environ.update(command["env"])  # read after the fork only (a started process's)
     buffering = 1 if command["unbuffered"] else -1  # as PYTHONUNBUFFERED: every line written
     sys.stdin = open(0, closefd=False)
     sys.stdout = open(1, "w", buffering=buffering, closefd=False)
@@ -168,14 +171,21 @@ class Forker:
         assert self._proc.stdin is not None
         self._proc.stdin.write((json.dumps(command) + "\n").encode())
 
-    def start(self, argv: list[str], *, stdout: Path, stderr: Path | None = None) -> ForkedProcess:
+    def start(
+        self,
+        argv: list[str],
+        *,
+        stdout: Path,
+        stderr: Path | None = None,
+        env: dict[str, str] | None = None,
+    ) -> ForkedProcess:
         """Starts ``python <argv>`` in a forked child in a session (process group) of its own,
         unbuffered, its output to `stdout` (and `stderr`, or the same file), as
         ``subprocess.Popen(..., start_new_session=True)`` with ``PYTHONUNBUFFERED=1`` would;
-        returns at once."""
+        returns at once. `env`: variables added for what the command starts (module docstring)."""
         stderr = stdout if stderr is None else stderr
         self._send(op="start", argv=list(argv), stdout=str(stdout), stderr=str(stderr),
-                   session=True, unbuffered=True)  # fmt: skip
+                   session=True, unbuffered=True, env=env or {})  # fmt: skip
         pid = self._reply(time.monotonic() + 60, argv)["pid"]
         return ForkedProcess(self, pid, [sys.executable, *argv])
 
@@ -184,13 +194,16 @@ class Forker:
         self._send(op="wait", pid=pid)
         return self._reply(time.monotonic() + 60, [str(pid)])["code"]
 
-    def run(self, argv: list[str], *, timeout: float) -> subprocess.CompletedProcess:
+    def run(
+        self, argv: list[str], *, timeout: float, env: dict[str, str] | None = None
+    ) -> subprocess.CompletedProcess:
         """Runs ``python <argv>`` (``-m module ...`` or ``-c code ...``) in a forked child:
-        what `subprocess.run` with ``capture_output=True, text=True`` would return."""
+        what `subprocess.run` with ``capture_output=True, text=True`` would return. `env`:
+        variables added for what the command starts (module docstring)."""
         self._count += 1
         stdout, stderr = self._dir / f"{self._count}.out", self._dir / f"{self._count}.err"
         self._send(op="run", argv=list(argv), stdout=str(stdout), stderr=str(stderr),
-                   session=False, unbuffered=False)  # fmt: skip
+                   session=False, unbuffered=False, env=env or {})  # fmt: skip
         deadline = time.monotonic() + timeout
         pid = self._reply(deadline, argv)["pid"]
         try:
