@@ -73,7 +73,7 @@ def pytest_runtest_makereport(item, call):
 @pytest.fixture(scope="session")
 def forker() -> Iterator[Forker]:
     """The fork server of this test process's environment, started in the repository's root."""
-    server = Forker(dict(os.environ), Path(__file__).resolve().parent.parent)
+    server = Forker(dict(os.environ), reliability.ROOT)
     try:
         yield server
     finally:
